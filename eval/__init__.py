@@ -1,0 +1,1 @@
+"""Tasks, metrics, reproduction experiments and benchmarks (``icml26.eval``)."""

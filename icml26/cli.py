@@ -1,0 +1,166 @@
+"""The ``icml26`` command line (also ``python -m icml26``).
+
+``list`` and argument parsing import nothing heavy: torch is imported only by what runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Sequence
+
+from . import __version__
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a bad command line in one line (no usage block) with exit code 2."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _device(text: str) -> str:
+    base = text.split(":", 1)[0]
+    if base not in ("auto", "cpu", "cuda", "mps", "xpu") or (":" in text and not text.split(":", 1)[1].isdigit()):
+        raise argparse.ArgumentTypeError(f"expected auto, cpu, cuda or cuda:N, got {text!r}")
+    return text
+
+
+def _add_run_options(p: argparse.ArgumentParser, kind: str) -> None:
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--quick", dest="mode", action="store_const", const="quick",
+                      help="small settings, about a minute each on 2 CPU cores (default)")
+    mode.add_argument("--full", dest="mode", action="store_const", const="full",
+                      help="settings closer to the paper (much longer)")
+    p.set_defaults(mode="quick")
+    p.add_argument("--seeds", type=_positive_int, metavar="N",
+                   help="run seeds 0..N-1 (default: 1 in quick mode, 3 in full mode)")
+    p.add_argument("--out", metavar="DIR",
+                   help=f"run folder (default: runs/{'' if kind == 'experiment' else 'bench-'}<timestamp>/)")
+    p.add_argument("--device", type=_device, default="auto", help="auto (default), cpu, cuda or cuda:N")
+    p.add_argument("--strict", action="store_true", help="also exit non-zero when a claim does not hold")
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="hide the progress bar")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="icml26", description="Methods of ICML 2026 papers: reproduce, benchmark, inspect.")
+    parser.add_argument("--version", action="version", version=f"icml26 {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("list", help="list papers, experiments and benchmarks with their status")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    p = sub.add_parser("reproduce", help="run reproduction experiments and write a report")
+    p.add_argument("keys", nargs="*", metavar="KEY", help="experiment keys (default: every registered one)")
+    _add_run_options(p, "experiment")
+
+    p = sub.add_parser("bench", help="run benchmarks (JSON + PNG results)")
+    p.add_argument("keys", nargs="*", metavar="NAME", help="benchmark names (default: every registered one)")
+    _add_run_options(p, "benchmark")
+
+    p = sub.add_parser("env", help="versions, device and Triton mode")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    return parser
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    import json
+
+    from .papers import PAPERS, PAPERS_BY_KEY
+    from .registry import entries
+
+    experiments, benchmarks = entries("experiment"), entries("benchmark")
+    rows = []
+    for paper in PAPERS:
+        exp = experiments.get(paper.key)
+        rows.append({"kind": "experiment", "key": paper.key,
+                     "title": exp.title if exp else paper.title, "status": paper.status,
+                     "registered": exp is not None})
+    for key, exp in experiments.items():
+        if key not in PAPERS_BY_KEY:
+            rows.append({"kind": "experiment", "key": key, "title": exp.title, "status": "plugin",
+                         "registered": True})
+    for key, bench in benchmarks.items():
+        rows.append({"kind": "benchmark", "key": key, "title": bench.title, "status": "registered",
+                     "registered": True})
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    width = max(len(r["key"]) for r in rows)
+    for kind in ("experiment", "benchmark"):
+        chosen = [r for r in rows if r["kind"] == kind]
+        print(f"{kind}s ({sum(r['registered'] for r in chosen)} registered):")
+        if not chosen:
+            print("  (none)")
+        for r in chosen:
+            mark = "" if r["registered"] else "  [no experiment yet]"
+            print(f"  {r['key']:<{width}}  {r['status']:<10}  {r['title']}{mark}")
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace, kind: str, argv: Sequence[str]) -> int:
+    from .runner import new_run_dir, run_all, select
+
+    selected = select(kind, args.keys)
+    run_dir = new_run_dir(args.out, kind)
+    if not selected:
+        print(f"icml26: no {kind}s are registered yet; wrote an empty report to {run_dir}", file=sys.stderr)
+    seeds = tuple(range(args.seeds)) if args.seeds else None
+    outcome = run_all(kind, selected, mode=args.mode, seeds=seeds, run_dir=run_dir, device=args.device,
+                      command="icml26 " + " ".join(argv), progress=args.progress)
+    print(f"\nreport: {run_dir / 'report.md'}\nresults: {run_dir / 'results.json'}")
+    if outcome.interrupted:
+        print("icml26: interrupted; the report holds what finished", file=sys.stderr)
+        return 130
+    if outcome.errors:
+        print(f"icml26: {outcome.errors} {kind}(s) raised; tracebacks are in the report", file=sys.stderr)
+        return 1
+    if args.strict and outcome.failed_claims:
+        print(f"icml26: {outcome.failed_claims} claim(s) do not hold (--strict)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _cmd_env(args: argparse.Namespace) -> int:
+    import json
+
+    from .envinfo import collect
+
+    info = collect()
+    if args.json:
+        print(json.dumps(info, indent=2))
+    else:
+        for key, value in info.items():
+            print(f"{key:<14} {value}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    from .runner import UsageError
+
+    try:
+        if args.command == "list":
+            return _cmd_list(args)
+        if args.command == "env":
+            return _cmd_env(args)
+        return _cmd_run(args, "experiment" if args.command == "reproduce" else "benchmark", argv)
+    except UsageError as exc:
+        print(f"icml26 {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

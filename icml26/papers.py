@@ -1,0 +1,114 @@
+"""The catalogue of the papers icml26 implements: one source for ``icml26 list`` and the README table.
+
+Each entry names the paper, where its code lives, its CLI and its experiment key, and a status:
+``planned`` (nothing landed), ``partial`` (some of the issue landed) or ``working`` (the issue is
+resolved). Update the status here when a method lands, then regenerate the README table with
+``python -m icml26.papers`` (a test keeps the two in step).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+STATUSES = ("planned", "partial", "working")
+
+
+@dataclass(frozen=True)
+class Paper:
+    key: str
+    name: str
+    title: str
+    modules: tuple[str, ...]
+    cli: str
+    status: str = "planned"
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"paper {self.key!r}: status must be one of {STATUSES}, got {self.status!r}")
+
+
+PAPERS: tuple[Paper, ...] = (
+    Paper("saisa", "SAISA / NAEViT",
+          "SAISA: Towards Multimodal Large Language Models with Both Training and Inference Efficiency",
+          ("kernels/naevit.py", "models/saisa.py"), "icml26 reproduce saisa; icml26 bench naevit"),
+    Paper("tfmixer", "TFMixer",
+          "Bridging Time and Frequency: A Joint Modeling Framework for Irregular Multivariate Time Series Forecasting",
+          ("kernels/nudft.py", "models/tfmixer.py"), "icml26 reproduce tfmixer; icml26 bench nudft"),
+    Paper("r2g", "R2G",
+          "Repel-to-Grokking (R2G) loss (exact ICML title not public)",
+          ("training/r2g.py",), "icml26 reproduce r2g"),
+    Paper("sera", "SERA",
+          "SERA: Soft-Verified Efficient Repository Agents",
+          ("agents/sera.py", "training/sera.py"), "icml26 sera generate; icml26 sera train"),
+    Paper("optminer", "Opt-Miner",
+          "Opt-Miner: Empowering Information-Seeking Agent with Tree-Guided Data Synthesis for Optimization Modeling",
+          ("agents/optminer.py", "training/optminer.py"), "icml26 optminer synthesize; icml26 reproduce optminer"),
+    Paper("rhi", "Robust Halpern Iteration",
+          "Model-Free Robust Average-Reward Reinforcement Learning with Sample Complexity Analysis",
+          ("training/rhi.py",), "icml26 reproduce rhi"),
+    Paper("uhm", "Universal Horizon Models",
+          "Offline Reinforcement Learning with Universal Horizon Models",
+          ("models/uhm.py", "training/uhm.py"), "icml26 reproduce uhm"),
+    Paper("conjoint", "Conjoint stochastic interventions",
+          "MiniMax Learning of Interpretable Factored Stochastic Policies from Conjoint Data, with Uncertainty Quantification",
+          ("training/conjoint.py",), "icml26 reproduce conjoint"),
+    Paper("infoloop", "Information-open synthetic data loops",
+          "An Information-Theoretic Criterion for Efficient Data Synthesis",
+          ("training/infoloop.py",), "icml26 reproduce infoloop"),
+    Paper("llp", "Label-proportion debiasing",
+          "Optimal Learning from Label Proportions with General Loss Functions",
+          ("training/llp.py",), "icml26 reproduce llp"),
+    Paper("dp_select", "Private hypothesis selection",
+          "Fast and Optimal Algorithms for Private Hypothesis Selection",
+          ("training/dp_select.py",), "icml26 reproduce dp_select"),
+    Paper("rkme", "RKME learnware specifications",
+          "A Statistical Framework for Analyzing Specification Resistance to Learnware-Inversion Risks",
+          ("training/rkme.py",), "icml26 reproduce rkme"),
+    Paper("waterfill", "Contrastive waterfilling",
+          "A Theory of Contrastive Learning with Natural Images",
+          ("training/waterfill.py",), "icml26 reproduce waterfill"),
+    Paper("tied", "TIED",
+          "Inverting Data Transformations via Diffusion Sampling",
+          ("models/tied.py", "training/tied.py"), "icml26 reproduce tied"),
+    Paper("ortho_flow", "Orthogonal-Jacobian flows",
+          "Unsupervised Disentanglement Without Compromises: How Functional Orthogonality Enforces Identifiability",
+          ("models/ortho_flow.py",), "icml26 reproduce ortho_flow"),
+    Paper("mol_diffusion", "Multi-objective diffusion distillation",
+          "Multi-Objective Learning for Diffusion Models: A Statistical Theory under Semi-Supervised Learning",
+          ("models/mol_diffusion.py",), "icml26 reproduce mol_diffusion"),
+    Paper("crdproto", "CRDProto (low-rank noisy few-shot)",
+          "Rank-guided Diffusion for Noise Few-Shot Learning",
+          ("models/crdproto.py",), "icml26 reproduce crdproto"),
+    Paper("pbto", "PBTO",
+          "Persistent Backdoor Attacks in Class-Incremental Learning via Structural Invariant Anchoring",
+          ("training/pbto.py",), "icml26 reproduce pbto"),
+    Paper("rdl_graph", "Relational graph optimization",
+          "What Makes a Desired Graph for Relational Deep Learning?",
+          ("models/rdl_graph.py",), "icml26 reproduce rdl_graph"),
+)
+
+PAPERS_BY_KEY: dict[str, Paper] = {p.key: p for p in PAPERS}
+
+TABLE_BEGIN = "<!-- papers-table:begin (generated by `python -m icml26.papers`) -->"
+TABLE_END = "<!-- papers-table:end -->"
+
+
+def markdown_table() -> str:
+    """The README's paper table, rendered from :data:`PAPERS`."""
+    lines = [
+        "| key | method | paper | modules | CLI | experiment | status |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for p in PAPERS:
+        modules = ", ".join(f"`{m}`" for m in p.modules)
+        lines.append(
+            f"| `{p.key}` | {p.name} | {p.title} | {modules} | `{p.cli}` | "
+            f"`eval/experiments/{p.key}.py` | {p.status} |"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(TABLE_BEGIN)
+    print(markdown_table())
+    print(TABLE_END)

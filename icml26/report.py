@@ -1,0 +1,130 @@
+"""Render a run (the content of ``results.json``) as ``report.md`` and as a terminal summary."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (list, tuple)):
+        if len(value) > 8:
+            return f"[{', '.join(_fmt(v) for v in value[:8])}, ... ({len(value)} values)]"
+        return "[" + ", ".join(_fmt(v) for v in value) + "]"
+    return str(value)
+
+
+def _cell(value: Any) -> str:
+    return _fmt(value).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(rows: list[dict[str, Any]]) -> str:
+    """A list of dicts as a markdown table (columns in first-seen order)."""
+    if not rows:
+        return "_(empty)_"
+    columns: list[str] = []
+    for row in rows:
+        columns += [c for c in row if c not in columns]
+    lines = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
+    lines += ["| " + " | ".join(_cell(row.get(c, "")) for c in columns) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _claim_value(value: Any, unit: str) -> str:
+    return _fmt(value) + (f" {unit}" if unit and value is not None else "")
+
+
+def _verdict(claim: dict[str, Any]) -> str:
+    return "yes" if claim["holds"] else "NO"
+
+
+def claim_rows(run: dict[str, Any]) -> list[dict[str, str]]:
+    """One row per claim (and one per experiment that did not finish) for summaries."""
+    rows = []
+    for exp in run["experiments"]:
+        if exp["status"] != "ok":
+            detail = exp.get("error_summary") or exp["status"]
+            rows.append({"experiment": exp["key"], "claim": f"({exp['status']}) {detail}", "measured": "",
+                         "reference": "", "holds": ""})
+            continue
+        claims = exp["result"]["claims"]
+        if not claims:
+            rows.append({"experiment": exp["key"], "claim": "(no claims)", "measured": "", "reference": "",
+                         "holds": ""})
+        for c in claims:
+            rows.append({
+                "experiment": exp["key"],
+                "claim": c["statement"],
+                "measured": _claim_value(c["measured"], c["unit"]),
+                "reference": _claim_value(c["reference"], c["unit"]),
+                "holds": f"{_verdict(c)} ({c['comparison']})",
+            })
+    return rows
+
+
+def summary_text(run: dict[str, Any], width: int = 48) -> str:
+    """A fixed-width text table for the terminal."""
+    rows = claim_rows(run)
+    if not rows:
+        return f"no {run['kind']}s were run"
+    columns = ["experiment", "claim", "measured", "reference", "holds"]
+
+    def clip(text: str, n: int) -> str:
+        return text if len(text) <= n else text[: n - 1] + "…"
+
+    cells = [[clip(r[c], width) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
+    line = lambda vals: "  ".join(v.ljust(w) for v, w in zip(vals, widths)).rstrip()  # noqa: E731
+    out = [line(columns), line(["-" * w for w in widths])]
+    out += [line(row) for row in cells]
+    return "\n".join(out)
+
+
+def render_markdown(run: dict[str, Any]) -> str:
+    """The full ``report.md`` of a run."""
+    kind = run["kind"]
+    lines = [
+        f"# icml26 {'reproduction' if kind == 'experiment' else 'benchmark'} report",
+        "",
+        f"- state: **{run['state']}**",
+        f"- mode: {run['mode']}, seeds: {run['seeds']}, device: {run['device']}",
+        f"- started: {run['started']}" + (f", finished: {run['finished']}" if run.get("finished") else ""),
+        f"- command: `{run['command']}`",
+        f"- versions: " + ", ".join(f"{k} {v}" for k, v in run.get("versions", {}).items()),
+        "",
+        "## Summary",
+        "",
+        markdown_table(claim_rows(run)) if run["experiments"] else f"_no {kind}s_",
+        "",
+    ]
+    for exp in run["experiments"]:
+        lines += [f"## `{exp['key']}`: {exp['title']}", ""]
+        meta = f"status: **{exp['status']}**"
+        if exp.get("seconds") is not None:
+            meta += f", {exp['seconds']:.1f} s"
+        if exp.get("paper"):
+            meta += f", paper: `{exp['paper']}`"
+        lines += [meta, ""]
+        if exp.get("error"):
+            lines += ["```text", exp["error"].rstrip(), "```", ""]
+        result = exp.get("result")
+        if not result:
+            continue
+        if result["claims"]:
+            lines += ["### Claims", "", markdown_table([
+                {"claim": c["statement"], "measured": _claim_value(c["measured"], c["unit"]),
+                 "reference": _claim_value(c["reference"], c["unit"]), "test": c["comparison"],
+                 "holds": _verdict(c)} for c in result["claims"]]), ""]
+        if result["metrics"]:
+            lines += ["### Metrics", "", markdown_table(
+                [{"metric": k, "value": v} for k, v in result["metrics"].items()]), ""]
+        for name, rows in result["tables"].items():
+            lines += [f"### {name}", "", markdown_table(rows), ""]
+        for name, path in result["figures"].items():
+            lines += [f"![{name}]({path})", ""]
+        if result["notes"]:
+            lines += ["### Notes", "", result["notes"].strip(), ""]
+    return "\n".join(lines).rstrip() + "\n"

@@ -1,0 +1,202 @@
+"""What an experiment or benchmark returns: measured metrics, tables, figures and claims.
+
+A :class:`Claim` is a paper's statement checked against a measurement. It is built only through
+the comparison constructors (:meth:`Claim.less`, :meth:`Claim.greater`, :meth:`Claim.at_most`,
+:meth:`Claim.at_least`, :meth:`Claim.close`), and its verdict :attr:`Claim.holds` is a property
+computed from the two values every time it is read, so no code can set a verdict by hand.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass, field
+from typing import Any
+
+# relation -> (symbol shown in reports, verdict(measured, reference, factor, rtol, atol))
+_RELATIONS = {
+    "less": ("<", lambda m, r, f, rt, at: m < f * r),
+    "at_most": ("<=", lambda m, r, f, rt, at: m <= f * r),
+    "greater": (">", lambda m, r, f, rt, at: m > f * r),
+    "at_least": (">=", lambda m, r, f, rt, at: m >= f * r),
+    "close": ("≈", lambda m, r, f, rt, at: abs(m - r) <= at + rt * abs(r)),
+}
+
+
+def _as_float(name: str, value: Any) -> float:
+    """Accept Python/numpy/0-d torch numbers; refuse anything else with a clear message."""
+    if hasattr(value, "item") and callable(value.item):  # numpy scalar, 0-d array or tensor
+        try:
+            value = value.item()
+        except (ValueError, RuntimeError) as exc:
+            raise TypeError(f"claim {name} must be a single number, got an array ({exc})") from None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"claim {name} must be a real number, got {type(value).__name__}: {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A paper's statement decided by comparing a measured value with a reference value.
+
+    ``reference`` is what the measurement is compared with: a baseline measured in the same run
+    (the usual case) or a number from the paper. ``factor`` scales the reference
+    (``Claim.less("MSE vs LOCF", mse, locf_mse, factor=0.7)`` holds when mse < 0.7 * locf_mse).
+    A NaN measurement never holds.
+    """
+
+    statement: str
+    measured: float
+    reference: float
+    relation: str
+    factor: float = 1.0
+    rtol: float = 0.0
+    atol: float = 0.0
+    unit: str = ""
+
+    def __post_init__(self) -> None:
+        if self.relation not in _RELATIONS:
+            raise ValueError(f"claim relation must be one of {sorted(_RELATIONS)}, got {self.relation!r}")
+        if not isinstance(self.statement, str) or not self.statement.strip():
+            raise ValueError("a claim needs a non-empty statement")
+        for name in ("measured", "reference", "factor", "rtol", "atol"):
+            object.__setattr__(self, name, _as_float(name, getattr(self, name)))
+        if self.rtol < 0 or self.atol < 0:
+            raise ValueError(f"claim tolerances must be >= 0, got rtol={self.rtol}, atol={self.atol}")
+
+    # -- constructors: the only intended way to make a claim ---------------------------------
+    @classmethod
+    def less(cls, statement: str, measured: Any, reference: Any, *, factor: float = 1.0, unit: str = "") -> Claim:
+        """Holds when ``measured < factor * reference``."""
+        return cls(statement, measured, reference, "less", factor=factor, unit=unit)
+
+    @classmethod
+    def at_most(cls, statement: str, measured: Any, reference: Any, *, factor: float = 1.0, unit: str = "") -> Claim:
+        """Holds when ``measured <= factor * reference``."""
+        return cls(statement, measured, reference, "at_most", factor=factor, unit=unit)
+
+    @classmethod
+    def greater(cls, statement: str, measured: Any, reference: Any, *, factor: float = 1.0, unit: str = "") -> Claim:
+        """Holds when ``measured > factor * reference``."""
+        return cls(statement, measured, reference, "greater", factor=factor, unit=unit)
+
+    @classmethod
+    def at_least(cls, statement: str, measured: Any, reference: Any, *, factor: float = 1.0, unit: str = "") -> Claim:
+        """Holds when ``measured >= factor * reference``."""
+        return cls(statement, measured, reference, "at_least", factor=factor, unit=unit)
+
+    @classmethod
+    def close(cls, statement: str, measured: Any, reference: Any, *, rtol: float = 0.05, atol: float = 0.0,
+              unit: str = "") -> Claim:
+        """Holds when ``|measured - reference| <= atol + rtol * |reference|``."""
+        return cls(statement, measured, reference, "close", rtol=rtol, atol=atol, unit=unit)
+
+    # -- verdict -------------------------------------------------------------------------------
+    @property
+    def holds(self) -> bool:
+        if math.isnan(self.measured) or math.isnan(self.reference):
+            return False
+        verdict = _RELATIONS[self.relation][1]
+        return bool(verdict(self.measured, self.reference, self.factor, self.rtol, self.atol))
+
+    @property
+    def comparison(self) -> str:
+        """The test in words, e.g. ``measured < 0.7 x reference``."""
+        symbol = _RELATIONS[self.relation][0]
+        if self.relation == "close":
+            return f"|measured - reference| <= {self.atol:g} + {self.rtol:g} x |reference|"
+        scale = "" if self.factor == 1.0 else f"{self.factor:g} x "
+        return f"measured {symbol} {scale}reference"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "statement": self.statement,
+            "measured": _json_number(self.measured),
+            "reference": _json_number(self.reference),
+            "relation": self.relation,
+            "factor": self.factor,
+            "rtol": self.rtol,
+            "atol": self.atol,
+            "unit": self.unit,
+            "comparison": self.comparison,
+            "holds": self.holds,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Claim:
+        """Rebuild a claim from :meth:`to_dict`; the verdict is recomputed, never read back."""
+        def num(x: Any) -> float:
+            return float("nan") if x is None else float(x)
+
+        return cls(data["statement"], num(data["measured"]), num(data["reference"]), data["relation"],
+                   factor=data.get("factor", 1.0), rtol=data.get("rtol", 0.0), atol=data.get("atol", 0.0),
+                   unit=data.get("unit", ""))
+
+
+def _json_number(x: float) -> float | None:
+    """Strict JSON has no NaN or Inf: they are written as null."""
+    return None if math.isnan(x) or math.isinf(x) else x
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Turn numpy/torch scalars and arrays, paths, tuples and dataclasses into plain JSON values."""
+    import dataclasses
+    from pathlib import PurePath
+
+    if obj is None or isinstance(obj, (str, bool)):
+        return obj
+    if isinstance(obj, int):
+        return obj
+    if isinstance(obj, float):
+        return _json_number(obj)
+    if isinstance(obj, Claim):
+        return obj.to_dict()
+    if isinstance(obj, PurePath):
+        return str(obj)
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [to_jsonable(v) for v in obj]
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return to_jsonable(dataclasses.asdict(obj))
+    if hasattr(obj, "tolist") and callable(obj.tolist):  # numpy arrays/scalars, torch tensors
+        if hasattr(obj, "detach"):
+            obj = obj.detach().cpu()
+        return to_jsonable(obj.tolist())
+    if isinstance(obj, numbers.Real):
+        return _json_number(float(obj))
+    raise TypeError(f"cannot store a {type(obj).__name__} in results.json: {obj!r:.80}")
+
+
+@dataclass
+class Result:
+    """What ``run(config)`` returns.
+
+    - ``metrics``: named measurements (numbers, or small lists/dicts of numbers);
+    - ``tables``: name -> list of rows (dicts), rendered as markdown tables in the report;
+    - ``figures``: name -> a matplotlib ``Figure`` (the runner saves it as ``<name>.png`` and
+      closes it) or the path of a PNG the experiment already wrote;
+    - ``claims``: the paper's statements checked against the measurements;
+    - ``notes``: free text for the report (what was scaled down, what differs from the paper).
+    """
+
+    metrics: dict[str, Any] = field(default_factory=dict)
+    tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    figures: dict[str, Any] = field(default_factory=dict)
+    claims: list[Claim] = field(default_factory=list)
+    notes: str = ""
+
+    def add_claim(self, claim: Claim) -> Claim:
+        if not isinstance(claim, Claim):
+            raise TypeError(f"add_claim expects a Claim (built with Claim.less/greater/...), got {type(claim).__name__}")
+        self.claims.append(claim)
+        return claim
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "metrics": to_jsonable(self.metrics),
+            "tables": to_jsonable(self.tables),
+            "figures": {name: str(path) for name, path in self.figures.items()},
+            "claims": [c.to_dict() for c in self.claims],
+            "notes": self.notes,
+        }

@@ -1,0 +1,255 @@
+"""Run registered experiments or benchmarks into one run folder, writing results as they come.
+
+After every experiment, ``results.json`` and ``report.md`` are rewritten atomically, so a run that
+is interrupted (Ctrl-C) or killed midway still leaves a valid report of what finished.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Sequence
+
+from . import __version__
+from .registry import Entry, entries
+from .report import render_markdown, summary_text
+from .results import Result
+from .utils import atomic_write_json, atomic_write_text, set_seed
+
+MODES = ("quick", "full")
+
+
+class UsageError(Exception):
+    """Bad input from the command line: reported in one line, exit code 2."""
+
+
+@dataclass
+class RunConfig:
+    """What an experiment's ``run(config)`` receives.
+
+    - ``mode``: ``"quick"`` (about a minute on 2 CPU cores) or ``"full"`` (closer to the paper);
+    - ``seeds``: the seeds to run; the runner has already called ``set_seed(seeds[0])``;
+    - ``out_dir``: this experiment's own folder inside the run folder (checkpoints, extra files);
+    - ``device``: ``"auto"``, ``"cpu"``, ``"cuda"``, ``"cuda:1"``...; :meth:`torch_device` resolves it.
+    """
+
+    mode: str = "quick"
+    seeds: tuple[int, ...] = (0,)
+    out_dir: Path = field(default_factory=lambda: Path("."))
+    device: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        self.seeds = tuple(self.seeds)
+        if not self.seeds or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in self.seeds):
+            raise ValueError(f"seeds must be a non-empty sequence of non-negative ints, got {self.seeds!r}")
+        self.out_dir = Path(self.out_dir)
+
+    @property
+    def quick(self) -> bool:
+        return self.mode == "quick"
+
+    def torch_device(self):
+        """The ``torch.device`` to use: CUDA when ``device="auto"`` and a GPU is visible."""
+        import torch
+
+        if self.device == "auto":
+            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        return torch.device(self.device)
+
+
+def default_seeds(mode: str) -> tuple[int, ...]:
+    return (0,) if mode == "quick" else (0, 1, 2)
+
+
+def package_versions() -> dict[str, str]:
+    """Versions of Python and the main libraries, read from package metadata (imports nothing)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": sys.version.split()[0], "icml26": __version__}
+    for name in ("torch", "transformers", "trl", "peft", "triton"):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def new_run_dir(base: str | os.PathLike | None, kind: str) -> Path:
+    """Create (and check writable) the run folder: ``base`` or ``runs/<timestamp>/``."""
+    if base is None:
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        prefix = "" if kind == "experiment" else "bench-"
+        base = Path("runs") / f"{prefix}{stamp}"
+        suffix = 1
+        while base.exists():
+            base = base.with_name(f"{prefix}{stamp}-{suffix}")
+            suffix += 1
+    path = Path(base)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".write-test"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as exc:
+        raise UsageError(f"cannot write to output folder {str(path)!r}: {exc.strerror or exc}") from None
+    return path
+
+
+def select(kind: str, keys: Sequence[str]) -> list[Entry]:
+    """The registered entries named by ``keys`` (all when empty), in the order given."""
+    from .papers import PAPERS_BY_KEY
+
+    found = entries(kind)
+    if not keys:
+        return list(found.values())
+    chosen = []
+    for key in dict.fromkeys(keys):  # drop repeats, keep order
+        if key in found:
+            chosen.append(found[key])
+        elif kind == "experiment" and key in PAPERS_BY_KEY:
+            raise UsageError(f"experiment {key!r} is planned but not implemented yet "
+                             f"(registered: {', '.join(found) or 'none'})")
+        else:
+            raise UsageError(f"unknown {kind} {key!r} (registered: {', '.join(found) or 'none'})")
+    return chosen
+
+
+def _save_figures(result: Result, exp_dir: Path, run_dir: Path) -> dict[str, str]:
+    """Save Figure objects as PNGs (and copy PNG paths) into the experiment folder."""
+    saved = {}
+    for name, fig in result.figures.items():
+        target = exp_dir / f"{name}.png"
+        if hasattr(fig, "savefig"):
+            exp_dir.mkdir(parents=True, exist_ok=True)
+            fig.savefig(target, dpi=120, bbox_inches="tight")
+            if "matplotlib.pyplot" in sys.modules:
+                sys.modules["matplotlib.pyplot"].close(fig)
+        else:
+            source = Path(fig)
+            if not source.is_file():
+                raise FileNotFoundError(f"figure {name!r}: no file at {source}")
+            if source.resolve() != target.resolve():
+                exp_dir.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source, target)
+        saved[name] = target.relative_to(run_dir).as_posix()
+    return saved
+
+
+def _error_summary(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+@dataclass
+class RunOutcome:
+    run_dir: Path
+    record: dict[str, Any]
+
+    @property
+    def errors(self) -> int:
+        return sum(e["status"] == "error" for e in self.record["experiments"])
+
+    @property
+    def failed_claims(self) -> int:
+        return sum(
+            not c["holds"] for e in self.record["experiments"] if e.get("result") for c in e["result"]["claims"]
+        )
+
+    @property
+    def interrupted(self) -> bool:
+        return self.record["state"] == "interrupted"
+
+
+def run_all(
+    kind: str,
+    selected: Sequence[Entry],
+    *,
+    mode: str = "quick",
+    seeds: Sequence[int] | None = None,
+    run_dir: Path,
+    device: str = "auto",
+    command: str = "",
+    progress: bool = True,
+    echo=print,
+) -> RunOutcome:
+    """Run ``selected`` one after another, writing ``results.json`` and ``report.md`` after each."""
+    seeds = tuple(seeds) if seeds else default_seeds(mode)
+    os.environ.setdefault("MPLBACKEND", "Agg")  # figures are files; never open a window
+    now = lambda: datetime.now(timezone.utc).isoformat(timespec="seconds")  # noqa: E731
+    record: dict[str, Any] = {
+        "kind": kind,
+        "state": "running",
+        "mode": mode,
+        "seeds": list(seeds),
+        "device": device,
+        "command": command,
+        "started": now(),
+        "finished": None,
+        "versions": package_versions(),
+        "experiments": [
+            {"key": e.key, "title": e.title, "paper": e.paper, "status": "pending", "seconds": None,
+             "result": None, "error": None, "error_summary": None}
+            for e in selected
+        ],
+    }
+
+    def write() -> None:
+        atomic_write_json(run_dir / "results.json", record)
+        atomic_write_text(run_dir / "report.md", render_markdown(record))
+
+    write()
+    bar = None
+    if progress and selected:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(selected), desc=kind + "s", unit=kind[:3], file=sys.stderr, dynamic_ncols=True)
+    try:
+        for entry, slot in zip(selected, record["experiments"]):
+            if bar is not None:
+                bar.set_postfix_str(entry.key)
+            exp_dir = run_dir / entry.key
+            config = RunConfig(mode=mode, seeds=seeds, out_dir=exp_dir, device=device)
+            slot["status"] = "running"
+            start = time.perf_counter()
+            try:
+                exp_dir.mkdir(parents=True, exist_ok=True)
+                set_seed(seeds[0])
+                result = entry.run(config)
+                if not isinstance(result, Result):
+                    raise TypeError(f"{kind} {entry.key!r} returned {type(result).__name__}, expected icml26.Result")
+                result.figures = _save_figures(result, exp_dir, run_dir)
+                slot["result"] = result.to_dict()
+                slot["status"] = "ok"
+            except KeyboardInterrupt:
+                slot["status"] = "interrupted"
+                raise
+            except Exception as exc:  # an experiment that raises is reported, the run goes on
+                slot["status"] = "error"
+                slot["error"] = traceback.format_exc()
+                slot["error_summary"] = _error_summary(exc)
+            finally:
+                slot["seconds"] = time.perf_counter() - start
+                write()
+            if bar is not None:
+                bar.update(1)
+        record["state"] = "complete"
+    except KeyboardInterrupt:
+        record["state"] = "interrupted"
+        for slot in record["experiments"]:
+            if slot["status"] == "pending":
+                slot["status"] = "not run"
+    finally:
+        if bar is not None:
+            bar.close()
+        record["finished"] = now()
+        write()
+    echo(summary_text(record))
+    return RunOutcome(run_dir, record)

@@ -1,0 +1,63 @@
+"""Small shared utilities: seeding and crash-safe file writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def set_seed(seed: int, *, deterministic: bool = False) -> None:
+    """Seed Python's ``random``, NumPy and (when installed) torch, on every device.
+
+    ``deterministic=True`` also asks torch for deterministic algorithms (slower; some ops raise).
+    This is the one place the project seeds its random number generators.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+    random.seed(seed)
+    try:
+        import numpy as np
+    except ImportError:  # numpy is a dependency; tolerate its absence in minimal environments
+        pass
+    else:
+        np.random.seed(seed % 2**32)
+    try:
+        import torch
+    except ImportError:
+        return
+    torch.manual_seed(seed)  # seeds CPU and every CUDA device
+    if deterministic:
+        torch.use_deterministic_algorithms(True)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` to ``path`` so that a reader sees either the old or the new file, never half.
+
+    The text goes to a temporary file in the same folder, is flushed to disk, and replaces the
+    target with ``os.replace`` (atomic on POSIX and Windows).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return path
+
+
+def atomic_write_json(path: str | os.PathLike, data: Any) -> Path:
+    """:func:`atomic_write_text` of ``data`` as indented, strict JSON (no NaN)."""
+    return atomic_write_text(path, json.dumps(data, indent=2, allow_nan=False) + "\n")

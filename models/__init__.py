@@ -1,0 +1,1 @@
+"""HF-style architectures, one config and model per method (``icml26.models``)."""
