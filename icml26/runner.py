@@ -218,6 +218,7 @@ def run_all(
             exp_dir = run_dir / entry.key
             config = RunConfig(mode=mode, seeds=seeds, out_dir=exp_dir, device=device)
             slot["status"] = "running"
+            write()  # a killed run then shows which experiment was in flight
             start = time.perf_counter()
             try:
                 exp_dir.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,38 @@
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+PLUGIN_DIR = TESTS / "plugins"
+PLUGIN = "icml26_test_plugin"
+
+
+@pytest.fixture
+def plugin_env(monkeypatch):
+    """Register the test-only experiments (tests/plugins/icml26_test_plugin.py) for this test.
+
+    Returns the environment a subprocess needs to see them too.
+    """
+    from icml26 import registry
+
+    monkeypatch.syspath_prepend(str(PLUGIN_DIR))
+    monkeypatch.setenv(registry.PLUGIN_ENV, PLUGIN)
+    monkeypatch.setattr(registry, "_discovered", False)
+    registry.discover()
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(PLUGIN_DIR), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return env
+
+
+@pytest.fixture
+def run_cli():
+    """``run_cli(args, env=None)``: ``python -m icml26 ARGS`` in a subprocess, output as text."""
+    import subprocess
+
+    def run(args, env=None, timeout=120, **kwargs):
+        return subprocess.run([sys.executable, "-m", "icml26", *args], env=env, capture_output=True, text=True,
+                              timeout=timeout, **kwargs)
+
+    return run

@@ -1,0 +1,177 @@
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from icml26.cli import main
+from icml26.papers import PAPERS
+
+
+def _results(run_dir: Path) -> dict:
+    return json.loads((run_dir / "results.json").read_text())
+
+
+def test_list_shows_every_paper_and_registered_plugins(plugin_env, capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    for paper in PAPERS:
+        assert paper.key in out
+    assert "t_ok" in out and "plugin" in out and "t_bench" in out
+    assert main(["list", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["key"] for r in rows} >= {p.key for p in PAPERS} | {"t_ok", "t_bench"}
+
+
+def test_list_does_not_import_torch_and_is_fast():
+    code = (
+        "import sys, time; t = time.perf_counter(); from icml26.cli import main; main(['list']); "
+        "dt = time.perf_counter() - t; "
+        "heavy = [m for m in ('torch', 'transformers', 'numpy', 'triton') if m in sys.modules]; "
+        "assert not heavy, heavy; print(dt)"
+    )
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    wall = time.perf_counter() - start
+    assert proc.returncode == 0, proc.stderr
+    assert float(proc.stdout.strip().splitlines()[-1]) < 1.0
+    assert wall < 2.0, f"`icml26 list` took {wall:.2f} s in a fresh interpreter"
+
+
+def test_reproduce_writes_report_results_and_figures(plugin_env, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["reproduce", "t_ok", "--seeds", "2", "--out", str(out), "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "sample mean is near 1" in printed and "yes" in printed  # summary table
+    data = _results(out)
+    assert data["state"] == "complete" and data["mode"] == "quick" and data["seeds"] == [0, 1]
+    (exp,) = data["experiments"]
+    assert exp["status"] == "ok" and exp["seconds"] > 0
+    result = exp["result"]
+    assert result["metrics"]["n_seeds"] == 2
+    assert [c["holds"] for c in result["claims"]] == [True, True]
+    assert result["figures"] == {"means": "t_ok/means.png"}
+    png = out / "t_ok" / "means.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (out / "t_ok" / "artifact.txt").read_text() == "kept"
+    report = (out / "report.md").read_text()
+    for text in ("## `t_ok`", "sample mean is near 1", "![means](t_ok/means.png)", "per seed",
+                 "A sampled mean compared", "state: **complete**"):
+        assert text in report
+
+
+def test_full_mode_defaults_to_three_seeds(plugin_env, tmp_path):
+    assert main(["reproduce", "t_ok", "--full", "--out", str(tmp_path), "--no-progress"]) == 0
+    assert _results(tmp_path)["seeds"] == [0, 1, 2]
+
+
+def test_failing_claim_passes_unless_strict(plugin_env, tmp_path, capsys):
+    assert main(["reproduce", "t_ok", "t_fail_claim", "--out", str(tmp_path / "a"), "--no-progress"]) == 0
+    assert main(["reproduce", "t_ok", "t_fail_claim", "--strict", "--out", str(tmp_path / "b"),
+                 "--no-progress"]) == 1
+    assert "do not hold" in capsys.readouterr().err
+    claims = _results(tmp_path / "b")["experiments"][1]["result"]["claims"]
+    assert claims[0]["holds"] is False and "NO" in (tmp_path / "b" / "report.md").read_text()
+    assert main(["reproduce", "t_ok", "--strict", "--out", str(tmp_path / "c"), "--no-progress"]) == 0
+
+
+def test_raising_experiment_is_reported_and_run_goes_on(plugin_env, tmp_path, capsys):
+    assert main(["reproduce", "t_raise", "t_ok", "--out", str(tmp_path), "--no-progress"]) == 1
+    data = _results(tmp_path)
+    assert [e["status"] for e in data["experiments"]] == ["error", "ok"]
+    assert "deliberate failure" in data["experiments"][0]["error"]
+    report = (tmp_path / "report.md").read_text()
+    assert "Traceback (most recent call last)" in report and "RuntimeError: deliberate failure" in report
+
+
+def test_bench_uses_the_same_conventions(plugin_env, tmp_path):
+    assert main(["bench", "t_bench", "--out", str(tmp_path), "--no-progress"]) == 0
+    data = _results(tmp_path)
+    assert data["kind"] == "benchmark" and data["experiments"][0]["result"]["metrics"]["seconds"] > 0
+    assert "benchmark report" in (tmp_path / "report.md").read_text()
+
+
+def test_default_run_folder_is_timestamped(plugin_env, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["reproduce", "t_ok", "--no-progress"]) == 0
+    assert main(["reproduce", "t_ok", "--no-progress"]) == 0
+    runs = sorted(p.name for p in (tmp_path / "runs").iterdir())
+    assert len(runs) == 2 and all((tmp_path / "runs" / r / "report.md").exists() for r in runs)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["reproduce", "no_such_key"], "unknown experiment 'no_such_key'"),
+        (["reproduce", "saisa"], "planned but not implemented"),
+        (["bench", "no_such_bench"], "unknown benchmark 'no_such_bench'"),
+        (["reproduce", "--seeds", "0"], "expected a positive integer"),
+        (["reproduce", "--seeds", "many"], "expected a positive integer"),
+        (["reproduce", "--quick", "--full"], "not allowed with argument"),
+        (["reproduce", "--device", "gpu7"], "expected auto, cpu, cuda"),
+        (["frobnicate"], "invalid choice"),
+    ],
+)
+def test_bad_input_is_one_clear_line_with_exit_2(plugin_env, run_cli, args, message):
+    proc = run_cli(args, env=plugin_env)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], proc.stderr
+
+
+def test_unwritable_output_folder(plugin_env, tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    assert main(["reproduce", "t_ok", "--out", str(blocker / "run"), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot write to output folder" in err[0]
+
+
+def _start_slow_run(plugin_env, tmp_path):
+    marker = tmp_path / "started"
+    env = dict(plugin_env, ICML26_TEST_MARKER=str(marker))
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "icml26", "reproduce", "t_ok", "t_slow", "t_fail_claim",
+                             "--out", str(out), "--no-progress"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not marker.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "t_slow never started"
+        time.sleep(0.05)
+    return proc, out
+
+
+def test_ctrl_c_leaves_a_valid_report(plugin_env, tmp_path):
+    proc, out = _start_slow_run(plugin_env, tmp_path)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    data = _results(out)
+    assert data["state"] == "interrupted"
+    assert [e["status"] for e in data["experiments"]] == ["ok", "interrupted", "not run"]
+    report = (out / "report.md").read_text()
+    assert "state: **interrupted**" in report and "sample mean is near 1" in report
+
+
+def test_killed_run_keeps_what_finished(plugin_env, tmp_path):
+    proc, out = _start_slow_run(plugin_env, tmp_path)
+    proc.kill()
+    proc.communicate(timeout=60)
+    data = _results(out)  # still valid JSON: written atomically after each experiment
+    assert data["state"] == "running"
+    assert [e["status"] for e in data["experiments"]] == ["ok", "running", "pending"]
+    assert "sample mean is near 1" in (out / "report.md").read_text()
+
+
+def test_env_reports_versions_device_and_triton_mode(run_cli):
+    proc = run_cli(["env", "--json"])
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout)
+    for key in ("python", "torch", "transformers", "trl", "peft", "triton", "device", "triton_mode"):
+        assert key in info
+    interp = run_cli(["env"], env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
+    assert "interpreted" in interp.stdout

@@ -1,0 +1,36 @@
+import re
+from pathlib import Path
+
+from icml26.papers import PAPERS, TABLE_BEGIN, TABLE_END, markdown_table
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+
+
+def _between(text: str, begin: str, end: str) -> str:
+    assert begin in text and end in text, f"README lacks the markers {begin!r} ... {end!r}"
+    return text.split(begin, 1)[1].split(end, 1)[0]
+
+
+def test_paper_table_is_generated_from_the_catalogue():
+    assert _between(README, TABLE_BEGIN, TABLE_END).strip() == markdown_table().strip(), (
+        "README paper table is stale: regenerate it with `python -m icml26.papers`")
+    assert len(PAPERS) == 19
+
+
+def test_ci_runs_exactly_the_quickstart_commands():
+    block = _between(README, "<!-- quickstart:begin -->", "<!-- quickstart:end -->")
+    commands = [line for line in re.sub(r"```\w*", "", block).splitlines() if line.strip()]
+    assert len(commands) == 2, commands
+    ci = [line for line in (ROOT / ".ci" / "run").read_text().splitlines()
+          if line.strip() and not line.startswith(("#", "set ", "cd "))]
+    assert ci == commands
+
+
+def test_every_non_planned_paper_has_an_experiment():
+    from icml26.registry import entries
+
+    registered = entries("experiment")
+    for paper in PAPERS:
+        if paper.status != "planned":
+            assert paper.key in registered, f"{paper.key} is {paper.status} but has no registered experiment"

@@ -1,0 +1,98 @@
+import dataclasses
+import json
+import math
+
+import numpy as np
+import pytest
+
+from icml26 import Claim, Result
+
+
+@pytest.mark.parametrize(
+    "make, measured, reference, expected",
+    [
+        (Claim.less, 1.0, 2.0, True),
+        (Claim.less, 2.0, 2.0, False),
+        (Claim.at_most, 2.0, 2.0, True),
+        (Claim.greater, 3.0, 2.0, True),
+        (Claim.greater, 2.0, 2.0, False),
+        (Claim.at_least, 2.0, 2.0, True),
+        (Claim.at_least, 1.9, 2.0, False),
+    ],
+)
+def test_comparisons(make, measured, reference, expected):
+    claim = make("statement", measured, reference)
+    assert claim.holds is expected
+    assert claim.measured == measured and claim.reference == reference
+
+
+def test_factor_scales_the_reference():
+    assert Claim.less("MSE vs LOCF", 0.6, 1.0, factor=0.7).holds
+    assert not Claim.less("MSE vs LOCF", 0.75, 1.0, factor=0.7).holds
+    assert "0.7 x reference" in Claim.less("s", 0.6, 1.0, factor=0.7).comparison
+
+
+def test_close_uses_both_tolerances():
+    assert Claim.close("s", 1.04, 1.0, rtol=0.05).holds
+    assert not Claim.close("s", 1.06, 1.0, rtol=0.05).holds
+    assert Claim.close("s", 0.009, 0.0, rtol=0.0, atol=0.01).holds
+
+
+def test_nan_never_holds_and_serialises_as_null():
+    claim = Claim.greater("s", float("nan"), 0.0)
+    assert not claim.holds
+    data = json.loads(json.dumps(claim.to_dict(), allow_nan=False))
+    assert data["measured"] is None and data["holds"] is False
+    assert not Claim.less("s", 1.0, float("nan")).holds
+
+
+def test_verdict_cannot_be_set_by_hand():
+    claim = Claim.less("s", 3.0, 2.0)
+    with pytest.raises((AttributeError, dataclasses.FrozenInstanceError)):
+        claim.holds = True
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        claim.measured = 1.0
+    forged = claim.to_dict() | {"holds": True}
+    assert Claim.from_dict(forged).holds is False  # verdict recomputed, never read back
+
+
+def test_accepts_numpy_and_torch_scalars():
+    torch = pytest.importorskip("torch")
+    assert Claim.less("s", np.float32(1.0), np.array(2.0)).holds
+    assert Claim.less("s", torch.tensor(1.0), 2).holds
+    assert isinstance(Claim.less("s", torch.tensor(1.0), 2).measured, float)
+
+
+@pytest.mark.parametrize("bad", ["1.0", None, [1.0, 2.0], True, np.ones(3)])
+def test_rejects_non_numbers(bad):
+    with pytest.raises(TypeError, match="measured"):
+        Claim.less("s", bad, 1.0)
+
+
+def test_rejects_bad_statement_relation_and_tolerance():
+    with pytest.raises(ValueError, match="statement"):
+        Claim.less("  ", 1.0, 2.0)
+    with pytest.raises(ValueError, match="relation"):
+        Claim("s", 1.0, 2.0, "roughly")
+    with pytest.raises(ValueError, match="tolerances"):
+        Claim.close("s", 1.0, 2.0, rtol=-1)
+
+
+def test_result_is_json_serialisable():
+    torch = pytest.importorskip("torch")
+    result = Result(
+        metrics={"loss": np.float64(0.5), "curve": np.arange(3), "t": torch.ones(2), "inf": math.inf},
+        tables={"rows": [{"a": 1, "b": np.int64(2)}]},
+        claims=[Claim.less("loss below 1", 0.5, 1.0)],
+    )
+    data = json.loads(json.dumps(result.to_dict(), allow_nan=False))
+    assert data["metrics"] == {"loss": 0.5, "curve": [0, 1, 2], "t": [1.0, 1.0], "inf": None}
+    assert data["tables"]["rows"] == [{"a": 1, "b": 2}]
+    assert data["claims"][0]["holds"] is True
+
+
+def test_result_refuses_what_json_cannot_hold():
+    with pytest.raises(TypeError, match="results.json"):
+        Result(metrics={"obj": object()}).to_dict()
+    with pytest.raises(TypeError, match="Claim"):
+        Result().add_claim(("s", True))
