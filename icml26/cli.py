@@ -109,7 +109,14 @@ def _cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def _cmd_run(args: argparse.Namespace, kind: str, argv: Sequence[str]) -> int:
+    import signal
+    import threading
+
     from .runner import new_run_dir, run_all, select
 
     selected = select(kind, args.keys)
@@ -117,8 +124,15 @@ def _cmd_run(args: argparse.Namespace, kind: str, argv: Sequence[str]) -> int:
     if not selected:
         print(f"icml26: no {kind}s are registered yet; wrote an empty report to {run_dir}", file=sys.stderr)
     seeds = tuple(range(args.seeds)) if args.seeds else None
-    outcome = run_all(kind, selected, mode=args.mode, seeds=seeds, run_dir=run_dir, device=args.device,
-                      command="icml26 " + " ".join(argv), progress=args.progress)
+    # `kill` (SIGTERM) ends a run like Ctrl-C: the report is closed as interrupted, not left running.
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt) if in_main_thread else None
+    try:
+        outcome = run_all(kind, selected, mode=args.mode, seeds=seeds, run_dir=run_dir, device=args.device,
+                          command="icml26 " + " ".join(argv), progress=args.progress)
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, previous)
     print(f"\nreport: {run_dir / 'report.md'}\nresults: {run_dir / 'results.json'}")
     if outcome.interrupted:
         print("icml26: interrupted; the report holds what finished", file=sys.stderr)

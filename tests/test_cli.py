@@ -145,9 +145,10 @@ def _start_slow_run(plugin_env, tmp_path):
     return proc, out
 
 
-def test_ctrl_c_leaves_a_valid_report(plugin_env, tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_interrupt_leaves_a_valid_report(plugin_env, tmp_path, sig):
     proc, out = _start_slow_run(plugin_env, tmp_path)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     data = _results(out)
