@@ -36,3 +36,20 @@ def run_cli():
                               timeout=timeout, **kwargs)
 
     return run
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_cache(tmp_path_factory):
+    """Tiny models built by any test go to one temporary cache shared by the whole session."""
+    patch = pytest.MonkeyPatch()
+    patch.setenv("ICML26_CACHE", str(tmp_path_factory.mktemp("icml26-cache")))
+    yield
+    patch.undo()
+
+
+@pytest.fixture(scope="session")
+def tiny_llama_path():
+    """Folder of the default tiny Llama (built once per session, see icml26.tiny)."""
+    from icml26.tiny import build_tiny_model
+
+    return build_tiny_model("llama")
