@@ -1,0 +1,365 @@
+"""NAEViT attention: text queries attend to every earlier key, visual tokens issue no queries.
+
+SAISA's attention rule (``No AttEntion from Visual Tokens``): only text rows are queries; keys and
+values are all rows, text and visual, in sequence order; a query may see key ``j`` of its own
+sequence iff ``j <= q_pos`` (its position among the keys). A text token after the image thus sees
+the whole image, a text token before it sees none of it, and visual keys still receive gradients.
+
+Four backends compute the same function:
+
+- ``"torch"``: the readable reference below (:func:`naevit_reference`): one matmul with the
+  explicit mask built from ``q_pos``; any dtype including float64 (for gradcheck), O(Tq x Tk) memory.
+- ``"sdpa_split"``: the one-image layout (a causal text prefix, then text that sees every key)
+  is exactly two stock SDPA calls, prefix-causal plus bottom-right-causal, which PyTorch routes to
+  its flash / memory-efficient kernels on any device; no mask tensor is built.
+- ``"triton"``: the fused FlashAttention-2-style kernel in :mod:`icml26.kernels.naevit_triton`
+  (CUDA, or Triton's interpreter on CPU tensors when ``TRITON_INTERPRET=1``); any layout, never
+  materialises a Tq x Tk tensor.
+- ``"auto"``: Triton on CUDA; elsewhere ``sdpa_split`` when the inputs have the one-image layout
+  (and no key padding or lse is asked for), otherwise the reference.
+
+Written by hand because no maintained library offers this mask without a dense mask tensor:
+FlashAttention supports only (bottom-right) causal masks, SDPA with an explicit mask falls off the
+flash path, and FlexAttention recompiles per shape.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
+BACKENDS = ("auto", "triton", "torch", "sdpa_split")
+_FLOAT_DTYPES = ("torch.float16", "torch.bfloat16", "torch.float32", "torch.float64")
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Sizes of a validated call; ``packed`` for the varlen form."""
+
+    packed: bool
+    batch: int
+    heads_q: int
+    heads_kv: int
+    head_dim: int
+    max_seqlen_q: int
+    max_seqlen_k: int
+
+
+def _fail(argument: str, expected: str, got) -> None:
+    raise ValueError(f"naevit_attention: {argument}: expected {expected}, got {got}")
+
+
+def _shape(t) -> str:
+    return f"shape {tuple(t.shape)}"
+
+
+def _validate(q, k, v, q_pos, key_padding_mask, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+              softmax_scale, backend) -> _Layout:
+    import torch
+
+    if backend not in BACKENDS:
+        _fail("backend", f"one of {BACKENDS}", repr(backend))
+    for name, t in (("q", q), ("k", k), ("v", v), ("q_pos", q_pos)):
+        if not isinstance(t, torch.Tensor):
+            _fail(name, "a torch.Tensor", type(t).__name__)
+    if str(q.dtype) not in _FLOAT_DTYPES:
+        _fail("q.dtype", "float16, bfloat16, float32 (or float64 with backend='torch')", q.dtype)
+    for name, t in (("k", k), ("v", v)):
+        if t.dtype != q.dtype:
+            _fail(f"{name}.dtype", f"the dtype of q ({q.dtype})", t.dtype)
+    extras = [("q_pos", q_pos), ("key_padding_mask", key_padding_mask), ("cu_seqlens_q", cu_seqlens_q),
+              ("cu_seqlens_k", cu_seqlens_k)]
+    for name, t in [("k", k), ("v", v)] + extras:
+        if t is not None and t.device != q.device:
+            _fail(f"{name}.device", f"the device of q ({q.device})", t.device)
+    if q_pos.dtype.is_floating_point or q_pos.dtype == torch.bool or q_pos.is_complex():
+        _fail("q_pos.dtype", "an integer dtype", q_pos.dtype)
+    if softmax_scale is not None and not (isinstance(softmax_scale, (int, float)) and softmax_scale > 0):
+        _fail("softmax_scale", "a positive number or None", repr(softmax_scale))
+
+    packed = cu_seqlens_q is not None or cu_seqlens_k is not None
+    if packed:
+        layout = _validate_packed(q, k, v, q_pos, key_padding_mask, cu_seqlens_q, cu_seqlens_k)
+    else:
+        layout = _validate_padded(q, k, v, q_pos, key_padding_mask)
+    for name, given, actual in (("max_seqlen_q", max_seqlen_q, layout.max_seqlen_q),
+                                ("max_seqlen_k", max_seqlen_k, layout.max_seqlen_k)):
+        if given is not None and (not isinstance(given, int) or given < actual):
+            _fail(name, f"an int >= the longest sequence ({actual})", repr(given))
+    if q.dtype == torch.float64 and backend not in ("torch", "auto"):
+        _fail("q.dtype", f"float16, bfloat16 or float32 for backend={backend!r} (float64 needs 'torch')", q.dtype)
+    return layout
+
+
+def _check_heads(hq: int, hkv: int, d_q: int, d_k: int) -> None:
+    if hkv == 0 or hq % hkv:
+        _fail("number of heads", f"q heads ({hq}) to be a multiple of k/v heads ({hkv}) (GQA/MQA)", f"{hq} and {hkv}")
+    if d_q != d_k:
+        _fail("head dim", f"q and k to share the head dim ({d_q})", d_k)
+
+
+def _validate_padded(q, k, v, q_pos, key_padding_mask) -> _Layout:
+    import torch
+
+    if q.dim() != 4:
+        _fail("q", "rank 4 [B, Hq, Tq, D] (or rank 3 with cu_seqlens_q/k for the packed form)", _shape(q))
+    if k.dim() != 4:
+        _fail("k", "rank 4 [B, Hkv, Tk, D]", _shape(k))
+    if v.shape != k.shape:
+        _fail("v", f"the shape of k {tuple(k.shape)}", _shape(v))
+    b, hq, tq, d = q.shape
+    if k.shape[0] != b:
+        _fail("k", f"batch size {b} (from q)", _shape(k))
+    _check_heads(hq, k.shape[1], d, k.shape[3])
+    tk = k.shape[2]
+    if tuple(q_pos.shape) != (b, tq):
+        _fail("q_pos", f"shape [B, Tq] = ({b}, {tq})", _shape(q_pos))
+    if key_padding_mask is not None:
+        if key_padding_mask.dtype != torch.bool:
+            _fail("key_padding_mask.dtype", "torch.bool (True = real key)", key_padding_mask.dtype)
+        if tuple(key_padding_mask.shape) != (b, tk):
+            _fail("key_padding_mask", f"shape [B, Tk] = ({b}, {tk})", _shape(key_padding_mask))
+    if q_pos.numel() and int(q_pos.max()) >= tk:
+        _fail("q_pos", f"values < Tk = {tk} (the key index each query sees up to)", f"max {int(q_pos.max())}")
+    return _Layout(False, b, hq, k.shape[1], d, tq, tk)
+
+
+def _validate_cu(name: str, cu, total: int):
+    import torch
+
+    if cu is None:
+        _fail(name, "a tensor (the packed form needs both cu_seqlens_q and cu_seqlens_k)", None)
+    if cu.dim() != 1 or cu.numel() < 2 or cu.dtype not in (torch.int32, torch.int64):
+        _fail(name, "an int32 tensor [B+1]", f"{_shape(cu)}, dtype {cu.dtype}")
+    values = cu.tolist()
+    if values[0] != 0 or values[-1] != total:
+        _fail(name, f"to start at 0 and end at the packed length {total}", f"{values[0]} ... {values[-1]}")
+    if any(b < a for a, b in zip(values, values[1:])):
+        _fail(name, "non-decreasing offsets", values)
+    return values
+
+
+def _validate_packed(q, k, v, q_pos, key_padding_mask, cu_q, cu_k) -> _Layout:
+    if key_padding_mask is not None:
+        _fail("key_padding_mask", "None in the packed form (leave padding keys out of the pack)", "a tensor")
+    if q.dim() != 3:
+        _fail("q", "rank 3 [total_q, Hq, D] in the packed form", _shape(q))
+    if k.dim() != 3:
+        _fail("k", "rank 3 [total_k, Hkv, D] in the packed form", _shape(k))
+    if v.shape != k.shape:
+        _fail("v", f"the shape of k {tuple(k.shape)}", _shape(v))
+    _check_heads(q.shape[1], k.shape[1], q.shape[2], k.shape[2])
+    offsets_q = _validate_cu("cu_seqlens_q", cu_q, q.shape[0])
+    offsets_k = _validate_cu("cu_seqlens_k", cu_k, k.shape[0])
+    if len(offsets_q) != len(offsets_k):
+        _fail("cu_seqlens_k", f"{len(offsets_q)} offsets like cu_seqlens_q", len(offsets_k))
+    if tuple(q_pos.shape) != (q.shape[0],):
+        _fail("q_pos", f"shape [total_q] = ({q.shape[0]},)", _shape(q_pos))
+    lens_q = [b - a for a, b in zip(offsets_q, offsets_q[1:])]
+    lens_k = [b - a for a, b in zip(offsets_k, offsets_k[1:])]
+    for i, (start, end) in enumerate(zip(offsets_q, offsets_q[1:])):
+        if end > start:
+            top = int(q_pos[start:end].max())
+            if top >= lens_k[i]:
+                _fail("q_pos", f"values < {lens_k[i]} (the keys of sequence {i})", f"{top}")
+    return _Layout(True, len(lens_q), q.shape[1], k.shape[1], q.shape[2], max(lens_q), max(lens_k))
+
+
+# --------------------------------------------------------------------------------------------
+# Reference
+# --------------------------------------------------------------------------------------------
+def naevit_reference(q, k, v, q_pos, key_padding_mask=None, softmax_scale=None):
+    """Padded-form NAEViT attention written plainly; returns ``(out, lse)``.
+
+    ``out[b, h, i] = softmax_j(q[b,h,i] . k[b,h//g,j] * scale) v[b,h//g,j]`` over the keys with
+    ``j <= q_pos[b, i]`` (and ``key_padding_mask[b, j]``); rows that see no key (padding queries,
+    ``q_pos < 0``) give 0 and ``lse = -inf``. Scores are computed in at least float32.
+    """
+    import torch
+
+    b, hq, tq, d = q.shape
+    group = hq // k.shape[1]
+    scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(d)
+    compute = torch.promote_types(q.dtype, torch.float32)
+    keys = k.to(compute).repeat_interleave(group, dim=1)
+    values = v.to(compute).repeat_interleave(group, dim=1)
+    scores = q.to(compute) @ keys.transpose(-1, -2) * scale  # [B, Hq, Tq, Tk]
+
+    key_index = torch.arange(k.shape[2], device=q.device)
+    visible = key_index[None, None, :] <= q_pos[:, :, None].to(torch.long)  # [B, Tq, Tk]
+    if key_padding_mask is not None:
+        visible = visible & key_padding_mask[:, None, :]
+    visible = visible[:, None]  # broadcast over heads
+    sees_a_key = visible.any(dim=-1, keepdim=True)
+    # Rows that see nothing get a harmless all-zero score row and are zeroed afterwards, so no NaN
+    # reaches the outputs or the gradients.
+    scores = torch.where(visible, scores, float("-inf"))
+    scores = torch.where(sees_a_key, scores, 0.0)
+    lse = torch.logsumexp(scores, dim=-1, keepdim=True)
+    out = torch.exp(scores - lse) @ values
+    out = torch.where(sees_a_key, out, 0.0).to(q.dtype)
+    lse = torch.where(sees_a_key, lse, float("-inf")).squeeze(-1).float()
+    return out, lse
+
+
+def _packed_reference(q, k, v, q_pos, cu_q, cu_k, softmax_scale):
+    """Packed form through the padded reference, one sequence at a time."""
+    import torch
+
+    outs, lses = [], []
+    for (qs, qe), (ks, ke) in zip(zip(cu_q[:-1], cu_q[1:]), zip(cu_k[:-1], cu_k[1:])):
+        o, lse = naevit_reference(q[qs:qe].transpose(0, 1)[None], k[ks:ke].transpose(0, 1)[None],
+                                  v[ks:ke].transpose(0, 1)[None], q_pos[qs:qe][None],
+                                  softmax_scale=softmax_scale)
+        outs.append(o[0].transpose(0, 1))
+        lses.append(lse[0].transpose(0, 1))
+    return torch.cat(outs), torch.cat(lses)
+
+
+# --------------------------------------------------------------------------------------------
+# Two stock SDPA calls (one-image layout)
+# --------------------------------------------------------------------------------------------
+def _one_image_split(positions: list[int], n_keys: int) -> int | None:
+    """Number of prefix queries P if ``positions`` is ``[0..P-1] + [n_keys-T .. n_keys-1]``, else None."""
+    n = len(positions)
+    tail = 0
+    while tail < n and positions[n - 1 - tail] == n_keys - 1 - tail:
+        tail += 1
+    prefix = n - tail
+    if positions[:prefix] != list(range(prefix)):
+        return None
+    return prefix
+
+
+def _sdpa_split_one(q, k, v, prefix: int, scale: float):
+    """[B, H, Tq, D] queries whose first ``prefix`` rows are prefix-causal and the rest bottom-right causal."""
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention.bias import causal_lower_right
+
+    gqa = q.shape[1] != k.shape[1]
+    parts = []
+    if prefix:
+        parts.append(F.scaled_dot_product_attention(q[:, :, :prefix], k[:, :, :prefix], v[:, :, :prefix],
+                                                    is_causal=True, scale=scale, enable_gqa=gqa))
+    tail = q.shape[2] - prefix
+    if tail:
+        bias = causal_lower_right(tail, k.shape[2])
+        parts.append(F.scaled_dot_product_attention(q[:, :, prefix:], k, v, attn_mask=bias, scale=scale,
+                                                    enable_gqa=gqa))
+    if not parts:  # no queries at all
+        return q.new_zeros(q.shape)
+    return torch.cat(parts, dim=2) if len(parts) > 1 else parts[0]
+
+
+def _sdpa_split_plan(q_pos, layout: _Layout, cu_q, cu_k) -> list[int] | None:
+    """Per-sequence prefix sizes when every sequence has the one-image layout, else None."""
+    rows = q_pos.tolist()
+    if layout.packed:
+        splits = []
+        for i in range(layout.batch):
+            split = _one_image_split(rows[cu_q[i]:cu_q[i + 1]], cu_k[i + 1] - cu_k[i])
+            if split is None:
+                return None
+            splits.append(split)
+        return splits
+    splits = [_one_image_split(row, layout.max_seqlen_k) for row in rows]
+    return None if any(s is None for s in splits) else splits
+
+
+def _sdpa_split(q, k, v, splits: list[int], layout: _Layout, cu_q, cu_k, scale: float):
+    import torch
+
+    if not layout.packed:
+        if len(set(splits)) == 1:  # the whole batch shares the layout: two batched calls
+            return _sdpa_split_one(q, k, v, splits[0], scale)
+        return torch.cat([_sdpa_split_one(q[i:i + 1], k[i:i + 1], v[i:i + 1], s, scale)
+                          for i, s in enumerate(splits)])
+    outs = []
+    for i, split in enumerate(splits):
+        qs, qe, ks, ke = cu_q[i], cu_q[i + 1], cu_k[i], cu_k[i + 1]
+        if qe == qs:
+            continue
+        o = _sdpa_split_one(q[qs:qe].transpose(0, 1)[None], k[ks:ke].transpose(0, 1)[None],
+                            v[ks:ke].transpose(0, 1)[None], split, scale)
+        outs.append(o[0].transpose(0, 1))
+    return torch.cat(outs) if outs else q.new_zeros(q.shape)
+
+
+# --------------------------------------------------------------------------------------------
+# Public op
+# --------------------------------------------------------------------------------------------
+def _triton_usable(device) -> bool:
+    from importlib.util import find_spec
+
+    if find_spec("triton") is None:
+        return False
+    return device.type == "cuda" or os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def naevit_attention(q, k, v, q_pos, *, key_padding_mask=None, cu_seqlens_q=None, cu_seqlens_k=None,
+                     max_seqlen_q=None, max_seqlen_k=None, softmax_scale=None, return_lse=False,
+                     backend="auto"):
+    """NAEViT attention: each query sees the keys of its own sequence at positions ``<= q_pos``.
+
+    Padded form: ``q [B, Hq, Tq, D]``, ``k, v [B, Hkv, Tk, D]``, ``q_pos [B, Tq]`` (int; the key
+    index each query may see up to, inclusive; negative marks a padding query, whose output is 0
+    and which gets no gradient), optional ``key_padding_mask [B, Tk]`` (True = real key, for
+    left-padded batches).
+
+    Packed (varlen) form: ``q [total_q, Hq, D]``, ``k, v [total_k, Hkv, D]``, ``cu_seqlens_q``,
+    ``cu_seqlens_k`` (int32 ``[B+1]`` offsets), ``q_pos [total_q]`` indexing keys within the
+    query's own sequence.
+
+    ``Hq`` must be a multiple of ``Hkv`` (GQA/MQA). fp16/bf16/fp32 inputs accumulate in fp32 and
+    return the input dtype. ``softmax_scale`` defaults to ``1/sqrt(D)``. With ``return_lse=True``
+    returns ``(out, lse)`` where ``lse`` (fp32, q's shape without the head dim) is the log-sum-exp
+    of each row's scaled scores (``-inf`` for a row that sees no key). ``backend``: see the module
+    docstring. Differentiable in q, k and v on every backend.
+    """
+    import torch
+
+    layout = _validate(q, k, v, q_pos, key_padding_mask, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                       max_seqlen_k, softmax_scale, backend)
+    scale = float(softmax_scale) if softmax_scale is not None else 1.0 / math.sqrt(layout.head_dim)
+    cu_q = cu_seqlens_q.tolist() if layout.packed else None
+    cu_k = cu_seqlens_k.tolist() if layout.packed else None
+
+    if backend == "auto":
+        if q.device.type == "cuda" and _triton_usable(q.device) and q.dtype != torch.float64:
+            backend = "triton"
+        elif key_padding_mask is None and not return_lse and _sdpa_split_plan(q_pos, layout, cu_q, cu_k):
+            backend = "sdpa_split"
+        else:
+            backend = "torch"
+
+    if backend == "triton":
+        if not _triton_usable(q.device):
+            _fail("backend='triton'", "CUDA tensors, or TRITON_INTERPRET=1 for the CPU interpreter, "
+                  "and triton installed", f"{q.device} tensors")
+        from .naevit_triton import naevit_triton
+
+        out, lse = naevit_triton(q, k, v, q_pos, key_padding_mask=key_padding_mask,
+                                 cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
+                                 max_seqlen_q=max_seqlen_q or layout.max_seqlen_q,
+                                 max_seqlen_k=max_seqlen_k or layout.max_seqlen_k, softmax_scale=scale)
+    elif backend == "sdpa_split":
+        if key_padding_mask is not None:
+            _fail("backend='sdpa_split'", "no key_padding_mask (use 'torch' or 'triton')", "a key_padding_mask")
+        if return_lse:
+            _fail("backend='sdpa_split'", "return_lse=False (SDPA returns no lse; use 'torch' or 'triton')", True)
+        splits = _sdpa_split_plan(q_pos, layout, cu_q, cu_k)
+        if splits is None:
+            _fail("backend='sdpa_split'", "the one-image layout in every sequence (q_pos = 0..P-1 for the prefix, "
+                  "then consecutive positions ending at the last key)", "another layout")
+        return _sdpa_split(q, k, v, splits, layout, cu_q, cu_k, scale)
+    elif layout.packed:
+        out, lse = _packed_reference(q, k, v, q_pos, cu_q, cu_k, scale)
+    else:
+        out, lse = naevit_reference(q, k, v, q_pos, key_padding_mask, scale)
+    return (out, lse) if return_lse else out
