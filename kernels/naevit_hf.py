@@ -1,0 +1,202 @@
+"""NAEViT attention as a transformers attention implementation (``attn_implementation="naevit"``).
+
+Nothing here runs at import time: :func:`register_naevit_attention` adds the attention function
+to transformers' ``AttentionInterface`` and a matching mask function to its
+``AttentionMaskInterface`` when the user (or a model) calls it, as Liger's
+``apply_liger_kernel_to_*`` do. Importing :mod:`icml26.kernels` never imports transformers.
+
+Usage::
+
+    from icml26.kernels.naevit_hf import register_naevit_attention
+
+    register_naevit_attention()  # -> "naevit"
+    model = AutoModelForCausalLM.from_pretrained(path, attn_implementation="naevit")
+    out = model(input_ids, attention_mask=mask, q_pos=q_pos)  # q_pos [B, T] or [T]; omit for causal LM
+
+Why a mask function too: transformers skips building any mask for an implementation it has no
+mask function for, so a left-padded batch would lose its padding. Ours hands the attention
+function a 2D boolean key mask ``[B, L]`` (True = real key) instead of a ``Tq x Tk`` tensor, where
+``L`` is the number of keys filled so far; it is ``None`` when every key is real. ``L`` is shorter
+than the key tensor only with a static cache, whose unfilled slots are then masked out.
+"""
+
+from __future__ import annotations
+
+from .naevit import BACKENDS
+
+DEFAULT_BACKEND = "auto"
+"""Backend used when neither :func:`register_naevit_attention` nor the call's ``naevit_backend`` picks one."""
+
+_UNSUPPORTED_KWARGS = {
+    "softcap": "logit soft-capping",
+    "sliding_window": "sliding-window attention",
+    "s_aux": "attention sinks",
+    "position_bias": "an additive position bias",
+}
+
+
+def _error(what: str, expected: str, got) -> ValueError:
+    return ValueError(f"naevit attention (transformers): {what}: expected {expected}, got {got}")
+
+
+# --------------------------------------------------------------------------------------------
+# Mask function (AttentionMaskInterface)
+# --------------------------------------------------------------------------------------------
+def naevit_mask(batch_size, q_length, kv_length, q_offset=0, kv_offset=0, mask_function=None,
+                attention_mask=None, device="cpu", **kwargs):
+    """Key padding mask for :func:`naevit_attention_forward`: bool ``[B, L]`` (True = real key) or None.
+
+    Follows ``masking_utils.sdpa_mask``'s signature. Only the plain causal pattern is accepted:
+    sliding windows, bidirectional layers, packed sequences and overlaid mask functions (image
+    blocks) cannot be told to the kernel, whose visibility rule is ``q_pos`` alone, so they raise
+    rather than being silently dropped.
+    """
+    import torch
+    from transformers.masking_utils import causal_mask_function
+
+    if mask_function is not None and mask_function is not causal_mask_function:
+        name = getattr(mask_function, "__qualname__", repr(mask_function))
+        raise _error("mask pattern", "the plain causal mask (full-attention decoder layers; pass q_pos for "
+                     "NAEViT's rule). Sliding windows, bidirectional layers, packed sequences and overlaid "
+                     "mask functions are not supported", f"another pattern ({name})")
+    if int(kv_offset) != 0:
+        raise _error("kv_offset", "0 (a full-attention cache layer; sliding caches are not supported)", kv_offset)
+    filled = int(q_offset) + int(q_length)  # keys the layer holds after this step's cache update
+    if filled > kv_length:
+        raise _error("cache sizes", f"at most kv_length = {kv_length} keys", f"{filled}")
+    if attention_mask is None:
+        if filled == kv_length:
+            return None
+        return torch.ones(batch_size, filled, dtype=torch.bool, device=device)
+    if attention_mask.dim() != 2:
+        raise _error("attention_mask", "a 2D padding mask [B, keys]", f"shape {tuple(attention_mask.shape)}")
+    mask = attention_mask.to(device=device, dtype=torch.bool)
+    if mask.shape[-1] < filled:
+        raise _error("attention_mask", f"a column for each of the {filled} keys the layer holds (past and "
+                     "current tokens)", f"shape {tuple(mask.shape)}")
+    mask = mask[:, :filled]  # as in sdpa_mask, column j is key j; later columns are future cache slots
+    if filled == kv_length and bool(mask.all()):
+        return None
+    return mask
+
+
+# --------------------------------------------------------------------------------------------
+# Attention function (AttentionInterface)
+# --------------------------------------------------------------------------------------------
+def _key_padding_mask(attention_mask, batch: int, n_keys: int):
+    """``(key_padding_mask [B, Tk] or None, filled L)`` from what the mask function produced."""
+    import torch
+
+    if attention_mask is None:
+        return None, n_keys
+    if not isinstance(attention_mask, torch.Tensor) or attention_mask.dim() != 2:
+        shape = tuple(attention_mask.shape) if hasattr(attention_mask, "shape") else type(attention_mask).__name__
+        raise _error("attention_mask", "None or a 2D padding mask [B, keys] (NAEViT takes q_pos instead of a "
+                     "4D mask; pass the 2D attention_mask and q_pos to the model)", f"shape {shape}")
+    if attention_mask.dtype.is_floating_point:
+        raise _error("attention_mask.dtype", "bool or integer 0/1 (True = real token)", attention_mask.dtype)
+    mask = attention_mask.to(torch.bool)
+    if mask.shape[0] != batch or mask.shape[1] > n_keys:
+        raise _error("attention_mask", f"shape [B, <= Tk] with B = {batch}, Tk = {n_keys}",
+                     f"shape {tuple(mask.shape)}")
+    filled = mask.shape[1]
+    if filled < n_keys:  # static cache: slots past the filled keys hold no token yet
+        mask = torch.nn.functional.pad(mask, (0, n_keys - filled), value=False)
+    return mask, filled
+
+
+def _q_pos(given, key_padding_mask, filled: int, batch: int, n_queries: int, device):
+    import torch
+
+    if given is not None:
+        q_pos = torch.as_tensor(given, device=device)
+        if q_pos.dim() == 1:
+            q_pos = q_pos.expand(batch, -1)
+        if tuple(q_pos.shape) != (batch, n_queries):
+            raise _error("q_pos", f"shape [B, Tq] = ({batch}, {n_queries}) or [Tq] (the key index each query "
+                         "sees up to; with a KV cache, an index into the cache's keys)", f"shape {tuple(q_pos.shape)}")
+        return q_pos
+    # An ordinary causal LM: the queries are the last Tq of the `filled` keys, bottom-right aligned.
+    q_pos = torch.arange(filled - n_queries, filled, device=device).expand(batch, -1)
+    if key_padding_mask is not None:  # a query whose own token is padding sees nothing: a 0 row
+        own = key_padding_mask[:, filled - n_queries:filled]
+        q_pos = torch.where(own, q_pos, -1)
+    return q_pos
+
+
+def naevit_attention_forward(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None,
+                             is_causal=None, *, backend=None, **kwargs):
+    """transformers attention function running :func:`icml26.kernels.naevit_attention`.
+
+    Signature and layout as ``transformers.integrations.sdpa_attention.sdpa_attention_forward``:
+    ``query [B, Hq, Tq, D]``, ``key``/``value [B, Hkv, Tk, D]`` (after the cache update; not
+    repeated, the op does GQA), returns ``(out [B, Tq, Hq, D], None)``.
+
+    ``kwargs`` are the model's forward kwargs, passed down by transformers' decoder layers:
+
+    - ``q_pos`` (int ``[B, Tq]`` or ``[Tq]``): query ``i`` sees keys ``j <= q_pos[..., i]``.
+      It indexes the key axis *as the attention layer sees it*: positions in the input sequence
+      without a cache, positions in the cache (past keys first) with one. Negative marks a
+      query that sees nothing (output 0). Without ``q_pos`` the layer is an ordinary causal LM:
+      query ``i`` of ``Tq`` sees keys up to ``L - Tq + i`` where ``L`` is the number of keys
+      filled (``Tk`` except with a static cache), i.e. bottom-right alignment, right for
+      prefill and for decoding; queries whose own token is padding give 0.
+    - ``naevit_backend``: ``"auto" | "triton" | "torch" | "sdpa_split"``; default: the one
+      given to :func:`register_naevit_attention`, else :data:`DEFAULT_BACKEND`.
+
+    ``attention_mask`` is what :func:`naevit_mask` built (2D bool key mask or None); left-padded
+    batches as ``generate`` makes them work. ``dropout`` must be 0 (the kernel has none).
+    """
+    from .naevit import naevit_attention
+
+    if dropout:
+        raise _error("dropout", "0.0 (NAEViT attention has no attention dropout; set "
+                     "config.attention_dropout = 0.0 or call model.eval())", dropout)
+    for name, feature in _UNSUPPORTED_KWARGS.items():
+        if kwargs.get(name) is not None:
+            raise _error(name, f"None ({feature} is not supported by NAEViT attention)", type(kwargs[name]).__name__)
+    if is_causal is None:
+        is_causal = getattr(module, "is_causal", True)
+    if not is_causal and kwargs.get("q_pos") is None:
+        raise _error("is_causal", "a causal self-attention layer, or an explicit q_pos", "a non-causal layer")
+    chosen = kwargs.get("naevit_backend") or backend or DEFAULT_BACKEND
+    if chosen not in BACKENDS:
+        raise _error("naevit_backend", f"one of {BACKENDS}", repr(chosen))
+
+    batch, _, n_queries, _ = query.shape
+    key_padding_mask, filled = _key_padding_mask(attention_mask, batch, key.shape[2])
+    q_pos = _q_pos(kwargs.get("q_pos"), key_padding_mask, filled, batch, n_queries, query.device)
+    out = naevit_attention(query, key, value, q_pos, key_padding_mask=key_padding_mask, softmax_scale=scaling,
+                           backend=chosen)
+    return out.transpose(1, 2).contiguous(), None
+
+
+# --------------------------------------------------------------------------------------------
+# Registration
+# --------------------------------------------------------------------------------------------
+def register_naevit_attention(name: str = "naevit", backend: str | None = None) -> str:
+    """Register NAEViT attention with transformers under ``name``; returns ``name``.
+
+    Afterwards ``attn_implementation=name`` (in ``from_pretrained``, ``from_config`` or
+    ``model.set_attn_implementation``) runs Llama-style models (Llama, Qwen2, Qwen3, Mistral, ...)
+    through :func:`naevit_attention_forward`. ``backend`` fixes the kernel backend for this name
+    (a call's ``naevit_backend`` kwarg still wins); None defers to :data:`DEFAULT_BACKEND`.
+    Idempotent: calling again re-registers the same functions.
+    """
+    from functools import partial
+
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface
+
+    if not isinstance(name, str) or not name or "/" in name:
+        raise _error("name", "a non-empty attention implementation name without '/' (that marks hub kernels)",
+                     repr(name))
+    if backend is not None and backend not in BACKENDS:
+        raise _error("backend", f"None or one of {BACKENDS}", repr(backend))
+    forward = naevit_attention_forward if backend is None else partial(naevit_attention_forward, backend=backend)
+    AttentionInterface.register(name, forward)
+    AttentionMaskInterface.register(name, naevit_mask)
+    return name
+
+
+__all__ = ["DEFAULT_BACKEND", "naevit_attention_forward", "naevit_mask", "register_naevit_attention"]
