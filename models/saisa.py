@@ -1,0 +1,536 @@
+"""SAISA: a multimodal LLM whose visual tokens are keys and values only, fed by per-layer projectors.
+
+Three architectures share one class, chosen by ``SaisaConfig.architecture``:
+
+- ``"saisa"`` (the paper): at every decoder layer ``l`` the visual slots are *overwritten* by
+  ``Proj_l(F)`` (one 2-layer MLP per layer, ``F`` the vision features), pass through the layer's
+  input RMSNorm and the LLM's own ``k_proj`` / ``v_proj`` with RoPE at their positions, and yield
+  only keys and values. Queries, ``o_proj`` and the FFN run on text rows only: the visual work is
+  skipped, not masked afterwards. Text attends with NAEViT attention (``j <= position``).
+- ``"llava"``: one projector into the input embeddings, the LLM unchanged (full causal attention,
+  FFN on every row): the baseline.
+- ``"naevit_llava"``: the LLaVA layout (visual rows keep their residual stream and get the FFN)
+  but visual rows issue no queries (the paper's pilot).
+
+The SAISA / NAEViT layer is written here, driving the submodules of the wrapped HF decoder layer
+(``input_layernorm``, ``self_attn.{q,k,v,o}_proj``, Qwen3's ``q_norm`` / ``k_norm``,
+``post_attention_layernorm``, ``mlp``) and its rotary embedding: no library has a decoder layer
+whose visual rows skip Q, O and the FFN. Llama, Mistral, Qwen2 and Qwen3 text configs are
+supported (sliding-window attention is not applied); ``"llava"`` accepts any causal LM.
+
+Sequence layout: ``input_ids`` hold ``n_visual`` consecutive ``image_token_id`` placeholders per
+image (any number of images per sample, anywhere); their features come from ``pixel_values``
+through the vision tower, or directly as ``image_features``. ``image_token_id`` only marks slots
+(it is never embedded), so it may lie outside the text vocabulary: by default it is the text
+vocabulary size.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, GenerationMixin, PretrainedConfig, PreTrainedModel
+from transformers import initialization as init
+from transformers.cache_utils import Cache, DynamicCache
+from transformers.configuration_utils import SubConfigSpec
+from transformers.modeling_outputs import BaseModelOutput, CausalLMOutputWithPast
+
+from ..kernels.naevit import naevit_attention
+
+ARCHITECTURES = ("saisa", "llava", "naevit_llava")
+LAYER_FAMILIES = ("llama", "mistral", "qwen2", "qwen3")  # whose decoder layers the SAISA loop drives
+
+
+# ---------------------------------------------------------------------------------------------
+# A small frozen patch encoder (tests, quick experiments)
+# ---------------------------------------------------------------------------------------------
+class SaisaPatchEncoderConfig(PretrainedConfig):
+    """A fixed random patch embedding with 2-D sin-cos position codes (the spec's CPU "ViT").
+
+    ``image_size`` x ``image_size`` images with ``num_channels`` channels are cut into
+    ``patch_size`` x ``patch_size`` patches, each mapped by a seeded random linear map to
+    ``hidden_size`` features, plus sin-cos codes of the patch's row and column.
+    """
+
+    model_type = "saisa_patch_encoder"
+    image_size: int = 8
+    patch_size: int = 2
+    num_channels: int = 1
+    hidden_size: int = 32
+    seed: int = 0
+
+    @property
+    def num_patches(self) -> int:
+        return (self.image_size // self.patch_size) ** 2
+
+
+def _sincos_2d(grid: int, dim: int) -> torch.Tensor:
+    """[grid*grid, dim] codes: half the channels encode the row, half the column."""
+    quarter = max(dim // 4, 1)
+    freqs = 1.0 / (100.0 ** (torch.arange(quarter, dtype=torch.float32) / quarter))
+    pos = torch.arange(grid, dtype=torch.float32)
+    rows, cols = torch.meshgrid(pos, pos, indexing="ij")
+    parts = []
+    for coord in (rows.flatten(), cols.flatten()):
+        angles = coord[:, None] * freqs[None]
+        parts += [angles.sin(), angles.cos()]
+    codes = torch.cat(parts, dim=1)
+    return F.pad(codes, (0, max(dim - codes.shape[1], 0)))[:, :dim]
+
+
+class SaisaPatchEncoder(PreTrainedModel):
+    config_class = SaisaPatchEncoderConfig
+    main_input_name = "pixel_values"
+
+    def __init__(self, config: SaisaPatchEncoderConfig):
+        super().__init__(config)
+        if config.image_size % config.patch_size:
+            raise ValueError(f"SaisaPatchEncoderConfig: patch_size ({config.patch_size}) must divide "
+                             f"image_size ({config.image_size})")
+        patch_dim = config.num_channels * config.patch_size ** 2
+        self.proj = nn.Linear(patch_dim, config.hidden_size)
+        grid = config.image_size // config.patch_size
+        self.register_buffer("position_codes", _sincos_2d(grid, config.hidden_size), persistent=False)
+        self.post_init()
+
+    def _init_weights(self, module):
+        if module is self.proj:
+            gen = torch.Generator().manual_seed(self.config.seed)
+            fan_in = module.weight.shape[1]
+            init.copy_(module.weight, torch.randn(module.weight.shape, generator=gen) / math.sqrt(fan_in))
+            init.zeros_(module.bias)
+        elif module is self:
+            grid = self.config.image_size // self.config.patch_size
+            init.copy_(self.position_codes, _sincos_2d(grid, self.config.hidden_size))
+
+    def forward(self, pixel_values: torch.Tensor, output_hidden_states: bool | None = None, return_dict=True,
+                **kwargs) -> BaseModelOutput:
+        c, size, p = self.config.num_channels, self.config.image_size, self.config.patch_size
+        if pixel_values.dim() == 3 and c == 1:
+            pixel_values = pixel_values[:, None]
+        if pixel_values.dim() != 4 or tuple(pixel_values.shape[1:]) != (c, size, size):
+            raise ValueError(f"SaisaPatchEncoder: pixel_values: expected [N, {c}, {size}, {size}], "
+                             f"got shape {tuple(pixel_values.shape)}")
+        n = pixel_values.shape[0]
+        patches = pixel_values.reshape(n, c, size // p, p, size // p, p).permute(0, 2, 4, 1, 3, 5)
+        patches = patches.reshape(n, (size // p) ** 2, c * p * p).to(self.proj.weight.dtype)
+        embedded = self.proj(patches)
+        features = embedded + self.position_codes.to(embedded.dtype)
+        return BaseModelOutput(last_hidden_state=features, hidden_states=(embedded, features))
+
+
+# ---------------------------------------------------------------------------------------------
+# Config
+# ---------------------------------------------------------------------------------------------
+class SaisaConfig(PretrainedConfig):
+    """Configuration of :class:`SaisaForConditionalGeneration`.
+
+    Args:
+        text_config: the decoder's config (Llama, Mistral, Qwen2 or Qwen3; any causal LM for
+            ``"llava"``), a config object or a dict with ``model_type``.
+        vision_config: any HF vision encoder config (CLIP, SigLIP...) or the built-in
+            :class:`SaisaPatchEncoderConfig` (the default).
+        architecture: ``"saisa"``, ``"llava"`` or ``"naevit_llava"`` (module docstring).
+        image_token_id: id of the image placeholder in ``input_ids``; ``None`` means the text
+            vocabulary size (a slot marker outside the vocabulary, never embedded).
+        vision_feature_layer: which hidden state of the vision tower to read (-2 is LLaVA's choice
+            for CLIP; -1, the last, for the built-in encoder).
+        vision_feature_select_strategy: ``"default"`` drops the first (CLS) token, ``"full"`` keeps all.
+        projector_hidden_act: activation between the projector's two linear maps.
+        share_projectors: ``"saisa"`` only: every layer uses projector 0 (stage 1 of training;
+            :meth:`SaisaForConditionalGeneration.untie_projectors` ends it).
+        attention_backend: backend of :func:`icml26.kernels.naevit_attention` for ``"saisa"`` and
+            ``"naevit_llava"`` (``"auto"``, ``"torch"``, ``"sdpa_split"``, ``"triton"``).
+    """
+
+    model_type = "saisa"
+    sub_configs_defaults = {
+        "text_config": SubConfigSpec(config_class=AutoConfig, model_type="llama"),
+        "vision_config": SubConfigSpec(config_class=AutoConfig, model_type="saisa_patch_encoder"),
+    }
+    text_config: dict | PretrainedConfig | None = None
+    vision_config: dict | PretrainedConfig | None = None
+    architecture: str = "saisa"
+    image_token_id: int | None = None
+    vision_feature_layer: int = -1
+    vision_feature_select_strategy: str = "full"
+    projector_hidden_act: str = "gelu"
+    share_projectors: bool = False
+    attention_backend: str = "auto"
+    tie_word_embeddings: bool = False
+
+    def __post_init__(self, **kwargs):
+        super().__post_init__(**kwargs)
+        if self.architecture not in ARCHITECTURES:
+            raise ValueError(f"SaisaConfig.architecture: expected one of {ARCHITECTURES}, got {self.architecture!r}")
+        if self.vision_feature_select_strategy not in ("default", "full"):
+            raise ValueError("SaisaConfig.vision_feature_select_strategy: expected 'default' or 'full', got "
+                             f"{self.vision_feature_select_strategy!r}")
+        if self.image_token_id is None:
+            self.image_token_id = self.text_config.vocab_size
+        if self.architecture != "llava" and self.text_config.model_type not in LAYER_FAMILIES:
+            raise ValueError(f"SaisaConfig: architecture {self.architecture!r} drives the decoder layers itself and "
+                             f"supports text configs of type {LAYER_FAMILIES}, got {self.text_config.model_type!r}")
+        if not self.tie_word_embeddings and getattr(self.text_config, "tie_word_embeddings", False):
+            self.tie_word_embeddings = True
+
+
+AutoConfig.register(SaisaPatchEncoderConfig.model_type, SaisaPatchEncoderConfig, exist_ok=True)
+AutoModel.register(SaisaPatchEncoderConfig, SaisaPatchEncoder, exist_ok=True)
+AutoConfig.register(SaisaConfig.model_type, SaisaConfig, exist_ok=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Model
+# ---------------------------------------------------------------------------------------------
+class SaisaProjector(nn.Module):
+    """``Linear(d_v -> d) -> act -> Linear(d -> d)``, both with bias (one per layer in SAISA)."""
+
+    def __init__(self, vision_dim: int, text_dim: int, act: str = "gelu"):
+        super().__init__()
+        from transformers.activations import ACT2FN
+
+        self.linear_1 = nn.Linear(vision_dim, text_dim)
+        self.act = ACT2FN[act]
+        self.linear_2 = nn.Linear(text_dim, text_dim)
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        return self.linear_2(self.act(self.linear_1(features)))
+
+
+def _gather_rows(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """x [B, T, ...] rows at index [B, R] -> [B, R, ...]."""
+    expanded = index.reshape(*index.shape, *([1] * (x.dim() - 2))).expand(*index.shape, *x.shape[2:])
+    return torch.gather(x, 1, expanded)
+
+
+def _scatter_rows(target: torch.Tensor, index: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """Out-of-place ``target[b, index[b, r]] = rows[b, r]``; index entries == T go to a discarded slot."""
+    b, t = target.shape[:2]
+    padded = torch.cat([target, target.new_zeros(b, 1, *target.shape[2:])], dim=1)
+    expanded = index.reshape(*index.shape, *([1] * (rows.dim() - 2))).expand_as(rows)
+    return padded.scatter(1, expanded, rows)[:, :t]
+
+
+def _split_rows(is_image: torch.Tensor):
+    """Per-sample row indices of text and visual rows, padded with T (an out-of-range slot).
+
+    Returns ``text_idx [B, Tq]``, ``text_valid``, ``vis_idx [B, Tv]``, ``vis_valid``.
+    """
+    b, t = is_image.shape
+    order = torch.argsort(is_image.to(torch.int8), dim=1, stable=True)  # text rows first, in order
+    n_vis = is_image.sum(1)
+    n_text = t - n_vis
+    tq, tv = int(n_text.max()) if b else 0, int(n_vis.max()) if b else 0
+    ar_q = torch.arange(tq, device=is_image.device)
+    text_valid = ar_q[None] < n_text[:, None]
+    text_idx = torch.where(text_valid, order[:, :tq], t)
+    vis_order = torch.argsort((~is_image).to(torch.int8), dim=1, stable=True)  # visual rows first
+    ar_v = torch.arange(tv, device=is_image.device)
+    vis_valid = ar_v[None] < n_vis[:, None]
+    vis_idx = torch.where(vis_valid, vis_order[:, :tv], t)
+    return text_idx, text_valid, vis_idx, vis_valid
+
+
+class SaisaPreTrainedModel(PreTrainedModel):
+    config_class = SaisaConfig
+    base_model_prefix = ""
+    main_input_name = "input_ids"
+    input_modalities = ("image", "text")
+    supports_gradient_checkpointing = False
+    _supports_sdpa = True
+
+    def _init_weights(self, module):
+        if isinstance(module, nn.Linear):
+            std = getattr(self.config.text_config, "initializer_range", 0.02)
+            init.normal_(module.weight, mean=0.0, std=std)
+            if module.bias is not None:
+                init.zeros_(module.bias)
+
+
+class SaisaForConditionalGeneration(SaisaPreTrainedModel, GenerationMixin):
+    """A vision tower, projector(s) and a causal LM, wired as SAISA, LLaVA or NAEViT-LLaVA.
+
+    ``forward(input_ids, attention_mask, pixel_values | image_features, labels)`` returns a
+    :class:`~transformers.modeling_outputs.CausalLMOutputWithPast`; the loss is next-token cross
+    entropy on the labels that are not -100 (labels at visual slots, and labels whose predicting
+    row is a visual slot, are ignored: visual rows produce no output in SAISA). Logits at visual
+    slots are 0 for ``"saisa"`` and ``"naevit_llava"``.
+    """
+
+    def __init__(self, config: SaisaConfig, language_model: PreTrainedModel | None = None,
+                 vision_tower: PreTrainedModel | None = None):
+        super().__init__(config)
+        self.language_model = language_model or AutoModelForCausalLM.from_config(config.text_config)
+        self.vision_tower = vision_tower or AutoModel.from_config(config.vision_config)
+        n_proj = config.text_config.num_hidden_layers if config.architecture == "saisa" else 1
+        self.projectors = nn.ModuleList(
+            SaisaProjector(config.vision_config.hidden_size, config.text_config.hidden_size,
+                           config.projector_hidden_act) for _ in range(n_proj))
+        self.post_init()
+
+    # -- construction ----------------------------------------------------------------------------
+    @classmethod
+    def from_text_model(cls, language_model: PreTrainedModel, vision_tower: PreTrainedModel | None = None, *,
+                        architecture: str = "saisa", image_token_id: int | None = None,
+                        **config_kwargs) -> "SaisaForConditionalGeneration":
+        """Wrap an existing HF causal LM (weights untouched) and vision encoder as a SAISA model.
+
+        ``vision_tower`` defaults to the built-in patch encoder; ``config_kwargs`` go to
+        :class:`SaisaConfig` (``vision_feature_layer``, ``vision_feature_select_strategy``, ...).
+        Only the projectors are new (randomly initialised).
+        """
+        if vision_tower is None:
+            vision_tower = SaisaPatchEncoder(SaisaPatchEncoderConfig())
+        config = SaisaConfig(text_config=language_model.config, vision_config=vision_tower.config,
+                             architecture=architecture, image_token_id=image_token_id, **config_kwargs)
+        model = cls(config, language_model=language_model, vision_tower=vision_tower)
+        return model.to(device=language_model.device, dtype=language_model.dtype)
+
+    def untie_projectors(self) -> None:
+        """End stage 1: copy the shared projector into every layer's projector and stop sharing."""
+        if self.config.architecture != "saisa":
+            raise ValueError(f"untie_projectors: only 'saisa' has per-layer projectors, got {self.config.architecture!r}")
+        state = self.projectors[0].state_dict()
+        for projector in self.projectors[1:]:
+            projector.load_state_dict(state)
+        self.config.share_projectors = False
+
+    def get_input_embeddings(self):
+        return self.language_model.get_input_embeddings()
+
+    def set_input_embeddings(self, value):
+        self.language_model.set_input_embeddings(value)
+
+    def get_output_embeddings(self):
+        return self.language_model.get_output_embeddings()
+
+    @property
+    def n_visual(self) -> int:
+        """Visual tokens per image produced by the vision tower (after feature selection)."""
+        vc = self.config.vision_config
+        if isinstance(vc, SaisaPatchEncoderConfig):
+            n = vc.num_patches
+        else:
+            n = (vc.image_size // vc.patch_size) ** 2 + 1  # ViT-style encoders emit a CLS token
+        return n - 1 if self.config.vision_feature_select_strategy == "default" else n
+
+    # -- vision -----------------------------------------------------------------------------------
+    def get_image_features(self, pixel_values: torch.Tensor) -> torch.Tensor:
+        """Vision features ``[n_images, n_visual, d_v]`` (before any projector)."""
+        out = self.vision_tower(pixel_values, output_hidden_states=True, return_dict=True)
+        features = out.hidden_states[self.config.vision_feature_layer]
+        if self.config.vision_feature_select_strategy == "default":
+            features = features[:, 1:]
+        return features
+
+    def _visual_features(self, is_image, pixel_values, image_features) -> torch.Tensor | None:
+        n_slots = int(is_image.sum())
+        if n_slots == 0:
+            if image_features is not None or pixel_values is not None:
+                # images given but no placeholder: nothing to attach them to (e.g. decode steps)
+                pass
+            return None
+        if image_features is None and pixel_values is None:
+            raise ValueError(f"SaisaForConditionalGeneration: input_ids hold {n_slots} image placeholder(s) "
+                             f"(id {self.config.image_token_id}) but neither pixel_values nor image_features was given")
+        if image_features is None:
+            image_features = self.get_image_features(pixel_values)
+        d_v = self.config.vision_config.hidden_size
+        if image_features.dim() != 3 or image_features.shape[-1] != d_v:
+            raise ValueError(f"SaisaForConditionalGeneration: image_features: expected [n_images, n_visual, {d_v}] "
+                             f"(vision_config.hidden_size = {d_v}), got shape {tuple(image_features.shape)}")
+        n_feat = image_features.shape[0] * image_features.shape[1]
+        if n_feat != n_slots:
+            raise ValueError(f"SaisaForConditionalGeneration: input_ids hold {n_slots} image placeholders but the "
+                             f"{image_features.shape[0]} image(s) give {n_feat} visual tokens "
+                             f"({image_features.shape[1]} each): one placeholder per visual token is expected")
+        return image_features.reshape(-1, d_v)
+
+    # -- forward ----------------------------------------------------------------------------------
+    def forward(self, input_ids: torch.LongTensor | None = None, pixel_values: torch.Tensor | None = None,
+                image_features: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
+                position_ids: torch.LongTensor | None = None, cache: Cache | None = None,
+                labels: torch.LongTensor | None = None, use_cache: bool | None = None,
+                logits_to_keep: int = 0, inputs_embeds=None, past_key_values: Cache | None = None,
+                **kwargs) -> CausalLMOutputWithPast:
+        if inputs_embeds is not None:
+            raise ValueError("SaisaForConditionalGeneration: inputs_embeds is not supported; pass input_ids with "
+                             "image placeholders")
+        if input_ids is None:
+            raise ValueError("SaisaForConditionalGeneration: input_ids is required")
+        cache = cache if cache is not None else past_key_values
+        is_image = input_ids == self.config.image_token_id
+        features = self._visual_features(is_image, pixel_values, image_features)
+        if use_cache is None:
+            use_cache = self.config.text_config.use_cache if hasattr(self.config.text_config, "use_cache") else True
+        text_ids = input_ids.masked_fill(is_image, 0)
+        kwargs.pop("num_items_in_batch", None) if labels is None else None
+
+        if self.config.architecture == "llava":
+            logits, cache = self._forward_llava(text_ids, is_image, features, attention_mask, position_ids, cache,
+                                                use_cache, kwargs)
+        else:
+            logits, cache = self._forward_naevit(text_ids, is_image, features, attention_mask, position_ids, cache,
+                                                 use_cache)
+        loss = None
+        if labels is not None:
+            labels = labels.masked_fill(is_image, -100)
+            labels[:, 1:] = labels[:, 1:].masked_fill(is_image[:, :-1], -100)  # predicted by a visual row
+            loss = self.language_model.loss_function(logits=logits, labels=labels,
+                                                     vocab_size=self.config.text_config.vocab_size,
+                                                     **{k: v for k, v in kwargs.items() if k == "num_items_in_batch"})
+        if logits_to_keep:
+            logits = logits[:, -logits_to_keep:]
+        return CausalLMOutputWithPast(loss=loss, logits=logits, cache=cache if use_cache else None)
+
+    def _forward_llava(self, text_ids, is_image, features, attention_mask, position_ids, cache, use_cache, kwargs):
+        embeds = self.get_input_embeddings()(text_ids)
+        if features is not None:
+            visual = self.projectors[0](features.to(embeds.dtype))
+            embeds = embeds.masked_scatter(is_image[..., None], visual.to(embeds.dtype))
+        extra = {k: v for k, v in kwargs.items() if k != "num_items_in_batch"}
+        out = self.language_model(inputs_embeds=embeds, attention_mask=attention_mask, position_ids=position_ids,
+                                  cache=cache, use_cache=use_cache, **extra)
+        return out.logits, out.cache
+
+    def _forward_naevit(self, text_ids, is_image, features, attention_mask, position_ids, cache, use_cache):
+        """The SAISA / NAEViT-LLaVA decoder loop: queries, o_proj and the FFN on text rows only."""
+        cfg = self.config
+        lm = self.language_model
+        decoder = lm.model
+        b, t = text_ids.shape
+        if use_cache and cache is None:
+            cache = DynamicCache(config=cfg.text_config)
+        past = cache.get_seq_length() if cache is not None else 0
+        if position_ids is None:
+            position_ids = (past + torch.arange(t, device=text_ids.device)).expand(b, t)
+
+        text_idx, text_valid, vis_idx, vis_valid = _split_rows(is_image)
+        embeds = decoder.embed_tokens(text_ids)
+        cos, sin = decoder.rotary_emb(embeds, position_ids)  # [B, T, D] each
+        cos_q, sin_q = _gather_rows(cos, text_idx.clamp(max=t - 1)), _gather_rows(sin, text_idx.clamp(max=t - 1))
+
+        # Which keys are real, and which key index each text query sees up to (its own position).
+        if attention_mask is not None:
+            key_mask = attention_mask.bool()
+            if key_mask.shape != (b, past + t):
+                raise ValueError(f"SaisaForConditionalGeneration: attention_mask: expected shape ({b}, {past + t}) "
+                                 f"(past {past} + new {t}), got {tuple(attention_mask.shape)}")
+            query_real = _gather_rows(key_mask[:, past:], text_idx.clamp(max=t - 1)) & text_valid
+        else:
+            key_mask, query_real = None, text_valid
+        q_pos = torch.where(query_real, past + text_idx, -1)
+
+        h_text = _gather_rows(embeds, text_idx.clamp(max=t - 1))  # [B, Tq, d]
+        h_vis = None
+        if features is not None:
+            packed_features = torch.zeros(b, vis_idx.shape[1], features.shape[-1], dtype=features.dtype,
+                                          device=features.device)
+            packed_features[vis_valid] = features  # features come in sequence order, sample by sample
+            if cfg.architecture == "naevit_llava":
+                h_vis = self.projectors[0](packed_features.to(embeds.dtype))
+
+        for layer_idx, layer in enumerate(decoder.layers[: cfg.text_config.num_hidden_layers]):
+            if features is not None and cfg.architecture == "saisa":
+                projector = self.projectors[0 if cfg.share_projectors else layer_idx]
+                h_vis = projector(packed_features.to(embeds.dtype))  # overwrite, never add
+            h_text, h_vis = self._layer(layer, layer_idx, h_text, h_vis, text_idx, vis_idx, t, cos, sin, cos_q,
+                                        sin_q, q_pos, key_mask, cache)
+
+        hidden = decoder.norm(h_text)
+        logits_text = lm.lm_head(hidden)
+        logits = _scatter_rows(logits_text.new_zeros(b, t, logits_text.shape[-1]), text_idx, logits_text).contiguous()
+        return logits, cache
+
+    def _layer(self, layer, layer_idx, h_text, h_vis, text_idx, vis_idx, t, cos, sin, cos_q, sin_q, q_pos,
+               key_mask, cache):
+        attn = layer.self_attn
+        rope = sys.modules[type(attn).__module__].apply_rotary_pos_emb
+        b, tq, _ = h_text.shape
+        head_dim = attn.head_dim
+        # Keys and values of every row: text rows and visual rows, normalised by the layer's input norm.
+        normed_text = layer.input_layernorm(h_text)
+        normed_all = _scatter_rows(normed_text.new_zeros(b, t, normed_text.shape[-1]), text_idx, normed_text)
+        if h_vis is not None:
+            normed_all = _scatter_rows(normed_all, vis_idx, layer.input_layernorm(h_vis))
+        keys = attn.k_proj(normed_all).view(b, t, -1, head_dim)
+        values = attn.v_proj(normed_all).view(b, t, -1, head_dim).transpose(1, 2)
+        queries = attn.q_proj(normed_text).view(b, tq, -1, head_dim)
+        if getattr(attn, "k_norm", None) is not None:  # Qwen3 normalises each head before RoPE
+            keys, queries = attn.k_norm(keys), attn.q_norm(queries)
+        keys, queries = keys.transpose(1, 2), queries.transpose(1, 2)
+        keys = rope(keys, keys, cos, sin)[0]
+        queries = rope(queries, queries, cos_q, sin_q)[0]
+        if cache is not None:
+            keys, values = cache.update(keys, values, layer_idx)
+        out = naevit_attention(queries, keys, values, q_pos, key_padding_mask=key_mask,
+                               softmax_scale=attn.scaling, backend=self.config.attention_backend)
+        out = attn.o_proj(out.transpose(1, 2).reshape(b, tq, -1))
+        h_text = h_text + out
+        h_text = h_text + layer.mlp(layer.post_attention_layernorm(h_text))
+        if h_vis is not None and self.config.architecture == "naevit_llava":  # visual rows: FFN, no attention
+            h_vis = h_vis + layer.mlp(layer.post_attention_layernorm(h_vis))
+        return h_text, h_vis
+
+    def prepare_inputs_for_generation(self, *args, image_features=None, is_first_iteration=False, **kwargs):
+        inputs = super().prepare_inputs_for_generation(*args, is_first_iteration=is_first_iteration, **kwargs)
+        if is_first_iteration or not kwargs.get("use_cache", True):
+            inputs["image_features"] = image_features
+        return inputs
+
+
+# ---------------------------------------------------------------------------------------------
+# Analytic prefill cost
+# ---------------------------------------------------------------------------------------------
+def flops(config: SaisaConfig | PretrainedConfig | dict[str, Any], n_visual: int, n_text: int,
+          vision_dim: int | None = None) -> dict[str, float]:
+    """Prefill FLOPs (2 x multiply-accumulates) of the three architectures, and projector sizes.
+
+    Counts the decoder only (no vision tower, no ``lm_head``), with the spec's per-layer MACs, for
+    ``N = n_visual + n_text``, hidden ``d``, FFN size ``m``, key/value width ``d_kv`` (= d without GQA)::
+
+        llava         2Nd^2 + 2N d d_kv + 2N^2 d + 3Ndm
+        naevit_llava  2N d d_kv + 2 n_t d^2 + 2 n_t N d + 3Ndm
+        saisa         2N d d_kv + 2 n_t d^2 + 2 n_t N d + 3 n_t d m + n_v (d_v d + d^2)
+
+    ``config`` is a :class:`SaisaConfig`, a text config, or a dict with ``hidden_size``,
+    ``intermediate_size``, ``num_hidden_layers`` (and optionally ``num_attention_heads``,
+    ``num_key_value_heads``, ``vision_dim``).
+    """
+    if isinstance(config, SaisaConfig):
+        vision_dim = vision_dim or config.vision_config.hidden_size
+        config = config.text_config
+    get = config.get if isinstance(config, dict) else lambda k, default=None: getattr(config, k, default)
+    d, m, layers = get("hidden_size"), get("intermediate_size"), get("num_hidden_layers")
+    heads, kv_heads = get("num_attention_heads"), get("num_key_value_heads")
+    d_kv = d * kv_heads // heads if heads and kv_heads else d
+    d_v = vision_dim or get("vision_dim") or d
+    n = n_visual + n_text
+    projector = d_v * d + d + d * d + d
+    per_layer = {
+        "llava": 2 * n * d * d + 2 * n * d * d_kv + 2 * n * n * d + 3 * n * d * m,
+        "naevit_llava": 2 * n * d * d_kv + 2 * n_text * d * d + 2 * n_text * n * d + 3 * n * d * m,
+        "saisa": 2 * n * d * d_kv + 2 * n_text * d * d + 2 * n_text * n * d + 3 * n_text * d * m
+        + n_visual * (d_v * d + d * d),
+    }
+    out = {arch: 2.0 * macs * layers for arch, macs in per_layer.items()}
+    out["projector_params_per_layer"] = float(projector)
+    out["projector_params_total"] = float(projector * layers)
+    return out
+
+
+__all__ = [
+    "ARCHITECTURES",
+    "SaisaConfig",
+    "SaisaForConditionalGeneration",
+    "SaisaPatchEncoder",
+    "SaisaPatchEncoderConfig",
+    "SaisaProjector",
+    "flops",
+]
