@@ -30,7 +30,8 @@ class Paper:
 PAPERS: tuple[Paper, ...] = (
     Paper("saisa", "SAISA / NAEViT",
           "SAISA: Towards Multimodal Large Language Models with Both Training and Inference Efficiency",
-          ("kernels/naevit.py", "models/saisa.py"), "icml26 reproduce saisa; icml26 bench naevit"),
+          ("kernels/naevit.py", "kernels/naevit_triton.py", "kernels/naevit_hf.py", "models/saisa.py"),
+          "icml26 reproduce saisa; icml26 bench naevit", status="partial"),
     Paper("tfmixer", "TFMixer",
           "Bridging Time and Frequency: A Joint Modeling Framework for Irregular Multivariate Time Series Forecasting",
           ("kernels/nudft.py", "models/tfmixer.py"), "icml26 reproduce tfmixer; icml26 bench nudft"),

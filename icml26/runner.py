@@ -115,8 +115,8 @@ def select(kind: str, keys: Sequence[str]) -> list[Entry]:
         if key in found:
             chosen.append(found[key])
         elif kind == "experiment" and key in PAPERS_BY_KEY:
-            raise UsageError(f"experiment {key!r} is planned but not implemented yet "
-                             f"(registered: {', '.join(found) or 'none'})")
+            raise UsageError(f"experiment {key!r} is not implemented yet (paper status: "
+                             f"{PAPERS_BY_KEY[key].status}; registered: {', '.join(found) or 'none'})")
         else:
             raise UsageError(f"unknown {kind} {key!r} (registered: {', '.join(found) or 'none'})")
     return chosen

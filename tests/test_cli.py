@@ -106,7 +106,7 @@ def test_default_run_folder_is_timestamped(plugin_env, tmp_path, monkeypatch):
     "args, message",
     [
         (["reproduce", "no_such_key"], "unknown experiment 'no_such_key'"),
-        (["reproduce", "saisa"], "planned but not implemented"),
+        (["reproduce", "saisa"], "is not implemented yet"),
         (["bench", "no_such_bench"], "unknown benchmark 'no_such_bench'"),
         (["reproduce", "--seeds", "0"], "expected a positive integer"),
         (["reproduce", "--seeds", "many"], "expected a positive integer"),
