@@ -1,0 +1,91 @@
+"""The trigonometric-sum kernel behind both NUDFT ops, forward and backward (see :mod:`.nudft`).
+
+``C[g, m, i] = sum_l u[g, m, l] cos(p[g, i] q[g, l])`` and ``S[g, m, i] = sum_l v[g, m, l] sin(...)``.
+One program per (group, tile of i, tile of rows): it loops over ``l`` in chunks, builds the
+cos/sin tile of the outer-product phase in fp32 on the fly, and accumulates ``u_tile @ cos_tile``
+with ``tl.dot`` (tensor cores on a GPU), so rows that share their phases (channels of one batch
+row with a shared ``omega``) cost one cos/sin evaluation per phase, and nothing of size L x I is
+ever stored. Accumulation is fp32; float64 inputs belong to the torch reference.
+
+Kernels are wrapped with ``triton.jit`` on first use, so ``TRITON_INTERPRET=1`` set after import
+still selects the CPU interpreter.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+
+def _trig_sums_kernel(
+    P, Q, U, V, C, S,
+    stride_pg, stride_qg, stride_ug, stride_um, stride_vg, stride_vm, stride_cg, stride_cm, stride_sg, stride_sm,
+    M, I, L,
+    BLOCK_M: tl.constexpr, BLOCK_I: tl.constexpr, BLOCK_L: tl.constexpr,
+):
+    g = tl.program_id(0)
+    pid_i = tl.program_id(1)
+    pid_m = tl.program_id(2)
+    offs_i = pid_i * BLOCK_I + tl.arange(0, BLOCK_I)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_l = tl.arange(0, BLOCK_L)
+    i_in = offs_i < I
+    m_in = offs_m < M
+    p = tl.load(P + g * stride_pg + offs_i, mask=i_in, other=0.0)
+    acc_c = tl.zeros([BLOCK_M, BLOCK_I], dtype=tl.float32)
+    acc_s = tl.zeros([BLOCK_M, BLOCK_I], dtype=tl.float32)
+    for start in range(0, L, BLOCK_L):
+        cols = start + offs_l
+        l_in = cols < L
+        q = tl.load(Q + g * stride_qg + cols, mask=l_in, other=0.0)
+        phase = q[:, None] * p[None, :]  # [BLOCK_L, BLOCK_I], fp32
+        tile = m_in[:, None] & l_in[None, :]
+        u = tl.load(U + g * stride_ug + offs_m[:, None] * stride_um + cols[None, :], mask=tile, other=0.0)
+        v = tl.load(V + g * stride_vg + offs_m[:, None] * stride_vm + cols[None, :], mask=tile, other=0.0)
+        acc_c += tl.dot(u, tl.cos(phase), input_precision="ieee")
+        acc_s += tl.dot(v, tl.sin(phase), input_precision="ieee")
+    out = m_in[:, None] & i_in[None, :]
+    tl.store(C + g * stride_cg + offs_m[:, None] * stride_cm + offs_i[None, :], acc_c, mask=out)
+    tl.store(S + g * stride_sg + offs_m[:, None] * stride_sm + offs_i[None, :], acc_s, mask=out)
+
+
+_JITTED: dict[bool, object] = {}
+
+
+def _kernel():
+    interpret = os.environ.get("TRITON_INTERPRET", "0") == "1"
+    if interpret not in _JITTED:
+        _JITTED[interpret] = triton.jit(_trig_sums_kernel)
+    return _JITTED[interpret]
+
+
+def trig_sums_triton(p, q, u, v, blocks: tuple[int, int, int] | None = None):
+    """Triton ``(C, S)`` of :func:`icml26.kernels.nudft.trig_sums_reference` (fp32 in and out).
+
+    p [G, I], q [G, L], u, v [G, M, L]; ``blocks=(BLOCK_M, BLOCK_I, BLOCK_L)`` overrides the tiles.
+    """
+    out_dtype = u.dtype
+    p, q, u, v = (x.to(torch.float32).contiguous() for x in (p, q, u, v))
+    g, i = p.shape
+    m, length = u.shape[1], q.shape[1]
+    c = torch.empty(g, m, i, dtype=torch.float32, device=u.device)
+    s = torch.empty_like(c)
+    if g == 0 or m == 0 or i == 0:
+        return c.to(out_dtype), s.to(out_dtype)
+    if blocks is None:
+        interpret = os.environ.get("TRITON_INTERPRET", "0") == "1"
+        block_m = 16 if m <= 16 or interpret else 32
+        blocks = (block_m, 32, 32) if interpret else (block_m, 64, 32)
+    block_m, block_i, block_l = blocks
+    grid = (g, triton.cdiv(i, block_i), triton.cdiv(m, block_m))
+    _kernel()[grid](
+        p, q, u, v, c, s,
+        p.stride(0), q.stride(0), u.stride(0), u.stride(1), v.stride(0), v.stride(1),
+        c.stride(0), c.stride(1), s.stride(0), s.stride(1),
+        m, i, length,
+        BLOCK_M=block_m, BLOCK_I=block_i, BLOCK_L=block_l,
+    )
+    return c.to(out_dtype), s.to(out_dtype)
