@@ -2,9 +2,18 @@
 
 Kept free of heavy imports: a script run from the repository root sees this folder as a
 top-level ``kernels`` module too, and transformers probes for a package of that name. The op
-modules import torch and triton only when called.
+modules import torch and triton only when called; the ``nn.Module`` wrappers load on first access.
 """
 
 from .naevit import naevit_attention, naevit_reference
+from .nudft import inudft, nudft
 
-__all__ = ["naevit_attention", "naevit_reference"]
+__all__ = ["InverseNUDFT", "NUDFT", "inudft", "naevit_attention", "naevit_reference", "nudft"]
+
+
+def __getattr__(name):
+    if name in ("NUDFT", "InverseNUDFT"):
+        from . import nudft_layers
+
+        return getattr(nudft_layers, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -17,17 +17,16 @@ No Tq x Tk tensor is ever stored. Both layouts share the kernels: a padded tenso
 is addressed with a batch stride, a packed one ``[total, H, D]`` with a batch stride of 0 and the
 sequence start read from ``cu_seqlens``.
 
-The kernels are wrapped with ``triton.jit`` on first use rather than at import, so that setting
-``TRITON_INTERPRET=1`` after importing this module still selects Triton's CPU interpreter.
+The kernels are jitted on first use for the current mode (see :mod:`._triton_jit`).
 """
 
 from __future__ import annotations
 
-import os
-
 import torch
 import triton
 import triton.language as tl
+
+from ._triton_jit import interpreting, jit
 
 LOG2E = 1.4426950408889634  # the kernels work in base 2: exp(x) = exp2(x * LOG2E)
 
@@ -255,18 +254,6 @@ def _naevit_bwd_dq_kernel(
                  dq.to(DQ.dtype.element_ty), mask=q_tile)
 
 
-_JITTED: dict[tuple[str, bool], object] = {}
-
-
-def _kernel(fn):
-    """``triton.jit(fn)``, made on first use for the current interpreter setting."""
-    interpret = os.environ.get("TRITON_INTERPRET", "0") == "1"
-    key = (fn.__name__, interpret)
-    if key not in _JITTED:
-        _JITTED[key] = triton.jit(fn)
-    return _JITTED[key]
-
-
 def _strides(t: torch.Tensor, packed: bool) -> tuple[int, int, int]:
     """(batch, token, head) strides of a [B, H, T, ...] padded or [total, H, ...] packed tensor."""
     if packed:
@@ -299,8 +286,7 @@ class _Call:
         self.seqlen_k = max_k
         self.scale = scale
         self.qk_scale = scale * LOG2E
-        interpret = os.environ.get("TRITON_INTERPRET", "0") == "1"
-        block_m, block_n, warps = blocks if blocks is not None else _blocks(self.head_dim, interpret)
+        block_m, block_n, warps = blocks if blocks is not None else _blocks(self.head_dim, interpreting())
         self.block_m, self.block_n, self.num_warps = block_m, block_n, warps
         self.block_d = max(16, triton.next_power_of_2(self.head_dim))
         self.dot_precision = "ieee" if q.dtype == torch.float32 else "tf32"
@@ -330,7 +316,7 @@ def _forward(call: _Call, q, k, v):
     o = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
     grid = (triton.cdiv(call.seqlen_q, call.block_m), call.batch * call.heads_q)
-    _kernel(_naevit_fwd_kernel)[grid](
+    jit(_naevit_fwd_kernel)[grid](
         q, k, v, call.q_pos, call.kv_mask, call.cu_q, call.cu_k, o, lse,
         *call.s(q), *call.s(k), *call.s(v), *call.s(o), *call.s(lse),
         call.stride_pb, call.stride_mb,
@@ -351,14 +337,14 @@ def _backward(call: _Call, q, k, v, o, lse, do, dlse):
     dv = torch.empty_like(v, memory_format=torch.contiguous_format)
     common = (call.stride_pb, call.stride_mb, call.seqlen_q, call.seqlen_k)
     grid_kv = (triton.cdiv(call.seqlen_k, call.block_n), call.batch * call.heads_kv)
-    _kernel(_naevit_bwd_dkdv_kernel)[grid_kv](
+    jit(_naevit_bwd_dkdv_kernel)[grid_kv](
         q, k, v, do, lse, delta, call.q_pos, call.kv_mask, call.cu_q, call.cu_k, dk, dv,
         *call.s(q), *call.s(k), *call.s(v), *call.s(do), *call.s(lse), *call.s(dk), *call.s(dv),
         *common, call.heads_kv, call.group, call.head_dim, call.qk_scale, call.scale,
         **call.meta(),
     )
     grid_q = (triton.cdiv(call.seqlen_q, call.block_m), call.batch * call.heads_q)
-    _kernel(_naevit_bwd_dq_kernel)[grid_q](
+    jit(_naevit_bwd_dq_kernel)[grid_q](
         q, k, v, do, lse, delta, call.q_pos, call.kv_mask, call.cu_q, call.cu_k, dq,
         *call.s(q), *call.s(k), *call.s(v), *call.s(do), *call.s(lse), *call.s(dq),
         *common, call.heads_q, call.group, call.head_dim, call.qk_scale, call.scale,

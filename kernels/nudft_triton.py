@@ -7,17 +7,16 @@ with ``tl.dot`` (tensor cores on a GPU), so rows that share their phases (channe
 row with a shared ``omega``) cost one cos/sin evaluation per phase, and nothing of size L x I is
 ever stored. Accumulation is fp32; float64 inputs belong to the torch reference.
 
-Kernels are wrapped with ``triton.jit`` on first use, so ``TRITON_INTERPRET=1`` set after import
-still selects the CPU interpreter.
+The kernel is jitted on first use for the current mode (see :mod:`._triton_jit`).
 """
 
 from __future__ import annotations
 
-import os
-
 import torch
 import triton
 import triton.language as tl
+
+from ._triton_jit import interpreting, jit
 
 
 def _trig_sums_kernel(
@@ -52,16 +51,6 @@ def _trig_sums_kernel(
     tl.store(S + g * stride_sg + offs_m[:, None] * stride_sm + offs_i[None, :], acc_s, mask=out)
 
 
-_JITTED: dict[bool, object] = {}
-
-
-def _kernel():
-    interpret = os.environ.get("TRITON_INTERPRET", "0") == "1"
-    if interpret not in _JITTED:
-        _JITTED[interpret] = triton.jit(_trig_sums_kernel)
-    return _JITTED[interpret]
-
-
 def trig_sums_triton(p, q, u, v, blocks: tuple[int, int, int] | None = None):
     """Triton ``(C, S)`` of :func:`icml26.kernels.nudft.trig_sums_reference` (fp32 in and out).
 
@@ -76,12 +65,11 @@ def trig_sums_triton(p, q, u, v, blocks: tuple[int, int, int] | None = None):
     if g == 0 or m == 0 or i == 0:
         return c.to(out_dtype), s.to(out_dtype)
     if blocks is None:
-        interpret = os.environ.get("TRITON_INTERPRET", "0") == "1"
-        block_m = 16 if m <= 16 or interpret else 32
-        blocks = (block_m, 32, 32) if interpret else (block_m, 64, 32)
+        block_m = 16 if m <= 16 or interpreting() else 32
+        blocks = (block_m, 32, 32) if interpreting() else (block_m, 64, 32)
     block_m, block_i, block_l = blocks
     grid = (g, triton.cdiv(i, block_i), triton.cdiv(m, block_m))
-    _kernel()[grid](
+    jit(_trig_sums_kernel)[grid](
         p, q, u, v, c, s,
         p.stride(0), q.stride(0), u.stride(0), u.stride(1), v.stride(0), v.stride(1),
         c.stride(0), c.stride(1), s.stride(0), s.stride(1),

@@ -4,6 +4,13 @@ from pathlib import Path
 
 import pytest
 
+import torch
+
+# Without a GPU, Triton kernels run in the interpreter on CPU tensors. Triton decides its mode when
+# it is first imported, so the variable is set here, before any test module can import it.
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
 TESTS = Path(__file__).resolve().parent
 PLUGIN_DIR = TESTS / "plugins"
 PLUGIN = "icml26_test_plugin"
