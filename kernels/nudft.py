@@ -67,12 +67,12 @@ def trig_sums_reference(p, q, u, v, chunk: int | None = REFERENCE_CHUNK):
     return c, s
 
 
-def _trig_sums(p, q, u, v, backend: str):
+def _trig_sums(p, q, u, v, backend: str, chunk: int | None):
     if backend == "triton":
         from .nudft_triton import trig_sums_triton
 
         return trig_sums_triton(p, q, u, v)
-    return trig_sums_reference(p, q, u, v)
+    return trig_sums_reference(p, q, u, v, chunk)
 
 
 # --------------------------------------------------------------------------------------------
@@ -89,10 +89,10 @@ def _functions():
         """(xm [G,R,N], t [G,N], omega [G,K]) -> raw (C, S) [G,R,K]: C = sum xm cos, S = sum xm sin."""
 
         @staticmethod
-        def forward(ctx, xm, t, omega, backend):
-            c, s = _trig_sums(omega, t, xm, xm, backend)
+        def forward(ctx, xm, t, omega, backend, chunk):
+            c, s = _trig_sums(omega, t, xm, xm, backend, chunk)
             ctx.save_for_backward(xm, t, omega)
-            ctx.backend = backend
+            ctx.engine = backend, chunk
             return c, s
 
         @staticmethod
@@ -105,24 +105,24 @@ def _functions():
                 # d/dxm_n = sum_k g_c cos + g_s sin;  d/dt_n = xm_n sum_k omega (g_s cos - g_c sin)
                 u = torch.cat([g_c, w * g_s], dim=1)
                 v = torch.cat([g_s, -w * g_c], dim=1)
-                c, s = _trig_sums(t, omega, u, v, ctx.backend)
+                c, s = _trig_sums(t, omega, u, v, *ctx.engine)
                 d_xm = c[:, :rows] + s[:, :rows]
                 d_t = (xm * (c[:, rows:] + s[:, rows:])).sum(1)
             if ctx.needs_input_grad[2]:
                 # d/domega_k = sum_n xm t (g_s cos - g_c sin)
                 xt = xm * t[:, None, :]
-                c, s = _trig_sums(omega, t, xt, xt, ctx.backend)
+                c, s = _trig_sums(omega, t, xt, xt, *ctx.engine)
                 d_omega = (g_s * c - g_c * s).sum(1)
-            return d_xm, d_t, d_omega, None
+            return d_xm, d_t, d_omega, None, None
 
     class InverseNudftFunction(torch.autograd.Function):
         """(a, b [G,R,K], omega [G,K], tau [G,J]) -> y [G,R,J] = sum_k a cos(omega tau) - b sin(omega tau)."""
 
         @staticmethod
-        def forward(ctx, a, b, omega, tau, backend):
-            c, s = _trig_sums(tau, omega, a, b, backend)
+        def forward(ctx, a, b, omega, tau, backend, chunk):
+            c, s = _trig_sums(tau, omega, a, b, backend, chunk)
             ctx.save_for_backward(a, b, omega, tau)
-            ctx.backend = backend
+            ctx.engine = backend, chunk
             return c - s
 
         @staticmethod
@@ -133,14 +133,14 @@ def _functions():
             if any(ctx.needs_input_grad[:3]):
                 gt = g * tau[:, None, :]
                 u = torch.cat([g, gt], dim=1)
-                c, s = _trig_sums(omega, tau, u, u, ctx.backend)
+                c, s = _trig_sums(omega, tau, u, u, *ctx.engine)
                 d_a, d_b = c[:, :rows], -s[:, :rows]
                 d_omega = -(a * s[:, rows:] + b * c[:, rows:]).sum(1)
             if ctx.needs_input_grad[3]:
                 w = omega[:, None, :]
-                c, s = _trig_sums(tau, omega, w * b, w * a, ctx.backend)
+                c, s = _trig_sums(tau, omega, w * b, w * a, *ctx.engine)
                 d_tau = -(g * (c + s)).sum(1)
-            return d_a, d_b, d_omega, d_tau, None
+            return d_a, d_b, d_omega, d_tau, None, None
 
     _NudftFunction, _InverseNudftFunction = NudftFunction, InverseNudftFunction
     return NudftFunction, InverseNudftFunction
@@ -224,6 +224,14 @@ def _resolve_backend(backend: str, device, dtype) -> str:
     return backend
 
 
+def _chunk(chunk_size) -> int:
+    if chunk_size is None:
+        return REFERENCE_CHUNK
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+        _fail("chunk_size", "a positive int or None", repr(chunk_size))
+    return chunk_size
+
+
 def _triton_usable(device) -> bool:
     from importlib.util import find_spec
 
@@ -235,7 +243,7 @@ def _triton_usable(device) -> bool:
 # --------------------------------------------------------------------------------------------
 # Public ops
 # --------------------------------------------------------------------------------------------
-def nudft(x, t, omega, mask=None, *, norm: str = "mean", backend: str = "auto"):
+def nudft(x, t, omega, mask=None, *, norm: str = "mean", backend: str = "auto", chunk_size: int | None = None):
     """Non-uniform DFT of ``x`` sampled at times ``t``, at angular frequencies ``omega``.
 
     Args:
@@ -247,6 +255,8 @@ def nudft(x, t, omega, mask=None, *, norm: str = "mean", backend: str = "auto"):
             even NaN or Inf).
         norm: ``"sum"`` or ``"mean"`` (divide by the number of observed points, at least 1).
         backend: ``"triton"``, ``"torch"`` or ``"auto"`` (Triton on CUDA).
+        chunk_size: ``"torch"`` backend only: how many samples (or frequencies, in the backward)
+            each step of the sum covers; memory grows with it (default 256).
 
     Returns:
         ``(real, imag)``, each ``[batch..., K]`` in ``x``'s dtype, with ``X = real + j imag =
@@ -285,7 +295,7 @@ def nudft(x, t, omega, mask=None, *, norm: str = "mean", backend: str = "auto"):
     t_g = torch.where(m.any(1), t_g, 0.0)  # a slot no row observes may hold NaN: never let it reach a phase
     omega_g = _to_groups(omega.to(compute), batch, group, rows, k)[:, 0]
     fn, _ = _functions()
-    c, s = fn.apply(xm, t_g, omega_g, backend)
+    c, s = fn.apply(xm, t_g, omega_g, backend, _chunk(chunk_size))
     if norm == "mean":
         weight = 1.0 / m.sum(-1, keepdim=True).clamp(min=1).to(compute)
         c, s = c * weight, s * weight
@@ -294,7 +304,7 @@ def nudft(x, t, omega, mask=None, *, norm: str = "mean", backend: str = "auto"):
     return real, imag
 
 
-def inudft(a, b, omega, tau, *, coef=None, backend: str = "auto"):
+def inudft(a, b, omega, tau, *, coef=None, backend: str = "auto", chunk_size: int | None = None):
     """Synthesis ``y_j = sum_k c_k (a_k cos(omega_k tau_j) - b_k sin(omega_k tau_j))`` at times ``tau``.
 
     ``a``, ``b`` are ``[..., K]`` (e.g. the ``real``/``imag`` of :func:`nudft`), ``omega``
@@ -302,7 +312,7 @@ def inudft(a, b, omega, tau, *, coef=None, backend: str = "auto"):
     (``c_k``, broadcastable to ``[..., K]``) defaults to 1, i.e. ``y = Re sum_k X_k e^{+j omega tau}``;
     to rebuild a real signal from its mean-normalised :func:`nudft` coefficients use
     ``coef = 2`` (and 1 for a DC term, ``omega_k = 0``). Returns ``[batch..., J]`` in ``a``'s dtype,
-    differentiable in ``a``, ``b``, ``omega``, ``tau`` (and ``coef``).
+    differentiable in ``a``, ``b``, ``omega``, ``tau`` (and ``coef``). ``chunk_size`` as in :func:`nudft`.
     """
     import torch
 
@@ -336,5 +346,5 @@ def inudft(a, b, omega, tau, *, coef=None, backend: str = "auto"):
     omega_g = _to_groups(omega.to(compute), batch, group, rows, k)[:, 0]
     tau_g = _to_groups(tau.to(compute), batch, group, rows, j)[:, 0]
     _, fn = _functions()
-    y = fn.apply(a_g, b_g, omega_g, tau_g, backend)
+    y = fn.apply(a_g, b_g, omega_g, tau_g, backend, _chunk(chunk_size))
     return _from_groups(y, batch, group, rows).to(a.dtype)

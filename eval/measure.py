@@ -1,0 +1,62 @@
+"""Timing and peak-memory measurement shared by the benchmarks (``icml26 bench``)."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from typing import Any, Callable
+
+
+def sync(device) -> None:
+    """Wait for queued GPU work, so wall-clock times cover it."""
+    import torch
+
+    if getattr(device, "type", str(device)) == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def median_ms(fn: Callable[[], Any], device, *, warmup: int = 1, repeats: int = 5) -> float:
+    """Median wall time of ``fn()`` in milliseconds, after ``warmup`` untimed calls."""
+    for _ in range(warmup):
+        fn()
+    sync(device)
+    times = []
+    for _ in range(max(repeats, 1)):
+        start = time.perf_counter()
+        fn()
+        sync(device)
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def peak_alloc_mb(fn: Callable[[], Any], device) -> float:
+    """Peak bytes allocated during one call of ``fn`` above what was allocated before it, in MiB.
+
+    CUDA: ``torch.cuda.max_memory_allocated``. CPU: the highest running sum of the allocation and
+    free events that ``torch.profiler(profile_memory=True)`` records from torch's CPU allocator on
+    the calling thread (with one intra-op thread that is every allocation of the call; intra-op
+    worker threads only use the allocations of the caller).
+    """
+    import torch
+
+    if getattr(device, "type", str(device)) == "cuda":
+        torch.cuda.synchronize(device)
+        before = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        fn()
+        torch.cuda.synchronize(device)
+        return (torch.cuda.max_memory_allocated(device) - before) / 2**20
+    from torch.profiler import ProfilerActivity, profile
+
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")  # read when kineto starts: silences its start/stop lines
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    cpu = torch.autograd.DeviceType.CPU
+    events = sorted((e for e in prof.profiler.kineto_results.events()
+                     if e.name() == "[memory]" and e.device_type() == cpu), key=lambda e: e.start_ns())
+    current = peak = 0
+    for event in events:
+        current += event.nbytes()
+        peak = max(peak, current)
+    return peak / 2**20
