@@ -287,6 +287,11 @@ class SaisaForConditionalGeneration(SaisaPreTrainedModel, GenerationMixin):
         """
         if vision_tower is None:
             vision_tower = SaisaPatchEncoder(SaisaPatchEncoderConfig())
+        # A parent config sets its attention implementation on its sub-configs (None by default), and these
+        # are the wrapped models' own configs: keep theirs, or the LM loses its causal mask.
+        config_kwargs.setdefault("attn_implementation", {
+            "text_config": language_model.config._attn_implementation,
+            "vision_config": getattr(vision_tower.config, "_attn_implementation", None)})
         config = SaisaConfig(text_config=language_model.config, vision_config=vision_tower.config,
                              architecture=architecture, image_token_id=image_token_id, **config_kwargs)
         model = cls(config, language_model=language_model, vision_tower=vision_tower)
