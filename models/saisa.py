@@ -209,18 +209,12 @@ def _gather_rows(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return torch.gather(x, 1, expanded)
 
 
-def _scatter_rows(target: torch.Tensor, index: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-    """Out-of-place ``target[b, index[b, r]] = rows[b, r]``; index entries == T go to a discarded slot."""
-    b, t = target.shape[:2]
-    padded = torch.cat([target, target.new_zeros(b, 1, *target.shape[2:])], dim=1)
-    expanded = index.reshape(*index.shape, *([1] * (rows.dim() - 2))).expand_as(rows)
-    return padded.scatter(1, expanded, rows)[:, :t]
-
-
 def _split_rows(is_image: torch.Tensor):
     """Per-sample row indices of text and visual rows, padded with T (an out-of-range slot).
 
-    Returns ``text_idx [B, Tq]``, ``text_valid``, ``vis_idx [B, Tv]``, ``vis_valid``.
+    Returns ``text_idx [B, Tq]``, ``text_valid``, ``vis_idx [B, Tv]``, ``vis_valid`` and ``source
+    [B, T]``: where each sequence row sits in ``cat([text rows, visual rows], dim=1)``, so one gather
+    puts the two streams back in sequence order.
     """
     b, t = is_image.shape
     order = torch.argsort(is_image.to(torch.int8), dim=1, stable=True)  # text rows first, in order
@@ -234,7 +228,10 @@ def _split_rows(is_image: torch.Tensor):
     ar_v = torch.arange(tv, device=is_image.device)
     vis_valid = ar_v[None] < n_vis[:, None]
     vis_idx = torch.where(vis_valid, vis_order[:, :tv], t)
-    return text_idx, text_valid, vis_idx, vis_valid
+    source = torch.empty(b, t + 1, dtype=torch.long, device=is_image.device)  # slot t takes the padding entries
+    source.scatter_(1, text_idx, ar_q.expand(b, tq))
+    source.scatter_(1, vis_idx, (tq + ar_v).expand(b, tv))
+    return text_idx, text_valid, vis_idx, vis_valid, source[:, :t]
 
 
 class SaisaPreTrainedModel(PreTrainedModel):
@@ -377,12 +374,13 @@ class SaisaForConditionalGeneration(SaisaPreTrainedModel, GenerationMixin):
         text_ids = input_ids.masked_fill(is_image, 0)
         kwargs.pop("num_items_in_batch", None) if labels is None else None
 
+        keep = 0 if labels is not None else logits_to_keep  # the loss needs every position
         if self.config.architecture == "llava":
             logits, cache = self._forward_llava(text_ids, is_image, features, attention_mask, position_ids, cache,
-                                                use_cache, kwargs)
+                                                use_cache, keep, kwargs)
         else:
             logits, cache = self._forward_naevit(text_ids, is_image, features, attention_mask, position_ids, cache,
-                                                 use_cache)
+                                                 use_cache, keep)
         loss = None
         if labels is not None:
             labels = labels.masked_fill(is_image, -100)
@@ -390,21 +388,22 @@ class SaisaForConditionalGeneration(SaisaPreTrainedModel, GenerationMixin):
             loss = self.language_model.loss_function(logits=logits, labels=labels,
                                                      vocab_size=self.config.text_config.vocab_size,
                                                      **{k: v for k, v in kwargs.items() if k == "num_items_in_batch"})
-        if logits_to_keep:
+        if logits_to_keep and logits.shape[1] != logits_to_keep:
             logits = logits[:, -logits_to_keep:]
         return CausalLMOutputWithPast(loss=loss, logits=logits, cache=cache if use_cache else None)
 
-    def _forward_llava(self, text_ids, is_image, features, attention_mask, position_ids, cache, use_cache, kwargs):
+    def _forward_llava(self, text_ids, is_image, features, attention_mask, position_ids, cache, use_cache, keep,
+                       kwargs):
         embeds = self.get_input_embeddings()(text_ids)
         if features is not None:
             visual = self.projectors[0](features.to(embeds.dtype))
             embeds = embeds.masked_scatter(is_image[..., None], visual.to(embeds.dtype))
         extra = {k: v for k, v in kwargs.items() if k != "num_items_in_batch"}
         out = self.language_model(inputs_embeds=embeds, attention_mask=attention_mask, position_ids=position_ids,
-                                  cache=cache, use_cache=use_cache, **extra)
+                                  cache=cache, use_cache=use_cache, logits_to_keep=keep, **extra)
         return out.logits, out.cache
 
-    def _forward_naevit(self, text_ids, is_image, features, attention_mask, position_ids, cache, use_cache):
+    def _forward_naevit(self, text_ids, is_image, features, attention_mask, position_ids, cache, use_cache, keep):
         """The SAISA / NAEViT-LLaVA decoder loop: queries, o_proj and the FFN on text rows only."""
         cfg = self.config
         lm = self.language_model
@@ -416,7 +415,7 @@ class SaisaForConditionalGeneration(SaisaPreTrainedModel, GenerationMixin):
         if position_ids is None:
             position_ids = (past + torch.arange(t, device=text_ids.device)).expand(b, t)
 
-        text_idx, text_valid, vis_idx, vis_valid = _split_rows(is_image)
+        text_idx, text_valid, vis_idx, vis_valid, source = _split_rows(is_image)
         embeds = decoder.embed_tokens(text_ids)
         cos, sin = decoder.rotary_emb(embeds, position_ids)  # [B, T, D] each
         cos_q, sin_q = _gather_rows(cos, text_idx.clamp(max=t - 1)), _gather_rows(sin, text_idx.clamp(max=t - 1))
@@ -445,33 +444,36 @@ class SaisaForConditionalGeneration(SaisaPreTrainedModel, GenerationMixin):
             if features is not None and cfg.architecture == "saisa":
                 projector = self.projectors[0 if cfg.share_projectors else layer_idx]
                 h_vis = projector(packed_features.to(embeds.dtype))  # overwrite, never add
-            h_text, h_vis = self._layer(layer, layer_idx, h_text, h_vis, text_idx, vis_idx, t, cos, sin, cos_q,
-                                        sin_q, q_pos, key_mask, cache)
+            h_text, h_vis = self._layer(layer, layer_idx, h_text, h_vis, source, cos, sin, cos_q, sin_q, q_pos,
+                                        key_mask, cache)
 
         hidden = decoder.norm(h_text)
+        tq = h_text.shape[1]
+        if keep and bool((source[:, -keep:] < tq).all()):  # only the last rows, all of them text (generation)
+            return lm.lm_head(_gather_rows(hidden, source[:, -keep:])), cache
         logits_text = lm.lm_head(hidden)
-        logits = _scatter_rows(logits_text.new_zeros(b, t, logits_text.shape[-1]), text_idx, logits_text).contiguous()
-        return logits, cache
+        # Back to sequence order; visual rows have no output and get zero logits.
+        zeros = logits_text.new_zeros(b, vis_idx.shape[1], logits_text.shape[-1])
+        return _gather_rows(torch.cat([logits_text, zeros], dim=1), source), cache
 
-    def _layer(self, layer, layer_idx, h_text, h_vis, text_idx, vis_idx, t, cos, sin, cos_q, sin_q, q_pos,
-               key_mask, cache):
+    def _layer(self, layer, layer_idx, h_text, h_vis, source, cos, sin, cos_q, sin_q, q_pos, key_mask, cache):
         attn = layer.self_attn
-        rope = sys.modules[type(attn).__module__].apply_rotary_pos_emb
+        rotate_half = sys.modules[type(attn).__module__].rotate_half  # the family's own RoPE helper
         b, tq, _ = h_text.shape
+        t = source.shape[1]
         head_dim = attn.head_dim
         # Keys and values of every row: text rows and visual rows, normalised by the layer's input norm.
-        normed_text = layer.input_layernorm(h_text)
-        normed_all = _scatter_rows(normed_text.new_zeros(b, t, normed_text.shape[-1]), text_idx, normed_text)
-        if h_vis is not None:
-            normed_all = _scatter_rows(normed_all, vis_idx, layer.input_layernorm(h_vis))
+        normed = layer.input_layernorm(h_text if h_vis is None else torch.cat([h_text, h_vis], dim=1))
+        normed_text = normed[:, :tq]
+        normed_all = _gather_rows(normed, source)  # sequence order
         keys = attn.k_proj(normed_all).view(b, t, -1, head_dim)
         values = attn.v_proj(normed_all).view(b, t, -1, head_dim).transpose(1, 2)
         queries = attn.q_proj(normed_text).view(b, tq, -1, head_dim)
         if getattr(attn, "k_norm", None) is not None:  # Qwen3 normalises each head before RoPE
             keys, queries = attn.k_norm(keys), attn.q_norm(queries)
         keys, queries = keys.transpose(1, 2), queries.transpose(1, 2)
-        keys = rope(keys, keys, cos, sin)[0]
-        queries = rope(queries, queries, cos_q, sin_q)[0]
+        keys = keys * cos[:, None] + rotate_half(keys) * sin[:, None]
+        queries = queries * cos_q[:, None] + rotate_half(queries) * sin_q[:, None]
         if cache is not None:
             keys, values = cache.update(keys, values, layer_idx)
         out = naevit_attention(queries, keys, values, q_pos, key_padding_mask=key_mask,
