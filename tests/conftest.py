@@ -11,6 +11,9 @@ import torch
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+# The tests use tiny tensors: one intra-op thread is as fast and does not thrash when the machine is busy.
+torch.set_num_threads(1)
+
 TESTS = Path(__file__).resolve().parent
 PLUGIN_DIR = TESTS / "plugins"
 PLUGIN = "icml26_test_plugin"
