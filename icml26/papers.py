@@ -47,7 +47,7 @@ PAPERS: tuple[Paper, ...] = (
           ("agents/optminer.py", "training/optminer.py"), "icml26 optminer synthesize; icml26 reproduce optminer"),
     Paper("rhi", "Robust Halpern Iteration",
           "Model-Free Robust Average-Reward Reinforcement Learning with Sample Complexity Analysis",
-          ("training/rhi.py",), "icml26 reproduce rhi"),
+          ("training/robust_rl.py", "training/robust_rl_oracles.py"), "icml26 reproduce rhi", status="working"),
     Paper("uhm", "Universal Horizon Models",
           "Offline Reinforcement Learning with Universal Horizon Models",
           ("models/uhm.py", "training/uhm.py"), "icml26 reproduce uhm"),
