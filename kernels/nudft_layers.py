@@ -48,9 +48,9 @@ class NUDFT(nn.Module):
         self.max_cycles = float(max_cycles) if max_cycles is not None else 2.0 * k
         cycles = torch.arange(1, k + 1, dtype=torch.float32) if init == "harmonic" else \
             torch.logspace(math.log10(0.5), math.log10(k), k)
-        if cycles.max() >= self.max_cycles:
+        if k >= self.max_cycles:  # both inits end at K cycles (a plain number: works on the meta device too)
             raise ValueError(f"NUDFT: max_cycles: expected more than the largest initial frequency "
-                             f"({float(cycles.max()):g} cycles), got {self.max_cycles:g}")
+                             f"({k} cycles), got {self.max_cycles:g}")
         raw = torch.logit(cycles / self.max_cycles)
         if per_channel:
             raw = raw.repeat(num_channels, 1)
