@@ -1,0 +1,417 @@
+"""Training SAISA, LLaVA and NAEViT-LLaVA models (:mod:`icml26.models.saisa`) with HF ``Trainer``.
+
+The paper's recipe (spec ``saisa.md`` section 2; the official training code is unreleased, so the
+stage-1 sharing is a reconstruction):
+
+- **stage 1, alignment**: LLM and vision tower frozen; only the projector learns, on captions.
+  For ``"saisa"`` a single *shared* projector feeds every layer (``config.share_projectors``);
+- **stage 2, instruction tuning**: every layer's projector starts as a copy of the shared one
+  (:meth:`~icml26.models.saisa.SaisaForConditionalGeneration.untie_projectors`) and learns with the
+  LLM (fully, or through peft LoRA adapters); the vision tower stays frozen.
+
+Each stage is one plain :class:`transformers.Trainer` run, so ``accelerate launch`` scales it.
+:class:`SaisaDataCollator` turns ``{image, prefix, prompt, answer}`` examples into model inputs;
+:func:`train_language_model` is the text-only "stage 0" used when no pretrained LLM is at hand.
+
+Example::
+
+    collator = SaisaDataCollator(tokenizer, model.config.image_token_id, model.n_visual)
+    model, logs = train_saisa(model, captions, qa_mix, collator, SaisaTrainingConfig(), "out/")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel, TrainingArguments
+
+__all__ = [
+    "PAPER_STAGE1_LR",
+    "PAPER_STAGE2_LR",
+    "SaisaDataCollator",
+    "SaisaTrainingConfig",
+    "SaisaTrainingOutput",
+    "train_language_model",
+    "train_saisa",
+]
+
+#: LLaVA-1.5's learning rates, which the paper keeps (7B scale, global batch 256 / 128).
+PAPER_STAGE1_LR = 1e-3
+PAPER_STAGE2_LR = 2e-5
+IGNORE_INDEX = -100
+
+
+# ---------------------------------------------------------------------------------------------
+# Collator
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class SaisaDataCollator:
+    """Collate ``{image, prefix, prompt, answer}`` examples into SAISA model inputs.
+
+    Each example becomes ``prefix tokens + n_visual image placeholders + prompt tokens + answer
+    tokens (+ eos)``; ``labels`` are ``-100`` everywhere except on the answer (and eos), so the loss
+    is on the answer only. Returns ``input_ids``, ``attention_mask``, ``labels`` (unless
+    ``include_answer=False``, which stops after the prompt: generation inputs) and ``pixel_values``
+    (the examples' images stacked, after ``image_transform`` if given).
+
+    Args:
+        tokenizer: a transformers tokenizer with a pad token; texts are encoded without special tokens.
+        image_token_id: the placeholder id (``model.config.image_token_id``).
+        n_visual: placeholders per image (``model.n_visual``).
+        padding_side: ``"right"`` (training) or ``"left"`` (generation).
+        add_eos: append ``tokenizer.eos_token_id`` after the answer (labelled).
+        include_answer: put the answer (and eos) in the sequence; False for generation prompts.
+        image_field, prefix_field, prompt_field, answer_field: the example keys; ``prefix_field=None``
+            means no text before the image.
+        image_transform: optional callable applied to each image before stacking (an image processor).
+        max_length: refuse sequences longer than this (no silent truncation of answers).
+    """
+
+    tokenizer: Any
+    image_token_id: int
+    n_visual: int
+    padding_side: str = "right"
+    add_eos: bool = True
+    include_answer: bool = True
+    image_field: str = "image"
+    prefix_field: str | None = "prefix"
+    prompt_field: str = "prompt"
+    answer_field: str = "answer"
+    image_transform: Callable[[Any], Any] | None = None
+    max_length: int | None = None
+    _cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.padding_side not in ("left", "right"):
+            raise ValueError(f"SaisaDataCollator: padding_side must be 'left' or 'right', got {self.padding_side!r}")
+        if isinstance(self.n_visual, bool) or not isinstance(self.n_visual, int) or self.n_visual < 1:
+            raise ValueError(f"SaisaDataCollator: n_visual must be a positive int, got {self.n_visual!r}")
+        if getattr(self.tokenizer, "pad_token_id", None) is None:
+            raise ValueError("SaisaDataCollator: the tokenizer has no pad token (set tokenizer.pad_token)")
+        if self.add_eos and self.include_answer and getattr(self.tokenizer, "eos_token_id", None) is None:
+            raise ValueError("SaisaDataCollator: add_eos=True but the tokenizer has no eos token")
+
+    def _encode(self, text: str) -> list[int]:
+        ids = self._cache.get(text)
+        if ids is None:
+            ids = list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+            if len(self._cache) < 100_000:  # templated data repeats a few strings; free text must not grow forever
+                self._cache[text] = ids
+        return ids
+
+    def _field(self, example: Any, index: int, name: str) -> Any:
+        if not isinstance(example, Mapping):
+            raise TypeError(f"SaisaDataCollator: example {index} must be a mapping of fields, got {type(example).__name__}")
+        if name not in example:
+            raise KeyError(f"SaisaDataCollator: example {index} has no {name!r} field "
+                           f"(its fields: {sorted(example)}); set the collator's *_field arguments to map yours")
+        value = example[name]
+        if value is None:
+            raise ValueError(f"SaisaDataCollator: example {index}: field {name!r} is None")
+        return value
+
+    def _text(self, example: Any, index: int, name: str) -> list[int]:
+        value = self._field(example, index, name)
+        if not isinstance(value, str):
+            raise TypeError(f"SaisaDataCollator: example {index}: field {name!r} must be a string, "
+                            f"got {type(value).__name__}")
+        return self._encode(value)
+
+    def __call__(self, examples: Sequence[Mapping[str, Any]]) -> dict[str, "torch.Tensor"]:
+        import numpy as np
+        import torch
+
+        if len(examples) == 0:
+            raise ValueError("SaisaDataCollator: got an empty batch")
+        sequences, label_rows, images = [], [], []
+        image_slots = [self.image_token_id] * self.n_visual
+        eos = [self.tokenizer.eos_token_id] if self.add_eos else []
+        for i, example in enumerate(examples):
+            prefix = self._text(example, i, self.prefix_field) if self.prefix_field is not None else []
+            prompt = self._text(example, i, self.prompt_field)
+            answer = self._text(example, i, self.answer_field) + eos if self.include_answer else []
+            if self.include_answer and not answer:
+                raise ValueError(f"SaisaDataCollator: example {i}: field {self.answer_field!r} encodes to no tokens")
+            image = self._field(example, i, self.image_field)
+            if self.image_transform is not None:
+                image = self.image_transform(image)
+            images.append(torch.as_tensor(np.asarray(image, dtype=np.float32)) if not isinstance(image, torch.Tensor)
+                          else image.float())
+            head = prefix + image_slots + prompt
+            sequences.append(head + answer)
+            label_rows.append([IGNORE_INDEX] * len(head) + answer)
+            if self.max_length is not None and len(sequences[-1]) > self.max_length:
+                raise ValueError(f"SaisaDataCollator: example {i} is {len(sequences[-1])} tokens long, over "
+                                 f"max_length={self.max_length}")
+        shapes = {tuple(im.shape) for im in images}
+        if len(shapes) > 1:
+            raise ValueError(f"SaisaDataCollator: images of one batch must share a shape, got {sorted(shapes)}")
+
+        width = max(len(s) for s in sequences)
+        pad = self.tokenizer.pad_token_id
+        input_ids = torch.full((len(sequences), width), pad, dtype=torch.long)
+        labels = torch.full((len(sequences), width), IGNORE_INDEX, dtype=torch.long)
+        attention_mask = torch.zeros((len(sequences), width), dtype=torch.long)
+        for row, (seq, lab) in enumerate(zip(sequences, label_rows)):
+            span = slice(0, len(seq)) if self.padding_side == "right" else slice(width - len(seq), width)
+            input_ids[row, span] = torch.tensor(seq)
+            labels[row, span] = torch.tensor(lab)
+            attention_mask[row, span] = 1
+        batch = {"input_ids": input_ids, "attention_mask": attention_mask, "pixel_values": torch.stack(images)}
+        if self.include_answer:
+            batch["labels"] = labels
+        return batch
+
+
+# ---------------------------------------------------------------------------------------------
+# Config
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class SaisaTrainingConfig:
+    """Hyper-parameters of the two SAISA stages (and of the optional text-only stage 0).
+
+    The defaults suit the tiny CPU models of the Digits-VQA experiment (a few hundred steps; a
+    fresh tiny LLM wants larger rates than a pretrained 7B). :meth:`paper` gives the paper's
+    (LLaVA-1.5's) 7B recipe. A ``*_steps`` of ``None`` means one epoch; ``0`` skips the stage.
+    """
+
+    stage0_steps: int | None = 200
+    stage1_steps: int | None = 200
+    stage2_steps: int | None = 400
+    stage0_learning_rate: float = 3e-3
+    stage1_learning_rate: float = 3e-3
+    stage2_learning_rate: float = 1e-3
+    batch_size: int = 64
+    stage1_batch_size: int | None = None  # None: batch_size
+    stage2_batch_size: int | None = None
+    gradient_accumulation_steps: int = 1
+    lr_scheduler_type: str = "cosine"
+    warmup_ratio: float = 0.03
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    use_lora: bool = False  # stage 2: train the LLM through LoRA adapters (merged back afterwards)
+    lora_r: int = 8
+    lora_alpha: int = 16
+    lora_dropout: float = 0.0
+    lora_target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+    seed: int = 0
+    logging_steps: int = 10
+    disable_tqdm: bool = True
+    print_logs: bool = False  # with disable_tqdm, Trainer prints every log dict unless this is False
+    save_strategy: str = "no"
+    use_cpu: bool | None = None  # None: when no GPU is visible
+    bf16: bool = False
+    dataloader_num_workers: int = 0
+    extra_training_args: dict[str, Any] = field(default_factory=dict)  # any other TrainingArguments field
+
+    def __post_init__(self) -> None:
+        for name in ("stage0_steps", "stage1_steps", "stage2_steps"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise ValueError(f"SaisaTrainingConfig.{name} must be None (one epoch) or an int >= 0, got {value!r}")
+        for name in ("batch_size", "gradient_accumulation_steps", "logging_steps", "lora_r"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"SaisaTrainingConfig.{name} must be a positive int, got {value!r}")
+        if not 0.0 <= self.warmup_ratio < 1.0:
+            raise ValueError(f"SaisaTrainingConfig.warmup_ratio must be in [0, 1), got {self.warmup_ratio!r}")
+        for name in ("stage0_learning_rate", "stage1_learning_rate", "stage2_learning_rate"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"SaisaTrainingConfig.{name} must be > 0, got {getattr(self, name)!r}")
+        self.lora_target_modules = tuple(self.lora_target_modules)
+
+    @classmethod
+    def paper(cls, **overrides) -> "SaisaTrainingConfig":
+        """LLaVA-1.5's recipe as the paper states it: one epoch per stage, lr 1e-3 then 2e-5, global
+        batch 256 then 128, cosine with 3% warmup, no weight decay, bf16 (set ``batch_size`` and
+        ``gradient_accumulation_steps`` so their product per device count gives those batches)."""
+        base = dict(stage1_steps=None, stage2_steps=None, stage1_learning_rate=PAPER_STAGE1_LR,
+                    stage2_learning_rate=PAPER_STAGE2_LR, stage1_batch_size=256, stage2_batch_size=128,
+                    lr_scheduler_type="cosine", warmup_ratio=0.03, weight_decay=0.0, bf16=True)
+        base.update(overrides)
+        return cls(**base)
+
+    def training_arguments(self, stage: int, output_dir: str) -> "TrainingArguments":
+        """The ``TrainingArguments`` of stage 0, 1 or 2."""
+        import torch
+        from transformers import TrainingArguments
+
+        if stage not in (0, 1, 2):
+            raise ValueError(f"stage must be 0, 1 or 2, got {stage!r}")
+        steps = getattr(self, f"stage{stage}_steps")
+        batch = {1: self.stage1_batch_size, 2: self.stage2_batch_size}.get(stage) or self.batch_size
+        use_cpu = (not torch.cuda.is_available()) if self.use_cpu is None else self.use_cpu
+        kwargs = dict(
+            output_dir=str(output_dir),
+            max_steps=-1 if steps is None else steps,
+            num_train_epochs=1,
+            learning_rate=getattr(self, f"stage{stage}_learning_rate"),
+            per_device_train_batch_size=batch,
+            gradient_accumulation_steps=self.gradient_accumulation_steps,
+            lr_scheduler_type=self.lr_scheduler_type,
+            warmup_steps=self.warmup_ratio,  # a float < 1 is a fraction of the steps (transformers 5)
+            weight_decay=self.weight_decay,
+            max_grad_norm=self.max_grad_norm,
+            seed=self.seed,
+            logging_strategy="steps",
+            logging_steps=self.logging_steps,
+            save_strategy=self.save_strategy,
+            report_to=[],
+            remove_unused_columns=False,
+            disable_tqdm=self.disable_tqdm,
+            use_cpu=use_cpu,
+            bf16=self.bf16,
+            dataloader_num_workers=self.dataloader_num_workers,
+            dataloader_pin_memory=not use_cpu,
+        )
+        kwargs.update(self.extra_training_args)
+        return TrainingArguments(**kwargs)
+
+
+class SaisaTrainingOutput(NamedTuple):
+    """What :func:`train_saisa` returns: the trained model and each stage's ``Trainer`` log history."""
+
+    model: "PreTrainedModel"
+    log_history: dict[str, list[dict[str, Any]]]
+
+
+# ---------------------------------------------------------------------------------------------
+# Training
+# ---------------------------------------------------------------------------------------------
+def _run_stage(model, dataset, collator, config: SaisaTrainingConfig, stage: int, output_dir) -> list[dict[str, Any]]:
+    """One ``Trainer`` run; returns its log history (loss curve)."""
+    from pathlib import Path
+
+    from transformers import Trainer
+    from transformers.trainer_callback import PrinterCallback
+
+    stage_dir = Path(output_dir) / f"stage{stage}"
+    stage_dir.mkdir(parents=True, exist_ok=True)
+    args = config.training_arguments(stage, str(stage_dir))
+    trainer = Trainer(model=model, args=args, train_dataset=dataset, data_collator=collator)
+    if args.disable_tqdm and not config.print_logs:
+        trainer.remove_callback(PrinterCallback)
+    trainer.train()
+    return list(trainer.state.log_history)
+
+
+def _check_dataset(dataset, name: str) -> None:
+    if dataset is None or len(dataset) == 0:
+        raise ValueError(f"train_saisa: {name} is empty; pass examples or set its steps to 0")
+
+
+def train_saisa(model, stage1_dataset, stage2_dataset, collator, config: SaisaTrainingConfig | None = None,
+                output_dir: str = "saisa-training") -> SaisaTrainingOutput:
+    """Two-stage training of a :class:`~icml26.models.saisa.SaisaForConditionalGeneration`.
+
+    Stage 1 (``config.stage1_steps``, skipped when 0) trains only the projector on
+    ``stage1_dataset`` with the LLM and vision tower frozen; a ``"saisa"`` model shares projector 0
+    across layers for it. Stage 2 (``config.stage2_steps``, skipped when 0) unties the projectors
+    (``"saisa"``: every layer's projector becomes a copy of projector 0, also when stage 1 was
+    skipped) and trains them with the LLM (fully, or LoRA with ``config.use_lora``: adapters
+    merged into the weights at the end) on ``stage2_dataset``. The vision tower is never trained.
+
+    Returns ``(model, {"stage1": log_history, "stage2": log_history})``; the model is modified in
+    place (and returned, un-wrapped, after LoRA), left in eval mode with every parameter frozen.
+    """
+    config = config or SaisaTrainingConfig()
+    arch = getattr(model.config, "architecture", None)
+    if arch is None or not hasattr(model, "projectors"):
+        raise TypeError(f"train_saisa: expected an icml26.models.saisa.SaisaForConditionalGeneration, "
+                        f"got {type(model).__name__}")
+    history: dict[str, list[dict[str, Any]]] = {"stage1": [], "stage2": []}
+
+    def freeze_all() -> None:
+        for p in model.parameters():
+            p.requires_grad_(False)
+
+    if config.stage1_steps != 0:
+        _check_dataset(stage1_dataset, "stage1_dataset")
+        freeze_all()
+        if arch == "saisa":
+            model.config.share_projectors = True
+        for p in model.projectors[0].parameters():
+            p.requires_grad_(True)
+        model.train()
+        history["stage1"] = _run_stage(model, stage1_dataset, collator, config, 1, output_dir)
+
+    if config.stage2_steps != 0:
+        _check_dataset(stage2_dataset, "stage2_dataset")
+        if arch == "saisa":
+            model.untie_projectors()
+        freeze_all()
+        for p in model.projectors.parameters():
+            p.requires_grad_(True)
+        target = model
+        if config.use_lora:
+            from peft import LoraConfig, get_peft_model
+
+            # adapters only inside the LLM (never the projectors or the vision tower)
+            pattern = r"language_model\..*\.(" + "|".join(config.lora_target_modules) + r")"
+            lora = LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
+                              target_modules=pattern, bias="none")
+            target = get_peft_model(model, lora)
+            for p in model.projectors.parameters():  # get_peft_model froze everything but the adapters
+                p.requires_grad_(True)
+        else:
+            for p in model.language_model.parameters():
+                p.requires_grad_(True)
+        target.train()
+        history["stage2"] = _run_stage(target, stage2_dataset, collator, config, 2, output_dir)
+        if config.use_lora:
+            model = target.merge_and_unload()
+
+    freeze_all()
+    model.eval()
+    return SaisaTrainingOutput(model, history)
+
+
+@dataclass
+class _TextCollator:
+    """Tokenise ``text_field`` on the fly, append eos, and pad / label as a causal LM (stage 0)."""
+
+    tokenizer: Any
+    text_field: str = "text"
+
+    def __call__(self, examples):
+        from transformers import DataCollatorForLanguageModeling
+
+        texts = []
+        for i, example in enumerate(examples):
+            if self.text_field not in example:
+                raise KeyError(f"train_language_model: example {i} has no {self.text_field!r} field "
+                               f"(its fields: {sorted(example)})")
+            texts.append(example[self.text_field])
+        encoded = self.tokenizer(texts, add_special_tokens=False)["input_ids"]
+        eos = self.tokenizer.eos_token_id
+        rows = [{"input_ids": list(ids) + [eos]} for ids in encoded]
+        return DataCollatorForLanguageModeling(self.tokenizer, mlm=False)(rows)
+
+
+def train_language_model(model, text_dataset, tokenizer, config: SaisaTrainingConfig | None = None,
+                         output_dir: str = "saisa-training", *, text_field: str = "text") -> tuple[Any, list[dict]]:
+    """Stage 0: next-token pre-training of a causal LM on ``text_dataset[text_field]`` (eos appended).
+
+    For when no pretrained LLM is available (offline tiny models): ``config.stage0_steps`` steps
+    at ``config.stage0_learning_rate``, batch ``config.batch_size``, loss on every real token.
+    Texts are tokenised batch by batch. Returns ``(model, log_history)``; the model is left in
+    eval mode.
+    """
+    config = config or SaisaTrainingConfig()
+    if text_field not in text_dataset.column_names:
+        raise KeyError(f"train_language_model: the dataset has no {text_field!r} column "
+                       f"(columns: {text_dataset.column_names})")
+    if tokenizer.eos_token_id is None or tokenizer.pad_token_id is None:
+        raise ValueError("train_language_model: the tokenizer needs an eos and a pad token")
+    for p in model.parameters():
+        p.requires_grad_(True)
+    model.train()
+    history = []
+    if config.stage0_steps != 0:
+        history = _run_stage(model, text_dataset, _TextCollator(tokenizer, text_field), config, 0, output_dir)
+    model.eval()
+    return model, history
