@@ -30,8 +30,9 @@ class Paper:
 PAPERS: tuple[Paper, ...] = (
     Paper("saisa", "SAISA / NAEViT",
           "SAISA: Towards Multimodal Large Language Models with Both Training and Inference Efficiency",
-          ("kernels/naevit.py", "kernels/naevit_triton.py", "kernels/naevit_hf.py", "models/saisa.py"),
-          "icml26 reproduce saisa; icml26 bench naevit", status="partial"),
+          ("kernels/naevit.py", "kernels/naevit_triton.py", "kernels/naevit_hf.py", "models/saisa.py",
+           "training/saisa.py", "eval/digits_vqa.py"),
+          "icml26 reproduce saisa; icml26 bench naevit; icml26 bench saisa", status="working"),
     Paper("tfmixer", "TFMixer",
           "Bridging Time and Frequency: A Joint Modeling Framework for Irregular Multivariate Time Series Forecasting",
           ("kernels/nudft.py", "kernels/nudft_triton.py", "kernels/nudft_layers.py", "models/tfmixer.py",
