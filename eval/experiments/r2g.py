@@ -13,6 +13,7 @@ Quick mode: 1500 steps, 1 seed (about a minute on 2 cores). Full mode: up to 20k
 
 from __future__ import annotations
 
+from icml26.eval.parallel import map_jobs
 from icml26.registry import experiment
 
 P, TRAIN_FRACTION, BUDGET, FULL_STEPS, TARGET = 31, 0.5, 1500, 20_000, 0.95
@@ -38,33 +39,6 @@ def _train_arm(job: tuple) -> tuple[str, int, dict]:
     history = train_grokking(model, data, steps=steps, eval_every=eval_every, stop_at=stop_at,
                              min_steps=min_steps, seed=seed, device=device, **ARMS[arm])
     return arm, seed, history
-
-
-def _run_jobs(jobs: list[tuple], device) -> list[tuple[str, int, dict]]:
-    """Each (arm, seed) in its own forked process on CPU (1 thread each); in turn on a GPU."""
-    import multiprocessing
-    import os
-
-    if device.type != "cpu" or len(jobs) == 1:
-        return [_train_arm(job) for job in jobs]
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    workers = min(len(jobs), cores + 1)  # 3 arms on 2 cores finish in 1.5 arm-times, not 2
-    pool = multiprocessing.get_context("fork").Pool(workers, initializer=_worker_signals)
-    try:
-        results = pool.map(_train_arm, jobs, chunksize=1)
-        pool.close()
-        return results
-    finally:
-        pool.terminate()
-        pool.join()
-
-
-def _worker_signals() -> None:
-    """Forked workers drop the CLI's handlers: Ctrl-C is the parent's to handle, SIGTERM just ends them."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _at(history: dict, key: str, step: int) -> float:
@@ -125,7 +99,7 @@ def run_experiment(config, *, steps: int | None = None, budget: int = BUDGET, ar
     jobs = [(arm, seed, steps, TARGET if full else None, budget, str(device), eval_every)
             for seed in config.seeds for arm in arms]
     results: dict[str, dict[int, dict]] = {arm: {} for arm in arms}
-    for arm, seed, history in _run_jobs(jobs, device):
+    for arm, seed, history in map_jobs(_train_arm, jobs, device):
         results[arm][seed] = history
 
     rows, summary = [], {}

@@ -20,6 +20,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from icml26.eval.parallel import map_jobs
 from icml26.registry import experiment
 
 ARCHS = ("llava", "naevit_llava", "saisa")
@@ -115,33 +116,6 @@ def _train_arch(job: tuple) -> dict[str, Any]:
     return {"arch": arch, "seed": seed, "digit": 100.0 * accuracy["digit"], "yesno": 100.0 * accuracy["yesno"],
             "train_seconds": seconds, "train_cpu_seconds": cpu_seconds, "stage1": _losses(logs["stage1"]),
             "stage2": _losses(logs["stage2"])}
-
-
-def _worker_init() -> None:
-    """Forked workers leave Ctrl-C and termination to the parent (no tracebacks from idle workers)."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
-def _run_jobs(jobs: list[tuple], device) -> list[dict]:
-    """Each job in its own forked process on CPU (one thread each); in turn on a GPU."""
-    import multiprocessing
-    import os
-
-    if device.type != "cpu" or len(jobs) == 1:
-        return [_train_arch(job) for job in jobs]
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    workers = min(len(jobs), cores + 1)  # 3 architectures on 2 cores finish in 1.5 run-times, not 2
-    pool = multiprocessing.get_context("fork").Pool(workers, initializer=_worker_init)
-    try:
-        results = pool.map(_train_arch, jobs, chunksize=1)
-        pool.close()
-        return results
-    finally:
-        pool.terminate()
-        pool.join()
 
 
 def _pretrain(data, settings: dict, seed: int, out_dir: str, device):
@@ -294,8 +268,8 @@ def run_experiment(config, settings: dict[str, Any] | None = None):
         stage0_cpu = time.process_time() - cpu_start
         _SHARED.update(data=data, backbones=backbones)
         try:
-            runs = _run_jobs([(arch, seed, s, out_dir, str(device)) for seed in config.seeds for arch in ARCHS],
-                             device)
+            jobs = [(arch, seed, s, out_dir, str(device)) for seed in config.seeds for arch in ARCHS]
+            runs = map_jobs(_train_arch, jobs, device)
         finally:
             _SHARED.clear()
         train_seconds = time.perf_counter() - start
