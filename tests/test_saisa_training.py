@@ -291,7 +291,7 @@ def test_experiment_end_to_end_reduced(monkeypatch, tmp_path):
                  n_text=200, timing_batch=16, timing_warmup=1, timing_steps=5)
     monkeypatch.setitem(experiment.SETTINGS, "quick", small)
     result = experiment.run(RunConfig(mode="quick", seeds=(0,), out_dir=tmp_path, device="cpu"))
-    assert len(result.claims) == 6
+    assert len(result.claims) == 7
     flops_claim = next(c for c in result.claims if "FLOPs < LLaVA" in c.statement)
     time_claim = next(c for c in result.claims if "step time" in c.statement)
     assert flops_claim.holds, flops_claim  # claim 3's direction: SAISA is cheaper
