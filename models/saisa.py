@@ -333,10 +333,7 @@ class SaisaForConditionalGeneration(SaisaPreTrainedModel, GenerationMixin):
 
     def _visual_features(self, is_image, pixel_values, image_features) -> torch.Tensor | None:
         n_slots = int(is_image.sum())
-        if n_slots == 0:
-            if image_features is not None or pixel_values is not None:
-                # images given but no placeholder: nothing to attach them to (e.g. decode steps)
-                pass
+        if n_slots == 0:  # text only (e.g. decode steps): any images given have no slot to fill
             return None
         if image_features is None and pixel_values is None:
             raise ValueError(f"SaisaForConditionalGeneration: input_ids hold {n_slots} image placeholder(s) "
