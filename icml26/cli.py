@@ -6,6 +6,8 @@
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import os
 import sys
 from typing import Sequence
@@ -53,6 +55,20 @@ def _add_run_options(p: argparse.ArgumentParser, kind: str) -> None:
     p.add_argument("--no-progress", dest="progress", action="store_false", help="hide the progress bar")
 
 
+# Per-method command groups (``icml26 sera ...``, ``icml26 optminer ...``). Each module must stay light
+# at import time (argparse only; torch and friends are imported inside ``run``), because building the
+# parser imports it, and ``icml26 list`` must not pay for torch. A module defines
+# ``add_arguments(parser)`` (it adds its own sub-commands) and ``run(args) -> int``.
+METHOD_COMMANDS = {
+    "sera": ("icml26.agents.sera_cli", "SERA: generate soft-verified agent trajectories from a repository, SFT on them"),
+    "optminer": ("icml26.agents.optminer_cli", "Opt-Miner: synthesise optimisation problems, evaluate chat backends"),
+}
+
+
+def _method_module(name: str):
+    return importlib.import_module(METHOD_COMMANDS[name][0])
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="icml26", description="Methods of ICML 2026 papers: reproduce, benchmark, inspect.")
     parser.add_argument("--version", action="version", version=f"icml26 {__version__}")
@@ -71,6 +87,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("env", help="versions, device and Triton mode")
     p.add_argument("--json", action="store_true", help="print JSON")
+
+    for name, (_module, help_text) in METHOD_COMMANDS.items():
+        if importlib.util.find_spec(_module) is None:  # the method is not built in this version
+            continue
+        _method_module(name).add_arguments(sub.add_parser(name, help=help_text))
     return parser
 
 
@@ -170,6 +191,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_list(args)
         if args.command == "env":
             return _cmd_env(args)
+        if args.command in METHOD_COMMANDS:
+            return int(_method_module(args.command).run(args) or 0)
         return _cmd_run(args, "experiment" if args.command == "reproduce" else "benchmark", argv)
     except UsageError as exc:
         print(f"icml26 {args.command}: error: {exc}", file=sys.stderr)
