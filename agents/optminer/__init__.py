@@ -1,0 +1,1 @@
+"""Opt-Miner: tree-guided synthesis of optimisation problems, retrieval and solver-checked scoring."""
