@@ -1,0 +1,466 @@
+"""Chat backends: OpenAI-compatible HTTP servers, in-process transformers models, scripted policies.
+
+Every backend takes messages and tool schemas in the OpenAI chat format and returns an
+:class:`AssistantMessage` whose tool calls are already parsed (malformed ones carry an ``error``
+instead of raising, see :mod:`icml26.agents.toolcalls`) and whose token usage is counted.
+
+* :class:`OpenAIChatBackend` talks to any ``/v1/chat/completions`` server (``vllm serve`` on a GPU,
+  ``transformers serve`` on a CPU, hosted APIs). It speaks HTTP with the standard library rather
+  than the ``openai`` package (or ``requests``/``httpx``): one JSON POST per turn needs no new
+  dependency, and the retry policy stays ours instead of a client's hidden one. Connection
+  pooling does not matter next to generation time. Retries with exponential backoff on connection
+  errors, dropped connections, timeouts, 429 and 5xx;
+  any other 4xx raises :class:`BackendError` at once with the server's message.
+* :class:`TransformersChatBackend` runs a model in-process through its chat template
+  (``apply_chat_template(..., tools=...)``), generates, and parses hermes ``<tool_call>`` blocks.
+* :class:`ScriptedBackend` replays a policy, for deterministic tests and experiments.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+
+from .toolcalls import ToolCall, parse_arguments, parse_tool_calls
+
+__all__ = [
+    "AssistantMessage",
+    "BackendError",
+    "ChatBackend",
+    "OpenAIChatBackend",
+    "ScriptedBackend",
+    "ToolCall",
+    "TransformersChatBackend",
+    "Usage",
+    "backend_from_spec",
+    "request_messages",
+    "to_template_messages",
+]
+
+
+class BackendError(RuntimeError):
+    """The backend could not produce a message: a 4xx answer, a server unreachable after retries,
+    a response that is not a chat completion, or a scripted policy that ran out."""
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: "Usage") -> "Usage":
+        return Usage(self.prompt_tokens + other.prompt_tokens, self.completion_tokens + other.completion_tokens)
+
+    def to_dict(self) -> dict:
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+                "total_tokens": self.total_tokens}
+
+
+@dataclass
+class AssistantMessage:
+    content: str | None
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    finish_reason: str | None = None
+
+    def to_openai(self) -> dict:
+        """The message as an OpenAI chat message (tool-call arguments as JSON strings)."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            message["tool_calls"] = [call.to_openai() for call in self.tool_calls]
+        return message
+
+    @classmethod
+    def from_openai(cls, message: dict, usage: Usage | None = None, finish_reason: str | None = None,
+                    *, id_prefix: str = "call_") -> "AssistantMessage":
+        """Read an OpenAI assistant message; tool calls left as ``<tool_call>`` text are parsed too
+        (servers started without a tool parser return them inside ``content``)."""
+        if not isinstance(message, dict):
+            raise BackendError(f"expected an assistant message (a dict), got {type(message).__name__}: {message!r:.200}")
+        content = message.get("content")
+        if isinstance(content, list):  # content parts
+            content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
+        calls: list[ToolCall] = []
+        for index, entry in enumerate(message.get("tool_calls") or []):
+            function = entry.get("function", entry) if isinstance(entry, dict) else {}
+            call_id = (entry.get("id") if isinstance(entry, dict) else None) or f"{id_prefix}{index}"
+            name = function.get("name") if isinstance(function, dict) else None
+            raw = function.get("arguments") if isinstance(function, dict) else None
+            arguments, error = parse_arguments(raw)
+            if not isinstance(name, str) or not name:
+                name, error = None, error or "malformed tool call: missing function name"
+            elif error is not None:
+                error = f"malformed tool call: {error}"
+            raw_text = raw if isinstance(raw, str) else json.dumps(raw if raw is not None else {}, ensure_ascii=False)
+            calls.append(ToolCall(id=str(call_id), name=name, arguments=arguments, raw=raw_text, error=error))
+        if not calls and isinstance(content, str) and "<tool_call>" in content:
+            content, calls = parse_tool_calls(content, id_prefix=id_prefix)
+        return cls(content=content, tool_calls=calls, usage=usage or Usage(), finish_reason=finish_reason)
+
+
+@runtime_checkable
+class ChatBackend(Protocol):
+    def chat(self, messages: list[dict], tools: list[dict] | None = None, **sampling) -> AssistantMessage: ...
+
+
+def to_template_messages(messages: Sequence[dict]) -> list[dict]:
+    """OpenAI-format messages -> what ``apply_chat_template`` expects.
+
+    Chat templates index ``tool_call.function.arguments`` as a mapping (``| tojson``), while the
+    OpenAI format stores a JSON string: arguments are decoded; a malformed call's text becomes
+    ``{"invalid_arguments": <raw text>}``, as :func:`request_messages` sends it to servers, so a
+    model sees the same prompt in-process and behind a server. ``None`` content becomes
+    ``""`` because templates concatenate it. The input is not modified.
+    """
+    out: list[dict] = []
+    for message in messages:
+        message = dict(message)
+        if message.get("content") is None:
+            message["content"] = ""
+        if message.get("tool_calls"):
+            calls = []
+            for call in message["tool_calls"]:
+                call = dict(call)
+                function = dict(call.get("function") or {})
+                arguments, error = parse_arguments(function.get("arguments"))
+                function["arguments"] = arguments if error is None else {"invalid_arguments": str(function.get("arguments"))}
+                call["function"] = function
+                calls.append(call)
+            message["tool_calls"] = calls
+        out.append(message)
+    return out
+
+
+def request_messages(messages: Sequence[dict]) -> list[dict]:
+    """Messages safe to send to a server: tool-call arguments that are not a JSON object are sent as
+    ``{"invalid_arguments": <raw text>}``.
+
+    A trajectory keeps a malformed call exactly as the model wrote it, but servers decode the
+    arguments of past calls to render their chat template (``transformers serve`` and vLLM call
+    ``json.loads`` and answer 500 or 400 otherwise), so one bad call would end the conversation.
+    """
+    out: list[dict] = []
+    for message in messages:
+        if message.get("tool_calls"):
+            message = dict(message)
+            calls = []
+            for call in message["tool_calls"]:
+                function = dict(call.get("function") or {})
+                arguments, error = parse_arguments(function.get("arguments"))
+                if error is None:
+                    function["arguments"] = json.dumps(arguments, ensure_ascii=False)
+                else:
+                    function["arguments"] = json.dumps({"invalid_arguments": str(function.get("arguments"))},
+                                                       ensure_ascii=False)
+                calls.append({**call, "function": function})
+            message["tool_calls"] = calls
+        out.append(message)
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# OpenAI-compatible HTTP
+
+
+def _chat_url(base_url: str) -> str:
+    base = base_url.rstrip("/")
+    if base.endswith("/chat/completions"):
+        return base
+    if base.rsplit("/", 1)[-1].startswith("v") and base.rsplit("/", 1)[-1][1:].isdigit():
+        return base + "/chat/completions"  # .../v1
+    return base + "/v1/chat/completions"
+
+
+class OpenAIChatBackend:
+    """A chat backend for any OpenAI-compatible server.
+
+    ``base_url``: the server root (``http://127.0.0.1:8000``), its ``/v1`` prefix, or the full
+    ``/chat/completions`` URL. ``api_key`` defaults to ``$OPENAI_API_KEY`` when set.
+    ``default_sampling`` (temperature, max_tokens, seed, stop, ...) is sent with every request,
+    overridden by the keyword arguments of :meth:`chat`.
+    """
+
+    RETRY_STATUS = frozenset({408, 409, 425, 429})
+
+    def __init__(self, base_url: str, model: str, api_key: str | None = None, *, timeout: float = 60.0,
+                 max_retries: int = 3, backoff: float = 0.5, **default_sampling):
+        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
+        if not model:
+            raise ValueError("model must name the served model (as the server lists it under /v1/models)")
+        if timeout <= 0 or max_retries < 0 or backoff < 0:
+            raise ValueError(f"need timeout > 0, max_retries >= 0, backoff >= 0; got {timeout}, {max_retries}, {backoff}")
+        self.base_url = base_url
+        self.url = _chat_url(base_url)
+        self.model = model
+        self.timeout = float(timeout)
+        self.max_retries = int(max_retries)
+        self.backoff = float(backoff)
+        self.default_sampling = dict(default_sampling)
+        # a proxy from the environment must not intercept a server on this machine
+        local = urllib.parse.urlparse(self.url).hostname in ("localhost", "127.0.0.1", "::1")
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({})) if local else \
+            urllib.request.build_opener()
+        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        self._headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if key:
+            self._headers["Authorization"] = f"Bearer {key}"
+        self._turn = 0
+
+    def __repr__(self) -> str:
+        return f"OpenAIChatBackend({self.url!r}, model={self.model!r})"
+
+    def _request(self, url: str, payload: dict | None) -> tuple[int, str]:
+        """One HTTP exchange -> (status, body); transport failures raise OSError/HTTPException."""
+        data = None if payload is None else json.dumps(payload).encode("utf-8")
+        request = urllib.request.Request(url, data=data, headers=self._headers, method="GET" if data is None else "POST")
+        try:
+            with self._opener.open(request, timeout=self.timeout) as response:
+                return response.status, response.read().decode("utf-8", "replace")
+        except urllib.error.HTTPError as exc:
+            with exc:
+                return exc.code, exc.read().decode("utf-8", "replace")
+
+    def _post(self, payload: dict) -> dict:
+        last: str = ""
+        for attempt in range(self.max_retries + 1):
+            if attempt:
+                time.sleep(self.backoff * 2 ** (attempt - 1))
+            try:
+                status, body = self._request(self.url, payload)
+            except (OSError, http.client.HTTPException) as exc:  # refused, reset, dropped, timed out
+                reason = getattr(exc, "reason", None) or exc
+                last = f"{type(exc).__name__}: {reason}"
+                continue
+            if status >= 500 or status in self.RETRY_STATUS:
+                last = f"HTTP {status}: {body[:500]}"
+                continue
+            if status >= 400:
+                raise BackendError(f"{self.url} rejected the request with HTTP {status} "
+                                   f"(model {self.model!r}): {body[:1000]}")
+            try:
+                return json.loads(body)
+            except ValueError:
+                raise BackendError(f"{self.url} answered HTTP {status} with a body that is "
+                                   f"not JSON: {body[:500]!r}") from None
+        raise BackendError(f"could not get a chat completion from {self.url} after {self.max_retries + 1} "
+                           f"attempt(s); last error: {last}")
+
+    def chat(self, messages: list[dict], tools: list[dict] | None = None, **sampling) -> AssistantMessage:
+        params = {**self.default_sampling, **sampling}
+        if "max_new_tokens" in params:  # accept the transformers spelling too
+            params.setdefault("max_tokens", params.pop("max_new_tokens"))
+        payload = {"model": self.model, "messages": request_messages(messages), **params}
+        if tools:
+            payload["tools"] = list(tools)
+        data = self._post(payload)
+        self._turn += 1
+        try:
+            choice = data["choices"][0]
+            message = choice["message"]
+        except (KeyError, IndexError, TypeError):
+            raise BackendError(f"{self.url} answered without choices[0].message: {json.dumps(data)[:500]}") from None
+        raw_usage = data.get("usage") or {}
+        usage = Usage(int(raw_usage.get("prompt_tokens") or 0), int(raw_usage.get("completion_tokens") or 0))
+        return AssistantMessage.from_openai(message, usage, choice.get("finish_reason"),
+                                            id_prefix=f"call_{self._turn}_")
+
+    def list_models(self) -> list[str]:
+        """Model ids the server lists under ``/v1/models`` (one attempt; raises BackendError)."""
+        url = self.url[: -len("/chat/completions")] + "/models"
+        try:
+            status, body = self._request(url, None)
+            if status != 200:
+                raise BackendError(f"could not list models at {url}: HTTP {status}: {body[:500]}")
+            return [entry["id"] for entry in json.loads(body).get("data", [])]
+        except (OSError, http.client.HTTPException, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise BackendError(f"could not list models at {url}: {exc}") from None
+
+
+# --------------------------------------------------------------------------------------------------
+# In-process transformers
+
+
+class TransformersChatBackend:
+    """Generate in-process with a transformers causal LM and its chat template.
+
+    ``model_or_path``: a model id/path (loaded with ``AutoModelForCausalLM``) or a loaded model, in
+    which case ``tokenizer`` is required. Sampling: ``temperature`` (0 = greedy, the default),
+    ``top_p``, ``max_tokens``/``max_new_tokens``, ``seed``, ``stop`` (strings).
+    """
+
+    def __init__(self, model_or_path, tokenizer=None, *, device=None, max_new_tokens: int = 256,
+                 **default_sampling):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if isinstance(model_or_path, (str, Path)):
+            path = str(model_or_path)
+            self.model = AutoModelForCausalLM.from_pretrained(path)
+            self.tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(path)
+            self.name = path
+        else:
+            if tokenizer is None:
+                raise ValueError("a tokenizer is required when passing a loaded model")
+            self.model, self.tokenizer = model_or_path, tokenizer
+            self.name = getattr(getattr(model_or_path, "config", None), "name_or_path", type(model_or_path).__name__)
+        if getattr(self.tokenizer, "chat_template", None) is None:
+            raise ValueError(f"the tokenizer of {self.name!r} has no chat template; set tokenizer.chat_template")
+        if device is not None:
+            self.model.to(torch.device(device))
+        self.model.eval()
+        self.max_new_tokens = int(max_new_tokens)
+        self.default_sampling = dict(default_sampling)
+        self._turn = 0
+
+    def __repr__(self) -> str:
+        return f"TransformersChatBackend({self.name!r})"
+
+    def chat(self, messages: list[dict], tools: list[dict] | None = None, **sampling) -> AssistantMessage:
+        import torch
+
+        params = {**self.default_sampling, **sampling}
+        max_new = int(params.pop("max_tokens", params.pop("max_new_tokens", self.max_new_tokens)))
+        temperature = float(params.pop("temperature", 0.0) or 0.0)
+        top_p = params.pop("top_p", None)
+        seed = params.pop("seed", None)
+        stop = params.pop("stop", None)
+        if params:
+            raise ValueError(f"unsupported sampling arguments for TransformersChatBackend: {sorted(params)}")
+        inputs = self.tokenizer.apply_chat_template(to_template_messages(messages), tools=tools or None,
+                                                    add_generation_prompt=True, return_tensors="pt",
+                                                    return_dict=True)
+        device = next(self.model.parameters()).device
+        inputs = {k: v.to(device) for k, v in inputs.items()}
+        generate_kwargs: dict[str, Any] = dict(max_new_tokens=max_new, do_sample=temperature > 0,
+                                               pad_token_id=self.tokenizer.pad_token_id)
+        if temperature > 0:
+            generate_kwargs["temperature"] = temperature
+            if top_p is not None:
+                generate_kwargs["top_p"] = float(top_p)
+        if stop:
+            generate_kwargs["stop_strings"] = [stop] if isinstance(stop, str) else list(stop)
+            generate_kwargs["tokenizer"] = self.tokenizer
+        if seed is not None:
+            torch.manual_seed(int(seed))
+        with torch.no_grad():
+            output = self.model.generate(**inputs, **generate_kwargs)
+        prompt_len = inputs["input_ids"].shape[1]
+        new_ids = output[0, prompt_len:].tolist()
+        eos = self.model.generation_config.eos_token_id
+        eos_ids = set(eos if isinstance(eos, (list, tuple)) else [eos] if eos is not None else [])
+        finish = "length"
+        for i, token in enumerate(new_ids):
+            if token in eos_ids:
+                new_ids, finish = new_ids[: i + 1], "stop"
+                break
+        text = self.tokenizer.decode(new_ids, skip_special_tokens=True)
+        self._turn += 1
+        content, calls = parse_tool_calls(text, id_prefix=f"call_{self._turn}_")
+        if calls and finish == "stop":
+            finish = "tool_calls"
+        return AssistantMessage(content, calls, Usage(prompt_len, len(new_ids)), finish)
+
+
+# --------------------------------------------------------------------------------------------------
+# Scripted
+
+
+class ScriptedBackend:
+    """A backend that replays a policy: deterministic agents for tests and experiments.
+
+    ``policy`` is either a callable ``policy(messages, tools) -> response`` or a list of responses
+    consumed in order (:class:`BackendError` when it runs out). A response is an
+    :class:`AssistantMessage`, an OpenAI assistant message dict, or raw model text (parsed for
+    hermes ``<tool_call>`` blocks, exactly as generated text would be). Usage is counted by
+    whitespace-separated words, or with ``tokenizer`` (prompt: the chat template, when it has one).
+    """
+
+    def __init__(self, policy: Callable[[list[dict], list[dict] | None], Any] | Sequence[Any], *, tokenizer=None):
+        if callable(policy):
+            self._policy, self._queue = policy, None
+        elif isinstance(policy, (list, tuple)):
+            self._policy, self._queue = None, list(policy)
+        else:
+            raise TypeError(f"policy must be a callable or a list of responses, got {type(policy).__name__}")
+        self.tokenizer = tokenizer
+        self.calls: list[dict] = []  # what the backend was asked: {"messages", "tools", "sampling"}
+        self._turn = 0
+
+    def _count(self, text: str) -> int:
+        if self.tokenizer is None:
+            return len(text.split())
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def _prompt_tokens(self, messages: list[dict], tools: list[dict] | None) -> int:
+        if self.tokenizer is not None and getattr(self.tokenizer, "chat_template", None):
+            ids = self.tokenizer.apply_chat_template(to_template_messages(messages), tools=tools or None,
+                                                     add_generation_prompt=True, tokenize=True)
+            if isinstance(ids, dict) or hasattr(ids, "keys"):
+                ids = ids["input_ids"]
+            return len(ids)
+        text = "\n".join(str(m.get("content") or "") + json.dumps(m.get("tool_calls") or "") for m in messages)
+        return self._count(text)
+
+    def chat(self, messages: list[dict], tools: list[dict] | None = None, **sampling) -> AssistantMessage:
+        self.calls.append({"messages": [dict(m) for m in messages], "tools": tools, "sampling": dict(sampling)})
+        self._turn += 1
+        if self._queue is not None:
+            if not self._queue:
+                raise BackendError(f"ScriptedBackend ran out of responses after {self._turn - 1} turn(s)")
+            response = self._queue.pop(0)
+        else:
+            response = self._policy(messages, tools)
+        prompt = self._prompt_tokens(messages, tools)
+        prefix = f"call_{self._turn}_"
+        if isinstance(response, AssistantMessage):
+            if response.usage.prompt_tokens or response.usage.completion_tokens:
+                return response
+            text = (response.content or "") + " ".join(c.raw for c in response.tool_calls)
+            return AssistantMessage(response.content, response.tool_calls, Usage(prompt, self._count(text)),
+                                    response.finish_reason)
+        if isinstance(response, dict):
+            message = AssistantMessage.from_openai(response, id_prefix=prefix)
+            text = json.dumps(response, ensure_ascii=False)
+            message.usage = Usage(prompt, self._count(text))
+            message.finish_reason = "tool_calls" if message.tool_calls else "stop"
+            return message
+        if isinstance(response, str):
+            content, calls = parse_tool_calls(response, id_prefix=prefix)
+            return AssistantMessage(content, calls, Usage(prompt, self._count(response)),
+                                    "tool_calls" if calls else "stop")
+        raise BackendError(f"scripted policy returned {type(response).__name__}; expected an AssistantMessage, "
+                           "an OpenAI assistant message dict or raw text")
+
+
+def backend_from_spec(spec: str, model: str | None = None, **kw) -> ChatBackend:
+    """``"http(s)://host:port[/v1]"`` -> :class:`OpenAIChatBackend` (``model`` required, or the only
+    model the server lists); an existing local folder -> :class:`TransformersChatBackend`."""
+    if not isinstance(spec, (str, Path)):
+        raise TypeError(f"backend spec must be a URL or a local model path, got {type(spec).__name__}")
+    spec = str(spec)
+    if spec.startswith(("http://", "https://")):
+        if model is None:
+            probe = OpenAIChatBackend(spec, "?", **{k: v for k, v in kw.items() if k in ("api_key", "timeout")})
+            models = probe.list_models()
+            if len(models) != 1:
+                raise ValueError(f"pass model=...: the server at {spec} lists {models or 'no models'}")
+            model = models[0]
+        return OpenAIChatBackend(spec, model, **kw)
+    if Path(spec).exists():
+        if model is not None and model != spec:
+            raise ValueError(f"model={model!r} given with a local model path {spec!r}; pass one of them")
+        return TransformersChatBackend(spec, **kw)
+    raise ValueError(f"backend spec {spec!r} is neither an http(s) URL nor an existing local model path")

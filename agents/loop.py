@@ -1,0 +1,131 @@
+"""The agent loop: ask the backend, execute its tool calls in the sandbox, record everything.
+
+One function, :func:`run_agent`, in the shape of SWE-agent's function-calling loop and
+mini-swe-agent's simplicity: the conversation *is* the trajectory, kept in the OpenAI chat
+format (assistant messages with ``tool_calls`` whose arguments are JSON strings, ``tool``
+messages answering each call by ``tool_call_id``), together with the tool schemas, so a
+trajectory can be replayed to any OpenAI-compatible server or rendered by a chat template for SFT
+(see :func:`icml26.agents.backends.to_template_messages`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .backends import BackendError, ChatBackend, Usage
+from .sandbox import Sandbox
+from .tools import ToolExecutor, default_tools
+
+__all__ = ["DEFAULT_SYSTEM_PROMPT", "EXIT_REASONS", "Trajectory", "run_agent"]
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are a software engineering agent working in a git repository. Use the tools to inspect the code, "
+    "run commands and edit files. Make the smallest change that solves the task. "
+    "When you are done, call `submit`."
+)
+NO_TOOL_CALL_REMINDER = (
+    "Your last message did not call a tool. Call exactly one tool per turn as "
+    '<tool_call>{"name": ..., "arguments": {...}}</tool_call>, or call `submit` when you are done.'
+)
+EXIT_REASONS = ("submitted", "step_limit", "no_tool_call", "backend_error")
+
+
+@dataclass
+class Trajectory:
+    messages: list[dict]
+    tools: list[dict]
+    submitted: bool
+    patch: str
+    steps: int
+    usage: Usage = field(default_factory=Usage)
+    exit_reason: str = "step_limit"
+    error: str | None = None
+
+    def to_dict(self) -> dict:
+        return {"messages": self.messages, "tools": self.tools, "submitted": self.submitted, "patch": self.patch,
+                "steps": self.steps, "usage": self.usage.to_dict(), "exit_reason": self.exit_reason,
+                "error": self.error}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Trajectory":
+        usage = data.get("usage") or {}
+        return cls(messages=list(data["messages"]), tools=list(data.get("tools") or []),
+                   submitted=bool(data["submitted"]), patch=data.get("patch") or "", steps=int(data["steps"]),
+                   usage=Usage(int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))),
+                   exit_reason=data.get("exit_reason", "step_limit"), error=data.get("error"))
+
+    def save(self, path: str | Path) -> Path:
+        """Write as JSON (atomically)."""
+        from icml26.utils import atomic_write_json
+
+        return atomic_write_json(path, self.to_dict())
+
+    def tool_calls(self) -> list[dict]:
+        """Every tool call made, in order: ``{"name", "arguments" (JSON string), "observation"}``."""
+        answers = {m.get("tool_call_id"): m.get("content") for m in self.messages if m.get("role") == "tool"}
+        return [{"name": c["function"]["name"], "arguments": c["function"]["arguments"],
+                 "observation": answers.get(c["id"])}
+                for m in self.messages if m.get("role") == "assistant" for c in m.get("tool_calls") or []]
+
+
+def run_agent(backend: ChatBackend, sandbox: Sandbox, task: str, *, system_prompt: str | None = None,
+              tools: list[dict] | None = None, max_steps: int = 30, sampling: dict | None = None,
+              executor: ToolExecutor | None = None, no_tool_call_retries: int = 0,
+              max_observation_chars: int | None = None) -> Trajectory:
+    """Let ``backend`` work on ``task`` in ``sandbox`` until it submits or runs out of steps.
+
+    A step is one backend call. Every tool call is answered by a ``tool`` message (malformed calls
+    with a format-error observation, so the model can correct itself). A reply without any tool
+    call ends the run (``"no_tool_call"``) unless ``no_tool_call_retries`` reminders are allowed.
+    A :class:`BackendError` ends it with ``"backend_error"`` and the message in ``error``.
+    The patch is the sandbox's diff at the end.
+    """
+    if not isinstance(task, str) or not task.strip():
+        raise ValueError("task must be a non-empty string")
+    if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+        raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}")
+    tools = default_tools() if tools is None else list(tools)
+    executor = executor if executor is not None else ToolExecutor(sandbox, tools=tools)
+    messages: list[dict] = [{"role": "system", "content": system_prompt or DEFAULT_SYSTEM_PROMPT},
+                            {"role": "user", "content": task}]
+    usage = Usage()
+    steps, reminders = 0, 0
+    exit_reason, error = "step_limit", None
+    while steps < max_steps:
+        try:
+            reply = backend.chat(messages, tools, **(sampling or {}))
+        except BackendError as exc:
+            exit_reason, error = "backend_error", str(exc)
+            break
+        steps += 1
+        usage = usage + reply.usage
+        messages.append(reply.to_openai())
+        if not reply.tool_calls:
+            if reminders < no_tool_call_retries:
+                reminders += 1
+                messages.append({"role": "user", "content": NO_TOOL_CALL_REMINDER})
+                continue
+            exit_reason = "no_tool_call"
+            break
+        for call in reply.tool_calls:
+            if executor.submitted:
+                observation = "Not executed: the task was already submitted."
+            else:
+                observation = executor.execute(call)
+                if max_observation_chars is not None and len(observation) > max_observation_chars:
+                    observation = observation[:max_observation_chars] + "\n[... observation truncated ...]"
+            messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name or "",
+                             "content": observation})
+        if executor.submitted:
+            exit_reason = "submitted"
+            break
+    patch = executor.patch if executor.submitted and executor.patch is not None else sandbox.diff()
+    return Trajectory(messages=messages, tools=tools, submitted=executor.submitted, patch=patch, steps=steps,
+                      usage=usage, exit_reason=exit_reason, error=error)
+
+
+def trajectory_json(trajectory: Trajectory) -> str:
+    """One JSON line (for ``.jsonl`` files)."""
+    return json.dumps(trajectory.to_dict(), ensure_ascii=False)

@@ -1,0 +1,512 @@
+"""One sandbox for every command an agent runs: a scratch git copy, limits, no network, no escape.
+
+A :class:`Sandbox` copies a git repository (its tracked and untracked, non-ignored files, as in the
+working tree) into a scratch folder, commits it as the *base*, and runs commands there:
+
+* **network**: each command runs in a new network namespace (only a loopback interface);
+* **filesystem**: in a new mount namespace every existing mount is remounted read-only, ``/tmp``,
+  ``/var/tmp`` and ``/dev/shm`` become private tmpfs, and only the scratch copy and a private home
+  are writable; the git metadata lives *outside* the scratch copy and is read-only to commands, so
+  a command cannot plant hooks or config (``core.fsmonitor``...) that the host's own ``git diff``
+  would later execute;
+* **privileges**: all capabilities are dropped (bounding set included) and ``no_new_privs`` is
+  set, so the read-only mounts cannot be undone and setuid binaries give nothing back;
+* **processes**: a new PID namespace, so killing its first process at the time limit takes every
+  descendant with it (daemonised ones too); ``RLIMIT_AS`` bounds memory, ``RLIMIT_FSIZE`` file size;
+* **output**: stdout and stderr interleaved, read as a stream and truncated (head and tail kept).
+
+Namespaces come from util-linux's ``unshare`` (as root; otherwise with ``--map-root-user`` where
+unprivileged user namespaces are allowed); the mount, capability and rlimit steps run in a small
+launcher (this file executed as a script) because no common tool does all of them: ``bwrap`` does,
+but is rarely installed and needs the same kernel features. Whether isolation works is probed once
+per process when a sandbox is built; when it does not (a plain container without ``CAP_SYS_ADMIN``
+or user namespaces), :class:`SandboxError` says why, unless ``allow_unisolated=True``, which runs
+commands as plain subprocesses with only the limits (and a warning).
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+import functools
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["ExecResult", "Sandbox", "SandboxError", "isolation_support"]
+
+_LAUNCH_FLAG = "--icml26-sandbox-launch"
+_SETUP_FAILED = 125
+_TMPFS = ("/tmp", "/var/tmp", "/dev/shm")
+_GIT_IDENTITY = ("-c", "user.name=icml26 sandbox", "-c", "user.email=sandbox@icml26.invalid",
+                 "-c", "commit.gpgsign=false", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false",
+                 "-c", "color.ui=false", "-c", "diff.noprefix=false", "-c", "diff.external=",
+                 "-c", "core.autocrlf=false", "-c", "core.quotepath=false")
+_MEMORY_MARKERS = ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "out of memory")
+
+
+class SandboxError(RuntimeError):
+    """The sandbox cannot be built as asked: no git repository, no isolation, no git/bash..."""
+
+
+@dataclass
+class ExecResult:
+    returncode: int
+    output: str
+    timed_out: bool
+    truncated: bool
+    duration_s: float
+    memory_exceeded: bool = False
+
+
+# --------------------------------------------------------------------------------------------------
+# capability probe
+
+
+@functools.lru_cache(maxsize=None)
+def isolation_support() -> tuple[tuple[str, ...] | None, str]:
+    """``(unshare argv prefix, "")`` when namespaced execution works here, else ``(None, reason)``.
+
+    Probed once per process by running the launcher for real: user-namespace mode is tried when
+    the root mode is refused.
+    """
+    if sys.platform != "linux":
+        return None, f"namespaces need Linux (this is {sys.platform})"
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return None, "the `unshare` command (util-linux) is not installed"
+    base = (unshare, "--mount", "--net", "--pid", "--fork", "--kill-child", "--mount-proc")
+    modes = [base] if os.geteuid() == 0 else []
+    modes.append(base[:1] + ("--user", "--map-root-user") + base[1:])
+    reasons = []
+    with tempfile.TemporaryDirectory(prefix="icml26-sandbox-probe-") as tmp:
+        spec = {"writable": [tmp], "readonly": [], "cwd": tmp, "memory_bytes": 0, "fsize_bytes": 0,
+                "argv": ["/bin/sh", "-c", "echo ok > probe && cat probe"]}
+        for prefix in modes:
+            cmd = [*prefix, sys.executable, "-I", "-S", __file__, _LAUNCH_FLAG, json.dumps(spec)]
+            try:
+                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                reasons.append(f"{' '.join(prefix[1:3])}: {exc}")
+                continue
+            if proc.returncode == 0 and proc.stdout.strip() == "ok":
+                return tuple(prefix), ""
+            why = (proc.stderr or proc.stdout).strip().splitlines()
+            reasons.append(f"`unshare {' '.join(prefix[1:])}` failed "
+                           f"(exit {proc.returncode}): {why[-1] if why else 'no message'}")
+    return None, "; ".join(reasons)
+
+
+# --------------------------------------------------------------------------------------------------
+# the sandbox
+
+
+def _git(args: list[str], *, git_dir: Path | None = None, work_tree: Path | None = None, cwd=None,
+         check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull, GIT_TERMINAL_PROMPT="0", LC_ALL="C")
+    if git_dir is not None:
+        env.update(GIT_DIR=str(git_dir), GIT_WORK_TREE=str(work_tree))
+    proc = subprocess.run(["git", *_GIT_IDENTITY, *args], cwd=cwd, env=env, capture_output=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+    if check and proc.returncode != 0:
+        raise SandboxError(f"git {' '.join(args[:3])} failed (exit {proc.returncode}): "
+                           f"{proc.stderr.decode(errors='replace').strip()[:1000]}")
+    return proc
+
+
+def _rmtree(path: Path) -> None:
+    def retry(func, p, _exc):  # a command may have made files or folders read-only
+        try:
+            os.chmod(os.path.dirname(p), 0o700)
+            os.chmod(p, 0o700)
+            func(p)
+        except OSError:
+            pass
+
+    shutil.rmtree(path, onerror=retry)
+
+
+class Sandbox:
+    """A scratch git copy of ``repo`` (an empty repository when ``None``) and isolated execution in it.
+
+    Use as a context manager (``close()`` deletes the copy). ``time_limit`` (s) and
+    ``memory_limit_mb`` apply to each command (the address-space limit: interpreters that map
+    large arenas, e.g. ``import torch``, need several GB); ``max_output_chars`` bounds the output
+    returned. ``allow_unisolated=True`` accepts running without namespaces where they are not
+    available; ``isolation="none"`` asks for that explicitly (it still needs ``allow_unisolated``).
+    Only files git would track are copied: ignored files (build outputs, virtualenvs) are not.
+    """
+
+    def __init__(self, repo: str | Path | None = None, *, time_limit: float = 30.0, memory_limit_mb: int = 1024,
+                 max_output_chars: int = 10_000, allow_unisolated: bool = False, scratch_parent=None,
+                 isolation: str = "auto", max_file_mb: int = 512):
+        if not time_limit or time_limit <= 0:
+            raise ValueError(f"time_limit must be > 0 seconds, got {time_limit!r}")
+        if memory_limit_mb is not None and memory_limit_mb < 16:
+            raise ValueError(f"memory_limit_mb must be >= 16 (or None for no limit), got {memory_limit_mb!r}")
+        if max_output_chars < 100:
+            raise ValueError(f"max_output_chars must be >= 100, got {max_output_chars!r}")
+        if isolation not in ("auto", "namespaces", "none"):
+            raise ValueError(f"isolation must be 'auto', 'namespaces' or 'none', got {isolation!r}")
+        if isolation == "none" and not allow_unisolated:
+            raise ValueError("isolation='none' runs commands without network or filesystem isolation; "
+                             "pass allow_unisolated=True to confirm")
+        if shutil.which("git") is None:
+            raise SandboxError("git is not installed; the sandbox needs it to copy the repository and diff changes")
+        self.time_limit = float(time_limit)
+        self.memory_limit_mb = memory_limit_mb
+        self.max_output_chars = int(max_output_chars)
+        self.max_file_mb = int(max_file_mb)
+        self._bash = shutil.which("bash") or "/bin/sh"
+
+        self._unshare: tuple[str, ...] | None = None
+        if isolation != "none":
+            self._unshare, reason = isolation_support()
+            if self._unshare is None:
+                if isolation == "namespaces" or not allow_unisolated:
+                    raise SandboxError(
+                        "cannot isolate sandboxed commands (new network, mount and PID namespaces are needed): "
+                        f"{reason}. Run as root or enable unprivileged user namespaces, or pass "
+                        "allow_unisolated=True to run commands without network and filesystem isolation")
+                warnings.warn(f"sandbox runs commands WITHOUT network or filesystem isolation: {reason}",
+                              RuntimeWarning, stacklevel=2)
+        self.isolated = self._unshare is not None
+
+        source = None
+        if repo is not None:
+            source = Path(repo).expanduser()
+            if not source.is_dir():
+                raise SandboxError(f"repository {str(repo)!r} is not a folder")
+            probe = _git(["rev-parse", "--show-toplevel"], cwd=source, check=False)
+            if probe.returncode != 0:
+                raise SandboxError(f"{str(repo)!r} is not a git repository (git rev-parse: "
+                                   f"{probe.stderr.decode(errors='replace').strip()})")
+            source = Path(probe.stdout.decode().strip())
+        self.source = source
+
+        self._dir = Path(tempfile.mkdtemp(prefix="icml26-sandbox-", dir=scratch_parent)).resolve()
+        try:
+            self.root = self._dir / "repo"
+            self.git_dir = self._dir / "git"
+            self.home = self._dir / "home"
+            for folder in (self.root, self.home / "tmp"):
+                folder.mkdir(parents=True)
+            if source is not None:
+                self._copy_worktree(source)
+            _git(["init", "--quiet", "--initial-branch=main", f"--separate-git-dir={self.git_dir}", str(self.root)])
+            (self.root / ".git").unlink()  # the work tree must not point at (or contain) the metadata
+            (self.git_dir / "info").mkdir(exist_ok=True)
+            (self.git_dir / "info" / "exclude").write_text("__pycache__/\n*.pyc\n.pytest_cache/\n")
+            self._git(["add", "-A"])
+            self._git(["commit", "--quiet", "--allow-empty", "--no-verify", "-m", "sandbox base"])
+            self.base = self._git(["rev-parse", "HEAD"]).stdout.decode().strip()
+        except BaseException:
+            _rmtree(self._dir)
+            raise
+        self._closed = False
+
+    # -- setup --------------------------------------------------------------------------------------
+
+    def _copy_worktree(self, source: Path) -> None:
+        listing = _git(["ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=source).stdout
+        for rel in sorted(set(filter(None, listing.decode("utf-8", "surrogateescape").split("\0")))):
+            src, dst = source / rel, self.root / rel
+            if not os.path.lexists(src):  # deleted in the working tree but still in the index
+                continue
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            if src.is_symlink():
+                os.symlink(os.readlink(src), dst)
+            elif src.is_dir():  # a submodule: copy its files, not its git metadata
+                shutil.copytree(src, dst, symlinks=True, ignore=shutil.ignore_patterns(".git"), dirs_exist_ok=True)
+            else:
+                shutil.copy2(src, dst)
+
+    def _git(self, args: list[str], check: bool = True) -> subprocess.CompletedProcess:
+        return _git(args, git_dir=self.git_dir, work_tree=self.root, cwd=self.root, check=check)
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        if not getattr(self, "_closed", True):
+            self._closed = True
+            _rmtree(self._dir)
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        return f"Sandbox(root={str(self.root)!r}, isolated={self.isolated})"
+
+    # -- git views ----------------------------------------------------------------------------------
+
+    def diff(self) -> str:
+        """Unified diff of the scratch copy against the base commit, new files included."""
+        self._check_open()
+        self._git(["add", "-A"])
+        return self._git(["diff", "--cached", "--no-ext-diff", "--no-color", self.base, "--"]).stdout.decode(
+            "utf-8", "replace")
+
+    def reset(self) -> None:
+        """Back to the base commit: edits reverted, new files removed."""
+        self._check_open()
+        self._git(["reset", "--quiet", "--hard", self.base])
+        self._git(["clean", "-fdxq"])
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SandboxError("this sandbox is closed")
+
+    # -- execution ----------------------------------------------------------------------------------
+
+    def _env(self, extra: dict | None) -> dict:
+        path = os.pathsep.join(dict.fromkeys([os.path.dirname(sys.executable),
+                                              *os.environ.get("PATH", "/usr/bin:/bin").split(os.pathsep)]))
+        env = {"PATH": path, "HOME": str(self.home), "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
+               "TMPDIR": "/tmp" if self.isolated else str(self.home / "tmp"), "TERM": "dumb", "PAGER": "cat",
+               "GIT_PAGER": "cat", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
+               "GIT_DIR": str(self.git_dir), "GIT_WORK_TREE": str(self.root), "GIT_CONFIG_NOSYSTEM": "1",
+               "PIP_DISABLE_PIP_VERSION_CHECK": "1", "OMP_NUM_THREADS": "1"}
+        if extra:
+            env.update({str(k): str(v) for k, v in extra.items()})
+        return env
+
+    def run(self, command: str, *, timeout: float | None = None, env: dict | None = None) -> ExecResult:
+        """Run ``command`` with bash in the scratch copy; never raises for the command's own failure."""
+        self._check_open()
+        if not isinstance(command, str):
+            raise TypeError(f"command must be a string, got {type(command).__name__}")
+        limit = self.time_limit if timeout is None else float(timeout)
+        memory = 0 if self.memory_limit_mb is None else int(self.memory_limit_mb) << 20
+        fsize = int(self.max_file_mb) << 20
+        argv = [self._bash, "-c", command]
+        if self._unshare is not None:
+            spec = {"writable": [str(self.root), str(self.home)], "readonly": [str(self.git_dir), *_hidden_runtime()],
+                    "cwd": str(self.root), "memory_bytes": memory, "fsize_bytes": fsize, "argv": argv}
+            argv = [*self._unshare, sys.executable, "-I", "-S", __file__, _LAUNCH_FLAG, json.dumps(spec)]
+            preexec = None
+        else:
+            def preexec():
+                _set_limits(memory, fsize)
+
+        start = time.monotonic()
+        proc = subprocess.Popen(argv, cwd=self.root, env=self._env(env), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=preexec)
+        reader = _OutputReader(proc.stdout, self.max_output_chars)
+        timed_out = False
+        try:
+            proc.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
+            if proc.poll() is None or timed_out:
+                _kill_group(proc.pid)
+                proc.wait()
+        reader.join(5.0)
+        duration = time.monotonic() - start
+        output, truncated = reader.text()
+        if timed_out:
+            output += f"\n[killed: the command exceeded its time limit of {limit:g} s]"
+        returncode = proc.returncode
+        memory_exceeded = returncode != 0 and not timed_out and any(m in output for m in _MEMORY_MARKERS)
+        return ExecResult(returncode, output, timed_out, truncated, duration, memory_exceeded)
+
+    def run_python(self, code: str, *, timeout: float | None = None, args: list[str] | tuple = ()) -> ExecResult:
+        """Run Python ``code`` (this interpreter) in the scratch copy, with ``args`` as ``sys.argv[1:]``."""
+        self._check_open()
+        fd, script = tempfile.mkstemp(prefix="snippet-", suffix=".py", dir=self.home)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(code)
+        try:
+            command = " ".join(shlex.quote(part) for part in [sys.executable, script, *map(str, args)])
+            return self.run(command, timeout=timeout)
+        finally:
+            try:
+                os.unlink(script)
+            except OSError:
+                pass
+
+
+def _hidden_runtime() -> list[str]:
+    """Folders of this Python (prefix, import path) that the private tmpfs would hide (a virtualenv
+    under /tmp, say): they are bound back, read-only, so ``python`` works inside the sandbox."""
+    found: list[str] = []
+    for entry in sorted({sys.prefix, sys.base_prefix, os.path.dirname(sys.executable), *sys.path}):
+        if not entry or not os.path.isdir(entry):
+            continue
+        real = os.path.realpath(entry)
+        if any(real == t or real.startswith(t + "/") for t in _TMPFS) and \
+                not any(real == f or real.startswith(f + "/") for f in found):
+            found = [f for f in found if not f.startswith(real + "/")] + [real]
+    return found
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class _OutputReader(threading.Thread):
+    """Drain a pipe, keeping the first and the last ``limit`` bytes: a chatty command cannot fill memory."""
+
+    def __init__(self, pipe, limit: int):
+        super().__init__(daemon=True)
+        self.pipe, self.limit = pipe, limit
+        self.head = bytearray()
+        self.tail: collections.deque[bytes] = collections.deque()
+        self.tail_bytes = 0
+        self.total = 0
+        self.start()
+
+    def run(self) -> None:
+        fd = self.pipe.fileno()
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            self.total += len(chunk)
+            room = self.limit - len(self.head)
+            if room > 0:
+                self.head += chunk[:room]
+                chunk = chunk[room:]
+            if chunk:
+                self.tail.append(chunk)
+                self.tail_bytes += len(chunk)
+                while self.tail_bytes - len(self.tail[0]) >= self.limit:
+                    self.tail_bytes -= len(self.tail.popleft())
+        self.pipe.close()
+
+    def text(self) -> tuple[str, bool]:
+        head = self.head.decode("utf-8", "replace")
+        if self.total <= self.limit:  # everything fit in the head
+            return head, False
+        tail = b"".join(self.tail).decode("utf-8", "replace")[-(self.limit // 2):]
+        head = head[: self.limit - len(tail)]
+        omitted = self.total - len(head.encode()) - len(tail.encode())
+        return (f"{head}\n[... output truncated: {self.total} bytes in total, {omitted} omitted ...]\n{tail}"), True
+
+
+# --------------------------------------------------------------------------------------------------
+# the launcher: runs inside the new namespaces, before the command (``python -I -S sandbox.py ...``)
+
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
+_MS_REMOUNT, _MS_NOATIME, _MS_NODIRATIME, _MS_BIND = 32, 1024, 2048, 4096
+_MS_REC, _MS_RELATIME, _MS_STRICTATIME = 16384, 1 << 21, 1 << 24
+_MOUNT_OPTION_FLAGS = {"nosuid": _MS_NOSUID, "nodev": _MS_NODEV, "noexec": _MS_NOEXEC, "noatime": _MS_NOATIME,
+                       "nodiratime": _MS_NODIRATIME, "relatime": _MS_RELATIME, "strictatime": _MS_STRICTATIME}
+
+
+def _set_limits(memory_bytes: int, fsize_bytes: int) -> None:
+    import resource
+
+    if memory_bytes:
+        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    if fsize_bytes:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize_bytes, fsize_bytes))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def _launch(spec: dict) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+
+    def mount(source, target, fstype, flags, data=None):
+        enc = lambda s: None if s is None else os.fsencode(s)  # noqa: E731
+        if libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"mount {source} -> {target} (flags {flags:#x}): {os.strerror(err)}")
+
+    def prctl(option, arg2=0):
+        if libc.prctl(option, ctypes.c_ulong(arg2), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"prctl({option}, {arg2}): {os.strerror(err)}")
+
+    keep = {p: os.open(p, os.O_PATH | os.O_DIRECTORY) for p in spec["writable"] + spec["readonly"]}
+    # 1. every existing mount read-only (keeping its per-mount flags: some are locked in user namespaces)
+    with open("/proc/self/mountinfo", encoding="utf-8") as handle:
+        mounts = [line.split() for line in handle]
+    for fields in mounts:
+        point = fields[4].encode().decode("unicode_escape")  # \040 for spaces
+        flags = _MS_REMOUNT | _MS_BIND | _MS_RDONLY
+        for option in fields[5].split(","):
+            flags |= _MOUNT_OPTION_FLAGS.get(option, 0)
+        try:
+            mount(None, point, None, flags)
+        except OSError as exc:
+            if os.path.exists(point) and os.path.ismount(point):
+                raise
+            del exc  # a mount hidden under another one is not reachable anyway
+    # 2. private, empty temporary folders
+    for point in _TMPFS:
+        if os.path.isdir(point):
+            mount("tmpfs", point, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=1777,size=512m")
+    # 3. the sandbox's own folders, visible again at their paths (they may have been under /tmp)
+    for path, fd in keep.items():
+        os.makedirs(path, exist_ok=True)
+        mount(f"/proc/self/fd/{fd}", path, None, _MS_BIND | _MS_REC)
+        read_only = _MS_RDONLY if path in spec["readonly"] else 0
+        mount(None, path, None, _MS_REMOUNT | _MS_BIND | _MS_NOSUID | _MS_NODEV | read_only)
+        os.close(fd)
+    _loopback_up()
+    # 4. no way back: drop every capability, forbid gaining new ones, die with the parent
+    last_cap = int(open("/proc/sys/kernel/cap_last_cap").read())
+    for cap in range(last_cap + 1):
+        prctl(24, cap)  # PR_CAPBSET_DROP
+    prctl(47, 4)  # PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this thread
+    data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable (x2 words): all empty
+    if libc.capset(header, data) != 0:
+        raise OSError(ctypes.get_errno(), "capset")
+    prctl(38, 1)  # PR_SET_NO_NEW_PRIVS
+    prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    _set_limits(spec["memory_bytes"], spec["fsize_bytes"])
+    os.chdir(spec["cwd"])
+    os.execvpe(spec["argv"][0], spec["argv"], os.environ)
+
+
+def _loopback_up() -> None:
+    """Bring ``lo`` up in the new network namespace (servers on 127.0.0.1 inside still work)."""
+    import fcntl
+    import socket
+    import struct
+
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            request = struct.pack("16sH22x", b"lo", 0)
+            flags = struct.unpack("16sH22x", fcntl.ioctl(sock, 0x8913, request))[1]  # SIOCGIFFLAGS
+            fcntl.ioctl(sock, 0x8914, struct.pack("16sH22x", b"lo", flags | 1))  # SIOCSIFFLAGS, IFF_UP
+    except OSError:
+        pass
+
+
+if __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[1] == _LAUNCH_FLAG:
+    try:
+        _launch(json.loads(sys.argv[2]))
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
+        sys.stderr.write(f"icml26 sandbox setup failed: {type(exc).__name__}: {exc}\n")
+        sys.exit(_SETUP_FAILED)

@@ -1,0 +1,308 @@
+"""The agent's tools: ``bash``, ``str_replace_editor`` and ``submit``, executed against a Sandbox.
+
+The schemas and the editor's behaviour follow SWE-agent's ``edit_anthropic`` bundle (the
+scaffold SERA's teachers used): ``view`` numbers lines like ``cat -n`` and lists folders two
+levels deep, ``create`` refuses to overwrite, ``str_replace`` needs exactly one occurrence,
+``insert`` adds text after a line, ``undo_edit`` reverts the last edit of a file. They are written
+here rather than imported because SWE-agent runs its tools inside a container through SWE-ReX and
+is not a library; ours run against :class:`~icml26.agents.sandbox.Sandbox`.
+
+The editor reads and writes files from the host process (fast, and no shell quoting), so every
+path is resolved with symlinks followed and refused unless it stays inside the scratch copy.
+Every error becomes observation text for the model; nothing here raises on bad tool input.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .sandbox import Sandbox
+from .toolcalls import ToolCall
+
+__all__ = ["BASH_TOOL", "EDITOR_TOOL", "SUBMIT_TOOL", "ToolExecutor", "default_tools"]
+
+BASH_TOOL: dict = {
+    "type": "function",
+    "function": {
+        "name": "bash",
+        "description": "Run a bash command in the repository (the working directory is its root). "
+                       "Each call starts a new shell; there is no network access.",
+        "parameters": {
+            "type": "object",
+            "properties": {"command": {"type": "string", "description": "The bash command to run."}},
+            "required": ["command"],
+        },
+    },
+}
+
+EDITOR_TOOL: dict = {
+    "type": "function",
+    "function": {
+        "name": "str_replace_editor",
+        "description": (
+            "View, create and edit files.\n"
+            "* `view` shows a file with line numbers (`cat -n`) or lists a directory two levels deep.\n"
+            "* `create` writes a new file; it fails if the file exists.\n"
+            "* `str_replace` replaces `old_str`, which must occur exactly once, by `new_str`.\n"
+            "* `insert` inserts `new_str` after line `insert_line` (0 inserts at the top).\n"
+            "* `undo_edit` reverts the last edit made to the file.\n"
+            "Paths are absolute or relative to the repository root."),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "command": {"type": "string", "enum": ["view", "create", "str_replace", "insert", "undo_edit"],
+                            "description": "The operation."},
+                "path": {"type": "string", "description": "File or directory path."},
+                "file_text": {"type": "string", "description": "Content of the file, for `create`."},
+                "old_str": {"type": "string", "description": "Exact text to replace, for `str_replace`."},
+                "new_str": {"type": "string", "description": "Replacement (`str_replace`) or text to insert (`insert`)."},
+                "insert_line": {"type": "integer", "description": "Line after which `new_str` goes, for `insert`."},
+                "view_range": {"type": "array", "items": {"type": "integer"},
+                               "description": "[start, end] lines to view (1-based, end -1 = to the end)."},
+            },
+            "required": ["command", "path"],
+        },
+    },
+}
+
+SUBMIT_TOOL: dict = {
+    "type": "function",
+    "function": {
+        "name": "submit",
+        "description": "Submit your changes when the task is done; this ends the session.",
+        "parameters": {"type": "object", "properties": {}, "required": []},
+    },
+}
+
+
+def default_tools() -> list[dict]:
+    """The three tools, as OpenAI function schemas (fresh copies)."""
+    import copy
+
+    return copy.deepcopy([BASH_TOOL, EDITOR_TOOL, SUBMIT_TOOL])
+
+
+SNIPPET_LINES = 4
+
+
+class _ToolInputError(Exception):
+    pass
+
+
+def _numbered(text: str, start: int = 1) -> str:
+    return "\n".join(f"{i:6d}\t{line}" for i, line in enumerate(text.split("\n"), start))
+
+
+class ToolExecutor:
+    """Execute parsed tool calls in a sandbox and return observation text.
+
+    ``submitted`` turns true after a ``submit`` call; ``patch`` then holds the sandbox's diff.
+    """
+
+    def __init__(self, sandbox: Sandbox, *, tools: list[dict] | None = None):
+        self.sandbox = sandbox
+        self.root = Path(os.path.realpath(sandbox.root))
+        self.submitted = False
+        self.patch: str | None = None
+        self._history: dict[Path, list[str | None]] = {}
+        names = [t["function"]["name"] for t in (tools if tools is not None else default_tools())]
+        self.available = names
+
+    # -- dispatch -------------------------------------------------------------------------------------
+
+    def execute(self, call: ToolCall) -> str:
+        if call.error is not None or call.name is None or call.arguments is None:
+            why = call.error or "the tool call could not be parsed"
+            return (f"Error: {why}. Call one tool per <tool_call> block as a JSON object "
+                    f'{{"name": <tool name>, "arguments": {{...}}}}; available tools: {", ".join(self.available)}.')
+        if call.name not in self.available:
+            return f"Error: unknown tool {call.name!r}; available tools: {', '.join(self.available)}."
+        try:
+            if call.name == "bash":
+                return self._bash(call.arguments)
+            if call.name == "str_replace_editor":
+                return self._editor(call.arguments)
+            if call.name == "submit":
+                return self._submit()
+            return f"Error: tool {call.name!r} has no implementation in this executor."
+        except _ToolInputError as exc:
+            return f"Error: {exc}"
+        except (OSError, UnicodeError, ValueError) as exc:
+            return f"Error: {call.name} failed: {type(exc).__name__}: {exc}"
+
+    @staticmethod
+    def _arg(args: dict, name: str, kind: type, *, required: bool = True):
+        value = args.get(name)
+        if value is None:
+            if required:
+                raise _ToolInputError(f"missing required argument `{name}`")
+            return None
+        if kind is int and isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            value = int(value)
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise _ToolInputError(f"argument `{name}` must be {kind.__name__}, got {type(value).__name__}: {value!r:.80}")
+        return value
+
+    # -- tools ----------------------------------------------------------------------------------------
+
+    def _bash(self, args: dict) -> str:
+        command = self._arg(args, "command", str)
+        if not command.strip():
+            raise _ToolInputError("`command` is empty")
+        result = self.sandbox.run(command)
+        text = result.output
+        if result.timed_out:
+            return text  # the sandbox already appended why it was killed
+        if result.memory_exceeded:
+            text += f"\n[the command ran out of memory (limit {self.sandbox.memory_limit_mb} MB)]"
+        if result.returncode != 0:
+            text += f"\n[exit code {result.returncode}]"
+        return text if text.strip() else "[no output]"
+
+    def _submit(self) -> str:
+        self.submitted = True
+        self.patch = self.sandbox.diff()
+        return "Submitted." + ("" if self.patch.strip() else " (no changes were made)")
+
+    def _resolve(self, raw: str) -> Path:
+        raw_path = Path(raw)
+        path = raw_path if raw_path.is_absolute() else self.root / raw_path
+        real = Path(os.path.realpath(path))
+        if real != self.root and self.root not in real.parents:
+            raise _ToolInputError(f"path {raw!r} is outside the repository ({self.sandbox.root}); "
+                                  "only files inside it can be viewed or edited")
+        return real
+
+    def _editor(self, args: dict) -> str:
+        command = self._arg(args, "command", str)
+        path = self._resolve(self._arg(args, "path", str))
+        if command == "view":
+            return self._view(path, args.get("view_range"))
+        if command == "create":
+            return self._create(path, self._arg(args, "file_text", str))
+        if command == "str_replace":
+            return self._str_replace(path, self._arg(args, "old_str", str), self._arg(args, "new_str", str, required=False) or "")
+        if command == "insert":
+            return self._insert(path, self._arg(args, "insert_line", int), self._arg(args, "new_str", str))
+        if command == "undo_edit":
+            return self._undo(path)
+        raise _ToolInputError(f"unknown editor command {command!r}; expected view, create, str_replace, insert or undo_edit")
+
+    def _rel(self, path: Path) -> str:
+        # relative paths keep observations free of the scratch folder's random name
+        return path.relative_to(self.root).as_posix() or "."
+
+    def _read(self, path: Path) -> str:
+        if not path.exists():
+            raise _ToolInputError(f"the path {self._rel(path)} does not exist")
+        if path.is_dir():
+            raise _ToolInputError(f"{self._rel(path)} is a directory")
+        data = path.read_bytes()
+        if b"\0" in data[:8192]:
+            raise _ToolInputError(f"{self._rel(path)} is a binary file")
+        return data.decode("utf-8", "replace")
+
+    def _limit(self, text: str) -> str:
+        limit = self.sandbox.max_output_chars
+        if len(text) <= limit:
+            return text
+        return text[:limit] + "\n[... output truncated; use view_range to see a part of the file ...]"
+
+    def _view(self, path: Path, view_range) -> str:
+        if path.is_dir():
+            if view_range is not None:
+                raise _ToolInputError("view_range is not allowed when viewing a directory")
+            entries = []
+            for current, dirs, files in os.walk(path):
+                depth = len(Path(current).relative_to(path).parts)
+                dirs[:] = sorted(d for d in dirs if not d.startswith(".")) if depth < 2 else []
+                for name in sorted(dirs) + sorted(f for f in files if not f.startswith(".")):
+                    entries.append(self._rel(Path(current) / name))
+            listing = "\n".join(sorted(entries))
+            return self._limit(f"Files and directories up to 2 levels deep in {self._rel(path)}, "
+                               f"excluding hidden items:\n{self._rel(path)}\n{listing}")
+        text = self._read(path)
+        lines = text.split("\n")
+        start = 1
+        if view_range is not None:
+            if (not isinstance(view_range, list) or len(view_range) != 2
+                    or not all(isinstance(v, int) and not isinstance(v, bool) for v in view_range)):
+                raise _ToolInputError(f"view_range must be a list of two integers, got {view_range!r}")
+            start, end = view_range
+            if not 1 <= start <= len(lines):
+                raise _ToolInputError(f"view_range start {start} is outside the file's lines [1, {len(lines)}]")
+            if end == -1:
+                end = len(lines)
+            elif not start <= end <= len(lines):
+                raise _ToolInputError(f"view_range end {end} must be -1 or within [{start}, {len(lines)}]")
+            text = "\n".join(lines[start - 1:end])
+        return self._limit(f"Here's the result of running `cat -n` on {self._rel(path)}:\n{_numbered(text, start)}")
+
+    def _write(self, path: Path, text: str, previous: str | None) -> None:
+        self._history.setdefault(path, []).append(previous)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+    def _snippet(self, text: str, first_line: int, n_lines: int) -> str:
+        lines = text.split("\n")
+        lo = max(0, first_line - 1 - SNIPPET_LINES)
+        hi = min(len(lines), first_line - 1 + n_lines + SNIPPET_LINES)
+        return _numbered("\n".join(lines[lo:hi]), lo + 1)
+
+    def _create(self, path: Path, file_text: str) -> str:
+        if path.exists():
+            raise _ToolInputError(f"file already exists at {self._rel(path)}; `create` cannot overwrite files, "
+                                  "use `str_replace` to edit it")
+        self._write(path, file_text, None)
+        return f"File created successfully at: {self._rel(path)}"
+
+    def _str_replace(self, path: Path, old: str, new: str) -> str:
+        text = self._read(path)
+        if old == "":
+            raise _ToolInputError("`old_str` is empty; give the exact text to replace")
+        count = text.count(old)
+        if count == 0:
+            raise _ToolInputError(f"no replacement was performed: old_str `{old}` did not appear verbatim in "
+                                  f"{self._rel(path)}")
+        if count > 1:
+            lines = sorted({text[:i].count("\n") + 1 for i in _find_all(text, old)})
+            raise _ToolInputError(f"no replacement was performed: old_str `{old}` occurs {count} times, in lines "
+                                  f"{lines}; make it unique")
+        first_line = text[:text.index(old)].count("\n") + 1
+        updated = text.replace(old, new, 1)
+        self._write(path, updated, text)
+        return (f"The file {self._rel(path)} has been edited. Here's the result of running `cat -n` on a snippet:\n"
+                f"{self._snippet(updated, first_line, new.count(chr(10)) + 1)}\n"
+                "Review the changes and make sure they are as expected. Edit the file again if necessary.")
+
+    def _insert(self, path: Path, line: int, new: str) -> str:
+        text = self._read(path)
+        lines = text.split("\n")
+        if not 0 <= line <= len(lines):
+            raise _ToolInputError(f"insert_line {line} is outside the file's lines [0, {len(lines)}]")
+        new_lines = new.split("\n")
+        updated = "\n".join(lines[:line] + new_lines + lines[line:])
+        self._write(path, updated, text)
+        return (f"The file {self._rel(path)} has been edited. Here's the result of running `cat -n` on a snippet:\n"
+                f"{self._snippet(updated, line + 1, len(new_lines))}\n"
+                "Review the changes (correct indentation, no duplicate lines). Edit the file again if necessary.")
+
+    def _undo(self, path: Path) -> str:
+        history = self._history.get(path)
+        if not history:
+            raise _ToolInputError(f"no edit history found for {self._rel(path)}")
+        previous = history.pop()
+        if previous is None:  # the edit created the file
+            path.unlink(missing_ok=True)
+            return f"Last edit to {self._rel(path)} undone: the file it created was removed."
+        path.write_text(previous, encoding="utf-8")
+        return (f"Last edit to {self._rel(path)} undone successfully. Here's the result of running `cat -n`:\n"
+                f"{self._limit(_numbered(previous))}")
+
+
+def _find_all(text: str, sub: str):
+    start = text.find(sub)
+    while start >= 0:
+        yield start
+        start = text.find(sub, start + 1)

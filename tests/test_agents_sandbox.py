@@ -1,0 +1,237 @@
+"""The sandbox: escapes tried for real (network, writes outside the scratch copy, runaway time and
+memory, privileges), the scratch git copy, diff/reset, and the errors for bad setups.
+
+Escape tests need the namespaces; where the OS refuses them (a container without CAP_SYS_ADMIN or
+user namespaces) they are skipped with the probe's reason, and the refusal itself is tested.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from icml26.agents import sandbox as sandbox_module
+from icml26.agents.sandbox import ExecResult, Sandbox, SandboxError, isolation_support
+
+_PREFIX, _REASON = isolation_support()
+needs_isolation = pytest.mark.skipif(_PREFIX is None, reason=f"no namespace isolation here: {_REASON}")
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo, check=True,
+                   capture_output=True)
+
+
+@pytest.fixture
+def repo(tmp_path):
+    """A small git repository with a commit, a modified tracked file, an untracked and an ignored file."""
+    root = tmp_path / "project"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "mod.py").write_text("def f():\n    return 1\n")
+    (root / "README").write_text("readme\n")
+    (root / ".gitignore").write_text("build/\n")
+    _git(root, "init", "-q")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "init")
+    (root / "README").write_text("readme, edited\n")
+    (root / "notes.txt").write_text("untracked\n")
+    (root / "build").mkdir()
+    (root / "build" / "big.bin").write_text("ignored\n")
+    return root
+
+
+@pytest.fixture
+def box(repo):
+    with Sandbox(repo, time_limit=20, memory_limit_mb=512) as sandbox:
+        yield sandbox
+
+
+# ---------------------------------------------------------------------------------------------------
+# escapes
+
+
+@needs_isolation
+def test_no_network_even_to_the_hosts_loopback(box):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    threading.Thread(target=lambda: listener.accept(), daemon=True).start()
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()  # reachable from the host
+        result = box.run_python(
+            "import socket, sys\n"
+            "for host, port in [('127.0.0.1', int(sys.argv[1])), ('1.1.1.1', 80), ('8.8.8.8', 53)]:\n"
+            "    try:\n"
+            "        socket.create_connection((host, port), timeout=3).close()\n"
+            "        print('CONNECTED', host)\n"
+            "    except OSError as exc:\n"
+            "        print('refused', host, exc.errno)\n", args=[str(port)])
+    finally:
+        listener.close()
+    assert result.returncode == 0, result.output
+    assert "CONNECTED" not in result.output
+    assert result.output.count("refused") == 3
+
+
+@needs_isolation
+def test_cannot_write_outside_the_scratch_copy(box, repo):
+    # Targets on the root file system (outside /tmp, which the sandbox replaces by a private tmpfs).
+    try:
+        host_dir = Path(tempfile.mkdtemp(prefix="icml26-sandbox-test-", dir=Path.home()))
+    except OSError as exc:
+        pytest.skip(f"no writable home folder for the test target: {exc}")
+    etc_target = Path("/etc/icml26-sandbox-escape-test")
+    try:
+        result = box.run(f"echo pwned > {host_dir}/outside.txt; echo rc=$?; echo pwned > {etc_target}; echo rc=$?; "
+                         f"touch {box.git_dir}/hooks/post-checkout; echo rc=$?; "
+                         "mount -o remount,rw / 2>/dev/null; echo rc=$?; "
+                         "echo inside > in_repo.txt && echo ok; echo tmp > /tmp/t.txt && cat /tmp/t.txt")
+        assert result.output.count("rc=0") == 0, result.output
+        assert result.output.count("Read-only file system") == 3, result.output
+        assert not (host_dir / "outside.txt").exists() and not etc_target.exists()
+    finally:
+        shutil.rmtree(host_dir, ignore_errors=True)
+        etc_target.unlink(missing_ok=True)
+    assert not (box.git_dir / "hooks" / "post-checkout").exists()
+    assert (box.root / "in_repo.txt").read_text() == "inside\n"
+    assert "tmp" in result.output.splitlines()  # a private /tmp works...
+    assert not Path("/tmp/t.txt").exists() or Path("/tmp/t.txt").read_text() != "tmp\n"  # ...and stays private
+    assert (repo / "README").read_text() == "readme, edited\n"
+
+
+@needs_isolation
+def test_privileges_are_dropped(box):
+    result = box.run("grep -E '^Cap(Eff|Prm|Bnd|Amb)' /proc/self/status; grep NoNewPrivs /proc/self/status")
+    lines = dict(line.split(":") for line in result.output.strip().splitlines())
+    assert {k: v.strip() for k, v in lines.items()} == {
+        "CapPrm": "0000000000000000", "CapEff": "0000000000000000", "CapBnd": "0000000000000000",
+        "CapAmb": "0000000000000000", "NoNewPrivs": "1"}
+
+
+@needs_isolation
+def test_runaway_loop_and_its_daemons_are_killed(box):
+    result = box.run("(setsid bash -c 'sleep 2; echo late > late.txt' &) ; while true; do :; done", timeout=1)
+    assert result.timed_out and result.returncode != 0
+    assert "time limit of 1 s" in result.output
+    time.sleep(3)  # the detached child would have written by now
+    assert not (box.root / "late.txt").exists()
+
+
+def test_runaway_loop_is_stopped_even_unisolated(repo):
+    with Sandbox(repo, isolation="none", allow_unisolated=True) as box:
+        result = box.run("while true; do :; done", timeout=1)
+    assert result.timed_out and result.returncode != 0
+
+
+def test_memory_hog_is_stopped(box):
+    result = box.run_python("buffers = [bytearray(64 << 20) for _ in range(64)]\nprint('allocated 4 GB')")
+    assert result.returncode != 0 and result.memory_exceeded, result.output
+    assert "allocated" not in result.output
+    assert not result.timed_out
+
+
+def test_output_is_truncated_head_and_tail(repo):
+    with Sandbox(repo, max_output_chars=1000) as box:
+        result = box.run("echo FIRST; yes filler | head -c 2000000; echo; echo LAST")
+    assert result.truncated and result.returncode == 0
+    assert len(result.output) < 1200
+    assert result.output.startswith("FIRST") and result.output.rstrip().endswith("LAST")
+    assert "output truncated: 2000" in result.output
+
+
+# ---------------------------------------------------------------------------------------------------
+# the scratch copy
+
+
+def test_scratch_copy_is_the_working_tree(box):
+    assert (box.root / "pkg" / "mod.py").read_text() == "def f():\n    return 1\n"
+    assert (box.root / "README").read_text() == "readme, edited\n"  # uncommitted edits included
+    assert (box.root / "notes.txt").exists()  # untracked files included
+    assert not (box.root / "build").exists()  # ignored files not
+    assert not (box.root / ".git").exists()  # metadata lives outside the copy
+    assert box.diff() == ""
+
+
+def test_diff_and_reset(box, repo):
+    result = box.run("sed -i 's/return 1/return 2/' pkg/mod.py && echo new > added.py && rm notes.txt")
+    assert result.returncode == 0, result.output
+    patch = box.diff()
+    assert "-    return 1\n+    return 2" in patch
+    assert "diff --git a/added.py b/added.py" in patch and "+new" in patch
+    assert "deleted file mode" in patch and "notes.txt" in patch
+    assert (repo / "pkg" / "mod.py").read_text() == "def f():\n    return 1\n"  # the source is untouched
+    box.run("python -c 'import pkg.mod'")  # bytecode caches must not show up in diffs
+    assert "__pycache__" not in box.diff()
+    box.reset()
+    assert box.diff() == ""
+    assert not (box.root / "added.py").exists() and (box.root / "notes.txt").exists()
+
+
+def test_git_works_inside_for_the_agent(box):
+    box.run("echo x >> README")
+    result = box.run("git status --short && git diff --stat")
+    assert result.returncode == 0, result.output
+    assert "README" in result.output
+
+
+def test_run_python_arguments_and_exit_codes(box):
+    result = box.run_python("import sys, os\nprint(sys.argv[1:], os.getcwd())\nsys.exit(3)", args=["a b", "c"])
+    assert result.returncode == 3
+    assert f"['a b', 'c'] {box.root}" in result.output
+    assert isinstance(result, ExecResult) and result.duration_s > 0
+
+
+def test_empty_sandbox_without_repo():
+    with Sandbox() as box:
+        assert list(box.root.iterdir()) == []
+        box.run("echo hi > a.txt")
+        assert "+hi" in box.diff()
+        root = box.root
+    assert not root.exists()  # close() removed it
+    with pytest.raises(SandboxError, match="closed"):
+        box.run("true")
+
+
+# ---------------------------------------------------------------------------------------------------
+# bad setups
+
+
+def test_not_a_git_repository(tmp_path):
+    (tmp_path / "plain").mkdir()
+    with pytest.raises(SandboxError, match="is not a git repository"):
+        Sandbox(tmp_path / "plain")
+    with pytest.raises(SandboxError, match="is not a folder"):
+        Sandbox(tmp_path / "missing")
+
+
+def test_refuses_to_run_unisolated_unless_allowed(monkeypatch, repo):
+    monkeypatch.setattr(sandbox_module, "isolation_support", lambda: (None, "unshare: Operation not permitted"))
+    with pytest.raises(SandboxError, match="cannot isolate.*Operation not permitted.*allow_unisolated=True"):
+        Sandbox(repo)
+    with pytest.warns(RuntimeWarning, match="WITHOUT network or filesystem isolation"):
+        box = Sandbox(repo, allow_unisolated=True)
+    with box:
+        assert not box.isolated
+        assert box.run("cat README").output == "readme, edited\n"
+    with pytest.raises(SandboxError, match="cannot isolate"):
+        Sandbox(repo, isolation="namespaces", allow_unisolated=True)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(time_limit=0), "time_limit"),
+    (dict(memory_limit_mb=1), "memory_limit_mb"),
+    (dict(max_output_chars=5), "max_output_chars"),
+    (dict(isolation="docker"), "isolation"),
+    (dict(isolation="none"), "allow_unisolated=True"),
+])
+def test_bad_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        Sandbox(**kwargs)
