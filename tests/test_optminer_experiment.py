@@ -1,0 +1,40 @@
+"""The ``optminer`` experiment end to end (reduced: 40 instances, no toy training) and its registration."""
+
+import pytest
+
+from icml26.agents.optminer.bench import ENV_FOLDER, bench_folder
+from icml26.runner import RunConfig
+
+
+def test_optminer_experiment_reduced_end_to_end(tmp_path):
+    from icml26.eval.experiments.optminer import run_experiment
+
+    result = run_experiment(RunConfig(out_dir=tmp_path), n_instances=40, toy=False)
+    m = result.metrics
+    assert m["instances"] == 40 and m["fresh_cbc_agreement"] == 1.0
+    assert m["fail_text_only_fogged"] > m["fail_text_only_unfogged"]
+    assert m["success_fogged_with_retrieval"] > 1 - m["fail_text_only_fogged"]
+    failed = [c.statement for c in result.claims if not c.holds]
+    assert not failed, failed
+    folder = bench_folder()
+    has_bench = folder is not None and folder.is_dir()
+    assert any("harness check" in c.statement for c in result.claims) == has_bench
+    if not has_bench:
+        assert ENV_FOLDER in result.notes
+    assert (tmp_path / "instances.json").exists()
+    assert "optminer" in result.figures
+
+
+def test_optminer_experiment_is_registered():
+    from icml26.registry import entries
+
+    entry = entries("experiment")["optminer"]
+    assert entry.paper == "optminer" and entry.module == "icml26.eval.experiments.optminer"
+
+
+@pytest.mark.slow
+def test_optminer_quick_experiment_with_toy(tmp_path):
+    from icml26.eval.experiments.optminer import run
+
+    result = run(RunConfig(out_dir=tmp_path, device="cpu"))
+    assert all(c.holds for c in result.claims), [c.to_dict() for c in result.claims if not c.holds]

