@@ -1,0 +1,120 @@
+"""Measurements for SERA's student: does it call tools in the right format, and what does it know of a repository?
+
+- :func:`heldout_prompts` cuts held-out trajectories before an assistant turn (system prompt, task and
+  the earlier turns with their tool outputs): what the student would see at that point of an episode;
+- :func:`tool_call_validity` greedy-decodes from those prompts with the tokenizer's own (inference)
+  chat template and counts the replies that carry a tool call which parses
+  (:func:`icml26.agents.toolcalls.parse_tool_calls`) and names one of the offered tools;
+- :func:`icml26.training.sera.assistant_token_loss` (re-exported) is the loss on assistant tokens of
+  held-out trajectories, tokenised exactly as in training.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Sequence
+
+from icml26.training.sera import row_tools, assistant_token_loss, load_trajectories, template_messages, tool_names
+
+__all__ = ["assistant_token_loss", "heldout_prompts", "tool_call_validity"]
+
+
+def heldout_prompts(rows: Any, *, n: int | None = 20, tokenizer: Any = None, max_prompt_tokens: int | None = None,
+                    seed: int = 0) -> list[dict]:
+    """Prompts ``{"id", "turn", "messages", "tools", "reference"}`` cut before assistant turns of ``rows``.
+
+    Every assistant turn of every row is a candidate (``turn`` counts assistant turns from 0;
+    ``reference`` is the teacher's message there). With ``tokenizer`` and ``max_prompt_tokens``,
+    prompts longer than that (with the generation prompt) are left out. ``n`` candidates are drawn
+    with ``seed``, spread over the rows as evenly as possible (None: all).
+    """
+    by_row: list[list[dict]] = []
+    for k, row in enumerate(load_trajectories(rows)):
+        row_id = row.get("id", k)
+        messages = template_messages(row["messages"], row_id=row_id)
+        tools = row_tools(row)
+        candidates, turn = [], 0
+        for i, message in enumerate(messages):
+            if message["role"] != "assistant":
+                continue
+            prompt = {"id": str(row_id), "turn": turn, "messages": messages[:i], "tools": tools,
+                      "reference": message}
+            turn += 1
+            if tokenizer is not None and max_prompt_tokens is not None and _prompt_length(tokenizer, prompt) \
+                    > max_prompt_tokens:
+                break  # later turns are longer still
+            candidates.append(prompt)
+        if candidates:
+            by_row.append(candidates)
+    rng = random.Random(seed)
+    for candidates in by_row:
+        rng.shuffle(candidates)
+    # round robin over the rows, so a few long trajectories do not supply every prompt
+    ordered = [c for layer in _round_robin(by_row) for c in layer]
+    return ordered if n is None else ordered[:n]
+
+
+def _round_robin(lists: list[list[dict]]):
+    depth = max((len(x) for x in lists), default=0)
+    for d in range(depth):
+        yield [x[d] for x in lists if d < len(x)]
+
+
+def _encode_prompt(tokenizer, prompt: dict) -> list[int]:
+    return list(tokenizer.apply_chat_template(prompt["messages"], tools=prompt["tools"], add_generation_prompt=True,
+                                              tokenize=True, return_dict=True)["input_ids"])
+
+
+def _prompt_length(tokenizer, prompt: dict) -> int:
+    return len(_encode_prompt(tokenizer, prompt))
+
+
+def tool_call_validity(model: Any, tokenizer: Any, prompts: Sequence[dict], *, max_new_tokens: int = 160,
+                       batch_size: int = 8, keep_examples: int = 5) -> dict[str, Any]:
+    """Share of prompts whose greedy reply holds a well-formed call to one of the offered tools.
+
+    A reply counts when :func:`~icml26.agents.toolcalls.parse_tool_calls` finds at least one call and
+    every call is usable (``ToolCall.ok``: a name and JSON-object arguments) and names a tool of the
+    prompt. Returns ``{"rate", "valid", "n", "with_tool_call_tag", "name_counts", "examples"}``.
+    """
+    import torch
+
+    from icml26.agents.toolcalls import parse_tool_calls
+
+    if not prompts:
+        raise ValueError("no prompts to decode")
+    device = next(model.parameters()).device
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    eos = tokenizer.convert_tokens_to_ids("<|im_end|>") if "<|im_end|>" in tokenizer.get_vocab() else None
+    eos = eos if eos is not None else tokenizer.eos_token_id
+    valid, tagged, names, examples = 0, 0, {}, []
+    was_training = model.training
+    model.eval()
+    try:
+        for start in range(0, len(prompts), batch_size):
+            chunk = prompts[start:start + batch_size]
+            encoded = [_encode_prompt(tokenizer, p) for p in chunk]
+            width = max(map(len, encoded))
+            ids = torch.full((len(chunk), width), pad, dtype=torch.long)
+            mask = torch.zeros((len(chunk), width), dtype=torch.long)
+            for i, e in enumerate(encoded):  # left padding: every prompt ends where generation starts
+                ids[i, width - len(e):] = torch.tensor(e)
+                mask[i, width - len(e):] = 1
+            with torch.no_grad():
+                out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), do_sample=False,
+                                     max_new_tokens=max_new_tokens, eos_token_id=eos, pad_token_id=pad)
+            for prompt, row in zip(chunk, out[:, width:].tolist()):
+                text = tokenizer.decode(row, skip_special_tokens=True)
+                _, calls = parse_tool_calls(text)
+                allowed = tool_names(prompt["tools"])
+                ok = bool(calls) and all(c.ok and c.name in allowed for c in calls)
+                valid += ok
+                tagged += "<tool_call>" in text
+                for c in calls:
+                    names[str(c.name)] = names.get(str(c.name), 0) + 1
+                if len(examples) < keep_examples:
+                    examples.append({"id": prompt["id"], "turn": prompt["turn"], "valid": ok, "text": text[:400]})
+    finally:
+        model.train(was_training)
+    return {"rate": valid / len(prompts), "valid": valid, "n": len(prompts), "with_tool_call_tag": tagged,
+            "name_counts": names, "examples": examples}

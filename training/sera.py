@@ -1,0 +1,574 @@
+"""SERA's SFT recipe: TRL's ``SFTTrainer`` on agent trajectories, loss on assistant turns only.
+
+The paper (spec ``sera.md`` section 2, "SFT recipe", verified in the authors' axolotl configs) fine-tunes
+Qwen3 on SWE-agent trajectories in the hermes tool-call format with:
+
+- the chat template, **assistant-only loss** (system prompt, task and tool outputs are masked);
+- sequence length 32,768 (longer samples dropped), 3 epochs;
+- AdamW betas (0.9, 0.95), weight decay 0.01, learning rate 1e-5 with a cosine schedule and warm-up
+  (48 steps in their configs, set per dataset through ``warmup_ratio``);
+- micro-batch 1 with gradient accumulation (2 for SERA-32B, 8 for SERA-8B), bf16, gradient checkpointing.
+
+:class:`SeraSFTConfig` is TRL's ``SFTConfig`` with those defaults, plus the few SERA/LoRA fields, and
+parses with ``HfArgumentParser``. The loss mask is TRL's own mechanism: ``assistant_only_loss=True``
+makes ``SFTTrainer`` swap in TRL's *training* chat template (``get_training_chat_template``, the
+template with ``{% generation %}`` markers) and build labels from the tokenizer's assistant mask.
+The tokenizer's own template is left untouched and saved as is, so inference sees the original one
+(SERA's README warns that a modified ``tokenizer_config.json`` breaks inference).
+
+What this module does by hand, and why:
+
+- trajectories store tool-call arguments as JSON *strings* (OpenAI format), but chat templates render
+  ``arguments | tojson`` and want dicts. Stored as Arrow structs, dicts with different keys would be
+  merged into one struct type whose missing keys come back as ``null`` (and the template would print
+  ``"file_text": null`` into every ``bash`` call). So :func:`trajectories_to_dataset` keeps each
+  message as a ``datasets.Json`` value (no schema unification) after :func:`template_messages` has
+  parsed the arguments and removed the ``null`` keys that a previous Arrow round trip may have added;
+- ``overlong="drop"`` (the paper's choice) needs each sample's token count before TRL truncates, so
+  the rows are tokenised once with the same call TRL makes (:func:`tokenize_trajectory`);
+- :class:`SeraSFTTrainer` is ``SFTTrainer`` with one hook: ``loss_impl="model"`` takes the model's own loss
+  (full logits) instead of TRL's chunked LM-head loss, which is the right choice for long contexts and big
+  vocabularies but about 3x slower for a tiny model on CPU; both give the same value (tested).
+
+Entry points: :func:`train_sera` (library), :func:`main_train` (``icml26 sera train``),
+:func:`build_sft_trainer` (the trainer alone), :func:`load_trajectories`, :func:`trajectories_to_dataset`,
+:func:`tokenize_trajectory` and :func:`assistant_token_loss` (the held-out loss, same tokens as training).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+from trl import SFTConfig, SFTTrainer
+
+if TYPE_CHECKING:
+    from datasets import Dataset
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+__all__ = [
+    "LOSS_IMPLS",
+    "OVERLONG",
+    "PAPER_DEFAULTS",
+    "ROLES",
+    "SeraSFTConfig",
+    "SeraSFTTrainer",
+    "SeraTrainOutput",
+    "assistant_token_loss",
+    "build_sft_trainer",
+    "load_trajectories",
+    "row_tools",
+    "main_train",
+    "template_messages",
+    "tokenize_trajectory",
+    "tool_names",
+    "train_sera",
+    "training_chat_template",
+    "trajectories_to_dataset",
+]
+
+ROLES = ("system", "user", "assistant", "tool")
+OVERLONG = ("truncate", "drop")
+LOSS_IMPLS = ("fused", "model")
+IGNORE_INDEX = -100
+#: The SFT hyperparameters of SERA's axolotl configs (SERA-32B / SERA-8B), for reference.
+PAPER_DEFAULTS = {
+    "learning_rate": 1e-5, "lr_scheduler_type": "cosine", "num_train_epochs": 3, "adam_beta1": 0.9,
+    "adam_beta2": 0.95, "weight_decay": 0.01, "warmup_steps": 48, "max_length": 32768,
+    "per_device_train_batch_size": 1, "gradient_accumulation_steps": "2 (32B) / 8 (8B)", "bf16": True,
+    "gradient_checkpointing": True, "assistant_only_loss": True, "overlong": "drop",
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Configuration
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class SeraSFTConfig(SFTConfig):
+    """TRL's ``SFTConfig`` with SERA's SFT defaults (see :data:`PAPER_DEFAULTS`) and LoRA fields.
+
+    Differences from ``SFTConfig``'s defaults: ``learning_rate=1e-5``, ``lr_scheduler_type="cosine"``,
+    ``num_train_epochs=3``, ``adam_beta2=0.95``, ``weight_decay=0.01``, ``warmup_steps=0.03`` (a ratio;
+    the paper's configs warm up for 48 steps, set per dataset: pass ``warmup_steps=48`` to copy them),
+    ``max_length=32768``, ``per_device_train_batch_size=1``, ``gradient_accumulation_steps=8``,
+    ``assistant_only_loss=True``, ``report_to="none"``, activation (gradient) checkpointing on, and ``bf16`` on only when a CUDA device
+    supports it (TRL's default turns it on everywhere, which is slow on CPU).
+    """
+
+    learning_rate: float = field(default=1e-5, metadata={"help": "Peak learning rate (SERA: 1e-5)."})
+    lr_scheduler_type: str = field(default="cosine", metadata={"help": "Learning-rate schedule (SERA: cosine)."})
+    num_train_epochs: float = field(default=3.0, metadata={"help": "Epochs (SERA: 3)."})
+    adam_beta2: float = field(default=0.95, metadata={"help": "AdamW beta2 (SERA: 0.95)."})
+    weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay (SERA: 0.01)."})
+    warmup_steps: float = field(
+        default=0.03, metadata={"help": "Warm-up steps (>= 1) or ratio of the run (< 1); SERA's configs: 48 steps."})
+    max_length: int | None = field(
+        default=32768, metadata={"help": "Longest tokenised trajectory (SERA: 32768); see `overlong`."})
+    per_device_train_batch_size: int = field(default=1, metadata={"help": "Micro-batch size (SERA: 1)."})
+    gradient_accumulation_steps: int = field(
+        default=8, metadata={"help": "Gradient accumulation (SERA-8B: 8, SERA-32B: 2)."})
+    assistant_only_loss: bool = field(
+        default=True, metadata={"help": "Loss on assistant turns only (SERA: yes); tool outputs never count."})
+    report_to: None | str | list[str] = field(default="none", metadata={"help": "Where the Trainer reports (none by default)."})
+    bf16: bool | None = field(
+        default=None, metadata={"help": "bf16 mixed precision; None: on when a CUDA device supports it."})
+    activation_checkpointing: bool | None = field(
+        default=None, metadata={"help": "Recompute activations in the backward pass (SERA: yes); None: on."})
+    gradient_checkpointing: bool | None = field(
+        default=None, metadata={"help": "Deprecated alias of activation_checkpointing (transformers 5)."})
+
+    loss_impl: str = field(
+        default="fused",
+        metadata={"help": "'fused': TRL's chunked LM-head loss (never builds the full logits: the choice for long "
+                          "contexts and large vocabularies); 'model': the model's own loss on full logits (about 3x "
+                          "faster for tiny models on CPU).", "choices": list(LOSS_IMPLS)})
+    overlong: str = field(
+        default="truncate",
+        metadata={"help": "Trajectories longer than max_length: 'truncate' (keep the start, TRL's default) or "
+                          "'drop' (the paper's axolotl setting).", "choices": list(OVERLONG)})
+    sera_stages: list[str] | None = field(
+        default=None, metadata={"help": "Train only on these stages (e.g. T2); default: every row (T1 and T2)."})
+    use_peft: bool = field(default=False, metadata={"help": "Train LoRA adapters (peft) instead of all weights."})
+    lora_r: int = field(default=16, metadata={"help": "LoRA rank."})
+    lora_alpha: int = field(default=32, metadata={"help": "LoRA alpha."})
+    lora_dropout: float = field(default=0.05, metadata={"help": "LoRA dropout."})
+    lora_target_modules: list[str] | None = field(
+        default=None, metadata={"help": "Modules LoRA adapts; default: every linear layer except the head."})
+    merge_lora: bool = field(
+        default=True, metadata={"help": "Save LoRA runs merged into the base weights (a plain checkpoint)."})
+
+    def __post_init__(self) -> None:
+        if self.loss_impl not in LOSS_IMPLS:
+            raise ValueError(f"loss_impl must be one of {list(LOSS_IMPLS)}, got {self.loss_impl!r}")
+        if self.overlong not in OVERLONG:
+            raise ValueError(f"overlong must be one of {list(OVERLONG)}, got {self.overlong!r}")
+        if self.overlong == "drop" and self.max_length is None:
+            raise ValueError("overlong='drop' needs max_length (the length above which trajectories are dropped)")
+        if self.use_peft:
+            if isinstance(self.lora_r, bool) or not isinstance(self.lora_r, int) or self.lora_r < 1:
+                raise ValueError(f"lora_r must be a positive int, got {self.lora_r!r}")
+            if not 0.0 <= self.lora_dropout < 1.0:
+                raise ValueError(f"lora_dropout must be in [0, 1), got {self.lora_dropout!r}")
+        if self.activation_checkpointing is None and self.gradient_checkpointing is None:
+            self.activation_checkpointing = True
+        if self.bf16 is None:
+            self.bf16 = bool(not self.fp16 and not self.use_cpu and _cuda_bf16())
+        super().__post_init__()
+
+    def peft_config(self):
+        """The ``peft.LoraConfig`` for ``use_peft=True`` runs, else None."""
+        if not self.use_peft:
+            return None
+        from peft import LoraConfig
+
+        return LoraConfig(r=self.lora_r, lora_alpha=self.lora_alpha, lora_dropout=self.lora_dropout,
+                          target_modules=self.lora_target_modules or "all-linear", task_type="CAUSAL_LM")
+
+
+def _cuda_bf16() -> bool:
+    import torch
+
+    return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+
+
+# ---------------------------------------------------------------------------------------------
+# Data: trajectories -> chat-template messages -> datasets.Dataset
+# ---------------------------------------------------------------------------------------------
+def _where(row_id: Any, index: int | None = None) -> str:
+    return f"trajectory {row_id!r}" + ("" if index is None else f", message {index}")
+
+
+def template_messages(messages: Sequence[dict], *, row_id: Any = None) -> list[dict]:
+    """OpenAI-format messages as chat templates want them: tool-call arguments parsed into dicts.
+
+    Also drops keys whose value is ``None`` (an Arrow round trip adds every key of every message to
+    all of them) and turns a missing assistant ``content`` into ``""``. Raises ``ValueError`` naming
+    the trajectory and message for anything a template cannot render.
+    """
+    if not isinstance(messages, (list, tuple)) or not messages:
+        raise ValueError(f"{_where(row_id)}: messages must be a non-empty list of dicts, got {messages!r:.80}")
+    out = []
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise ValueError(f"{_where(row_id, i)}: expected a dict, got {type(message).__name__}")
+        message = {k: v for k, v in message.items() if v is not None}
+        role = message.get("role")
+        if role not in ROLES:
+            raise ValueError(f"{_where(row_id, i)}: role must be one of {list(ROLES)}, got {role!r}")
+        content = message.get("content", "")
+        if not isinstance(content, str):
+            raise ValueError(f"{_where(row_id, i)}: content must be a string, got {type(content).__name__}")
+        message["content"] = content
+        calls = message.pop("tool_calls", None) or []
+        if calls and role != "assistant":
+            raise ValueError(f"{_where(row_id, i)}: only assistant messages carry tool_calls (role {role!r})")
+        if calls:
+            message["tool_calls"] = [_template_call(call, row_id, i) for call in calls]
+        out.append(message)
+    return out
+
+
+def _template_call(call: Any, row_id: Any, index: int) -> dict:
+    function = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not function["name"]:
+        raise ValueError(f"{_where(row_id, index)}: a tool call needs function.name, got {call!r:.120}")
+    arguments = function.get("arguments", {})
+    if arguments is None:
+        arguments = {}
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{_where(row_id, index)}: arguments of tool call {function['name']!r} are not valid "
+                             f"JSON ({exc}): {arguments!r:.120}") from None
+    if not isinstance(arguments, dict):
+        raise ValueError(f"{_where(row_id, index)}: arguments of tool call {function['name']!r} must be a JSON "
+                         f"object, got {type(arguments).__name__}")
+    out = {"type": "function", "function": {"name": function["name"], "arguments": arguments}}
+    if call.get("id") is not None:
+        out["id"] = call["id"]
+    return out
+
+
+def row_tools(row: dict) -> list[dict] | None:
+    """A row's tool schemas: its ``tools`` (a list or a JSON string) or ``tools_json``; None when it has none."""
+    tools = row.get("tools")
+    if tools is None and row.get("tools_json") is not None:
+        tools = row["tools_json"]
+    if isinstance(tools, str):
+        try:
+            tools = json.loads(tools)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{_where(row.get('id'))}: tools is not valid JSON ({exc})") from None
+    if tools is not None and (not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools)):
+        raise ValueError(f"{_where(row.get('id'))}: tools must be a list of OpenAI function schemas")
+    return tools or None
+
+
+def tool_names(tools: Iterable[dict] | None) -> set[str]:
+    """Names of OpenAI function schemas (``{"type": "function", "function": {"name": ...}}``)."""
+    names = set()
+    for tool in tools or ():
+        function = tool.get("function", tool)
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
+            names.add(function["name"])
+    return names
+
+
+def load_trajectories(source: Any, *, stages: Sequence[str] | None = None) -> list[dict]:
+    """Trajectory rows from the SVG pipeline's output, a file or objects in memory.
+
+    ``source`` may be a pipeline output folder (``trajectories.jsonl`` is read, else ``dataset/``), a
+    ``.jsonl`` file, a folder written by ``Dataset.save_to_disk``, a ``datasets.Dataset`` or a list of
+    dicts. ``stages`` keeps only rows whose ``stage`` is listed (e.g. ``["T2"]``).
+    """
+    rows: list[dict]
+    if isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        if path.is_dir() and (path / "trajectories.jsonl").is_file():
+            path = path / "trajectories.jsonl"
+        elif path.is_dir() and (path / "dataset").is_dir():
+            path = path / "dataset"
+        if path.is_file():
+            rows = []
+            with path.open(encoding="utf-8") as handle:
+                for n, line in enumerate(handle, 1):
+                    if line.strip():
+                        try:
+                            rows.append(json.loads(line))
+                        except json.JSONDecodeError as exc:
+                            raise ValueError(f"{path}:{n}: not a JSON line ({exc})") from None
+        elif path.is_dir():
+            from datasets import load_from_disk
+
+            try:
+                data = load_from_disk(str(path))
+            except FileNotFoundError as exc:
+                raise ValueError(f"{path} is neither a pipeline output folder (with trajectories.jsonl or dataset/) "
+                                 f"nor a saved dataset: {exc}") from None
+            if hasattr(data, "keys") and not hasattr(data, "column_names"):  # a DatasetDict: use every split
+                rows = [dict(r) for split in data.values() for r in split]
+            else:
+                rows = [dict(r) for r in data]
+        else:
+            raise FileNotFoundError(f"no trajectories at {str(path)!r} (expected a folder with trajectories.jsonl "
+                                    "or dataset/, a .jsonl file, or a saved dataset folder)")
+    elif hasattr(source, "column_names"):
+        rows = [dict(r) for r in source]
+    elif isinstance(source, (list, tuple)):
+        rows = [dict(r) for r in source]
+    else:
+        raise TypeError(f"trajectories must be a path, a datasets.Dataset or a list of dicts, got "
+                        f"{type(source).__name__}")
+    if stages:
+        rows = [r for r in rows if r.get("stage") in set(stages)]
+    return rows
+
+
+def trajectories_to_dataset(rows: Any, *, stages: Sequence[str] | None = None) -> Dataset:
+    """A conversational dataset for ``SFTTrainer``: ``messages`` (one ``datasets.Json`` per message, tool-call
+    arguments as dicts), ``tools`` (a JSON string, which TRL parses) and the rows' ``id``/``stage``/``repo``."""
+    from datasets import Dataset, Features, Json, List, Value
+
+    rows = load_trajectories(rows, stages=stages)
+    if not rows:
+        raise ValueError("no trajectories to train on" + (f" (after keeping stages {list(stages)})" if stages else ""))
+    records = []
+    for n, row in enumerate(rows):
+        row_id = row.get("id", n)
+        if "messages" not in row:
+            raise ValueError(f"{_where(row_id)}: no 'messages' field (keys: {sorted(row)})")
+        messages = template_messages(row["messages"], row_id=row_id)
+        if not any(m["role"] == "assistant" for m in messages):
+            raise ValueError(f"{_where(row_id)}: no assistant message, nothing to train on")
+        tools = row_tools(row)
+        records.append({"messages": messages, "tools": None if tools is None else json.dumps(tools),
+                        "id": str(row_id), "stage": str(row.get("stage") or ""), "repo": str(row.get("repo") or "")})
+    features = Features({"messages": List(Json()), "tools": Value("string"), "id": Value("string"),
+                         "stage": Value("string"), "repo": Value("string")})
+    return Dataset.from_list(records, features=features)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tokenisation (the same call SFTTrainer makes) and the held-out loss
+# ---------------------------------------------------------------------------------------------
+def training_chat_template(tokenizer: PreTrainedTokenizerBase) -> str:
+    """The template SFTTrainer trains with: the tokenizer's own when it has ``{% generation %}`` markers,
+    else TRL's training variant of it (``trl.chat_template_utils.get_training_chat_template``)."""
+    from trl.chat_template_utils import get_training_chat_template, has_generation_markers
+
+    template = tokenizer.chat_template
+    if template is None:
+        raise ValueError("the tokenizer has no chat template; SERA's SFT needs one that supports tool calls")
+    if has_generation_markers(template):
+        return template if isinstance(template, str) else template["default"]
+    patched = get_training_chat_template(tokenizer)
+    return patched if patched is not None else template
+
+
+def tokenize_trajectory(tokenizer: PreTrainedTokenizerBase, messages: Sequence[dict], tools: Any = None, *,
+                        chat_template: str | None = None, max_length: int | None = None) -> dict[str, list[int]]:
+    """``{"input_ids", "labels"}`` for one trajectory, as SFTTrainer builds them with ``assistant_only_loss``.
+
+    ``messages`` may be OpenAI-format (arguments as JSON strings): they go through :func:`template_messages`.
+    Labels are ``-100`` outside the template's ``{% generation %}`` blocks; ``max_length`` keeps the start.
+    """
+    messages = template_messages(messages)
+    tools = json.loads(tools) if isinstance(tools, str) else tools
+    processed = tokenizer.apply_chat_template(
+        messages, tools=tools or None, tokenize=True, return_dict=True, return_assistant_tokens_mask=True,
+        chat_template=chat_template or training_chat_template(tokenizer))
+    ids = list(processed["input_ids"])
+    labels = [t if m else IGNORE_INDEX for t, m in zip(ids, processed["assistant_masks"])]
+    if max_length is not None:
+        ids, labels = ids[:max_length], labels[:max_length]
+    return {"input_ids": ids, "labels": labels}
+
+
+def assistant_token_loss(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, rows: Any, *,
+                         max_length: int | None = None, batch_size: int = 4) -> dict[str, float]:
+    """Mean next-token loss over the assistant tokens of ``rows`` (the trained tokens only).
+
+    Returns ``{"loss": nats per assistant token, "tokens": count, "trajectories": count}``; the mean
+    is over all tokens of all rows (not a mean of per-row means).
+    """
+    import torch
+
+    rows = load_trajectories(rows)
+    template = training_chat_template(tokenizer)
+    encoded = [tokenize_trajectory(tokenizer, r["messages"], row_tools(r), chat_template=template,
+                                   max_length=max_length) for r in rows]
+    encoded = [e for e in encoded if any(label != IGNORE_INDEX for label in e["labels"][1:])]
+    if not encoded:
+        raise ValueError("no trajectory has assistant tokens within max_length")
+    device = next(model.parameters()).device
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    total, count = 0.0, 0
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            for start in range(0, len(encoded), batch_size):
+                chunk = encoded[start:start + batch_size]
+                width = max(len(e["input_ids"]) for e in chunk)
+                ids = torch.full((len(chunk), width), pad, dtype=torch.long)
+                labels = torch.full((len(chunk), width), IGNORE_INDEX, dtype=torch.long)
+                mask = torch.zeros((len(chunk), width), dtype=torch.long)
+                for i, e in enumerate(chunk):
+                    n = len(e["input_ids"])
+                    ids[i, :n], labels[i, :n], mask[i, :n] = (torch.tensor(e["input_ids"]),
+                                                              torch.tensor(e["labels"]), 1)
+                logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.float()
+                target = labels[:, 1:].to(device)
+                nll = torch.nn.functional.cross_entropy(logits[:, :-1].transpose(1, 2), target,
+                                                        ignore_index=IGNORE_INDEX, reduction="sum")
+                total += nll.item()
+                count += int((target != IGNORE_INDEX).sum())
+    finally:
+        model.train(was_training)
+    return {"loss": total / count, "tokens": count, "trajectories": len(encoded)}
+
+
+# ---------------------------------------------------------------------------------------------
+# Training
+# ---------------------------------------------------------------------------------------------
+def _drop_overlong(dataset: Dataset, tokenizer, max_length: int) -> tuple[Dataset, int]:
+    template = training_chat_template(tokenizer)
+    keep = [i for i, row in enumerate(dataset)
+            if len(tokenize_trajectory(tokenizer, row["messages"], row["tools"], chat_template=template)["input_ids"])
+            <= max_length]
+    return dataset.select(keep), len(dataset) - len(keep)
+
+
+class SeraSFTTrainer(SFTTrainer):
+    """TRL's ``SFTTrainer``; with ``loss_impl="model"`` the loss is the model's own (full logits), else TRL's."""
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        if getattr(self.args, "loss_impl", "fused") == "model":
+            from transformers import Trainer
+
+            # Labels already hold -100 outside assistant turns; the model shifts them itself.
+            return Trainer.compute_loss(self, model, inputs, return_outputs=return_outputs,
+                                        num_items_in_batch=num_items_in_batch)
+        return super().compute_loss(model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)
+
+
+def build_sft_trainer(model: Any, tokenizer: PreTrainedTokenizerBase, train: Any, config: SeraSFTConfig, *,
+                      eval_dataset: Any = None, callbacks: list | None = None) -> SeraSFTTrainer:
+    """TRL's ``SFTTrainer`` set up with SERA's recipe on ``train`` (any :func:`load_trajectories` source).
+
+    The trainer's ``sera_dropped_overlong`` attribute counts trajectories removed by ``overlong="drop"``.
+    """
+    if not isinstance(config, SeraSFTConfig):
+        raise TypeError(f"config must be a SeraSFTConfig, got {type(config).__name__}")
+    stages = config.sera_stages
+    train = train if _is_sft_dataset(train) else trajectories_to_dataset(train, stages=stages)
+    if eval_dataset is not None and not _is_sft_dataset(eval_dataset):
+        eval_dataset = trajectories_to_dataset(eval_dataset)
+    dropped = 0
+    if config.overlong == "drop":
+        train, dropped = _drop_overlong(train, tokenizer, config.max_length)
+        if len(train) == 0:
+            raise ValueError(f"every trajectory is longer than max_length={config.max_length} tokens and "
+                             "overlong='drop' removed them all; raise max_length or use overlong='truncate'")
+    trainer = SeraSFTTrainer(model=model, args=config, train_dataset=train, eval_dataset=eval_dataset,
+                             processing_class=tokenizer, peft_config=config.peft_config(), callbacks=callbacks)
+    if len(trainer.train_dataset) == 0:
+        raise ValueError(f"no trajectory has an assistant token within the first max_length={config.max_length} "
+                         "tokens (the system prompt, tool schemas and task fill it); raise max_length")
+    trainer.sera_dropped_overlong = dropped
+    return trainer
+
+
+def _is_sft_dataset(data: Any) -> bool:
+    return hasattr(data, "features") and "messages" in data.features and type(data.features["messages"]).__name__ \
+        == "List" and type(data.features["messages"].feature).__name__ == "Json"
+
+
+@dataclass
+class SeraTrainOutput:
+    """What :func:`train_sera` returns: the saved folder, the run's log history and counts."""
+
+    output_dir: Path
+    log_history: list[dict]
+    n_trajectories: int
+    dropped_overlong: int
+    global_step: int
+    train_loss: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"output_dir": str(self.output_dir), "n_trajectories": self.n_trajectories,
+                "dropped_overlong": self.dropped_overlong, "global_step": self.global_step,
+                "train_loss": self.train_loss, "log_history": self.log_history}
+
+
+def train_sera(data: Any, model: Any, output_dir: str | os.PathLike, *, config: SeraSFTConfig | None = None,
+               tokenizer: PreTrainedTokenizerBase | None = None, save: bool = True, **overrides: Any
+               ) -> SeraTrainOutput:
+    """Fine-tune ``model`` (a path, hub id or loaded model) on SERA trajectories and save it to ``output_dir``.
+
+    ``config`` defaults to ``SeraSFTConfig(output_dir=output_dir, **overrides)``. The result is saved with
+    ``save_pretrained`` (LoRA adapters merged unless ``merge_lora=False``) next to the tokenizer with
+    its original chat template, so ``from_pretrained(output_dir)`` and ``transformers serve`` load it.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if config is None:
+        config = SeraSFTConfig(output_dir=str(output_dir), **overrides)
+    elif overrides:
+        raise TypeError(f"pass either config or keyword overrides, not both (got {sorted(overrides)})")
+    if isinstance(model, (str, os.PathLike)):
+        if tokenizer is None:
+            tokenizer = AutoTokenizer.from_pretrained(model)
+        model = AutoModelForCausalLM.from_pretrained(model, dtype="auto")
+    elif tokenizer is None:
+        raise ValueError("pass the tokenizer with a loaded model (tokenizer=...)")
+    dataset = trajectories_to_dataset(data, stages=config.sera_stages)
+    trainer = build_sft_trainer(model, tokenizer, dataset, config)
+    result = trainer.train()
+    output_dir = Path(output_dir)
+    trained = trainer.model
+    if config.use_peft and config.merge_lora:
+        trained = trained.merge_and_unload()
+    if save:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        trained.save_pretrained(output_dir)
+        tokenizer.save_pretrained(output_dir)
+    loss = float(result.training_loss) if result.training_loss is not None else math.nan
+    return SeraTrainOutput(output_dir=output_dir, log_history=list(trainer.state.log_history),
+                           n_trajectories=len(trainer.train_dataset), dropped_overlong=trainer.sera_dropped_overlong,
+                           global_step=trainer.state.global_step, train_loss=loss)
+
+
+def main_train(args: Any) -> dict[str, Any]:
+    """``icml26 sera train --data DIR --model PATH --out DIR [--epochs --lr --lora --max-length --max-steps]``.
+
+    ``args`` has the attributes ``data``, ``model``, ``out``, ``epochs``, ``lr``, ``lora``, ``max_length`` and
+    ``max_steps`` (None or missing: the :class:`SeraSFTConfig` default). Writes the model, the tokenizer and
+    ``sera_train.json`` (counts, final loss, log history) into ``out``; returns that summary.
+    """
+    from icml26.utils import atomic_write_json
+
+    for name in ("data", "model", "out"):
+        if not getattr(args, name, None):
+            raise ValueError(f"--{name} is required")
+    overrides: dict[str, Any] = {}
+    for attr, key in (("epochs", "num_train_epochs"), ("lr", "learning_rate"), ("max_length", "max_length"),
+                      ("max_steps", "max_steps")):
+        value = getattr(args, attr, None)
+        if value is not None:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ValueError(f"--{attr.replace('_', '-')} must be a positive number, got {value!r}")
+            overrides[key] = value
+    if getattr(args, "lora", False):
+        overrides["use_peft"] = True
+    model = args.model
+    if isinstance(model, str) and not Path(model).exists() and model.startswith((".", "/", "~")):
+        raise FileNotFoundError(f"--model {model!r}: no such folder")
+    config = SeraSFTConfig(output_dir=str(args.out), save_strategy="no", logging_first_step=True, **overrides)
+    output = train_sera(args.data, model, args.out, config=config)
+    summary = output.to_dict()
+    logged = [e["loss"] for e in output.log_history if "loss" in e]
+    summary["final_loss"] = logged[-1] if logged else None
+    summary["config"] = {k: getattr(config, k) for k in (
+        "learning_rate", "lr_scheduler_type", "num_train_epochs", "max_steps", "max_length", "use_peft",
+        "assistant_only_loss", "per_device_train_batch_size", "gradient_accumulation_steps", "overlong")}
+    summary["config"]["lr_scheduler_type"] = str(getattr(config.lr_scheduler_type, "value", config.lr_scheduler_type))
+    atomic_write_json(Path(args.out) / "sera_train.json", _jsonable(summary))
+    return summary
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
