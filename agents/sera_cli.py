@@ -8,39 +8,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
+from icml26.argtypes import non_negative_float, number, positive_float, positive_int
 
 
-def _non_negative(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative number, got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = _non_negative(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("expected a positive number, got 0")
-    return value
-
-
-def _threshold(text: str) -> float:
-    value = _non_negative(text)
-    if value > 1:
-        raise argparse.ArgumentTypeError(f"expected a threshold in [0, 1] (1 = hard verification), got {value}")
-    return value
+_threshold = number(float, "a threshold in [0, 1] (1 = hard verification)", lambda v: 0 <= v <= 1)
 
 
 def _q(text: str):
@@ -57,10 +28,10 @@ def _q(text: str):
 def _add_filter_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threshold", type=_threshold, default=0.5,
                    help="soft-verification threshold on patch recall: 1 = hard, 0 = none (default 0.5)")
-    p.add_argument("--max-changed-lines", type=_positive_int, default=40, help="drop longer patches (40)")
-    p.add_argument("--max-avg-tool-tokens", type=_positive_float, default=600,
+    p.add_argument("--max-changed-lines", type=positive_int, default=40, help="drop longer patches (40)")
+    p.add_argument("--max-avg-tool-tokens", type=positive_float, default=600,
                    help="drop trajectories whose tool responses average more tokens (600)")
-    p.add_argument("--max-trajectory-tokens", type=_positive_int, default=32768,
+    p.add_argument("--max-trajectory-tokens", type=positive_int, default=32768,
                    help="token budget of a trajectory (32768)")
     p.add_argument("--no-truncate", dest="truncate", action="store_false",
                    help="drop over-budget trajectories instead of truncating them at a message boundary")
@@ -81,19 +52,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--api-key", help="API key for the server (default: none)")
     p.add_argument("--out", required=True, help="output folder: ledger.jsonl, dataset/, trajectories.jsonl, "
                                                 "summary.json; rerunning resumes")
-    p.add_argument("--workers", type=_positive_int, default=1, help="instances in parallel (default 1)")
-    p.add_argument("--limit", type=_positive_int, help="number of instances (default: one per seed function)")
+    p.add_argument("--workers", type=positive_int, default=1, help="instances in parallel (default 1)")
+    p.add_argument("--limit", type=positive_int, help="number of instances (default: one per seed function)")
     p.add_argument("--seed", type=int, default=0, help="seed of the instance plan and the scripted teacher (0)")
-    p.add_argument("--insts-per-fn", type=_positive_int, default=1, help="instances per seed function (1)")
-    p.add_argument("--max-steps", type=_positive_int, default=115, help="agent steps per rollout (115)")
-    p.add_argument("--temperature", type=_non_negative, default=0.6, help="sampling temperature (0.6)")
-    p.add_argument("--max-new-tokens", type=_positive_int, help="completion tokens per model call")
+    p.add_argument("--insts-per-fn", type=positive_int, default=1, help="instances per seed function (1)")
+    p.add_argument("--max-steps", type=positive_int, default=115, help="agent steps per rollout (115)")
+    p.add_argument("--temperature", type=non_negative_float, default=0.6, help="sampling temperature (0.6)")
+    p.add_argument("--max-new-tokens", type=positive_int, help="completion tokens per model call")
     p.add_argument("--demonstrations", metavar="PATH",
                    help="style demonstrations: a folder of .txt/.md issues or a .json/.jsonl file (default: bundled)")
     p.add_argument("--no-judge", dest="judge", action="store_false", help="skip the patch-validity judge call")
     p.add_argument("--no-dedupe", dest="dedupe", action="store_false", help="keep duplicate first-rollout patches")
-    p.add_argument("--exec-timeout", type=_positive_float, default=300.0, help="seconds per command (300)")
-    p.add_argument("--memory-mb", type=_positive_int, default=2048, help="memory limit per command in MB (2048)")
+    p.add_argument("--exec-timeout", type=positive_float, default=300.0, help="seconds per command (300)")
+    p.add_argument("--memory-mb", type=positive_int, default=2048, help="memory limit per command in MB (2048)")
     p.add_argument("--allow-unisolated", action="store_true",
                    help="run commands without network/filesystem isolation where namespaces are unavailable")
     p.add_argument("--teacher-q", type=_q, default=0.8,
@@ -110,11 +81,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--data", required=True, help="a generate output folder, a trajectories .jsonl or a saved dataset")
     p.add_argument("--model", required=True, help="model folder or name to fine-tune")
     p.add_argument("--out", required=True, help="output folder for the fine-tuned model")
-    p.add_argument("--epochs", type=_positive_float, help="training epochs (default: the recipe's, 3)")
-    p.add_argument("--lr", type=_positive_float, help="learning rate (default: the recipe's, 1e-5)")
+    p.add_argument("--epochs", type=positive_float, help="training epochs (default: the recipe's, 3)")
+    p.add_argument("--lr", type=positive_float, help="learning rate (default: the recipe's, 1e-5)")
     p.add_argument("--lora", action="store_true", help="train LoRA adapters instead of all weights")
-    p.add_argument("--max-length", type=_positive_int, help="sequence length (default: the recipe's, 32768)")
-    p.add_argument("--max-steps", type=_positive_int, help="stop after this many optimizer steps")
+    p.add_argument("--max-length", type=positive_int, help="sequence length (default: the recipe's, 32768)")
+    p.add_argument("--max-steps", type=positive_int, help="stop after this many optimizer steps")
 
 
 def _filters(args):

@@ -8,11 +8,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
-import os
 import sys
 from typing import Sequence
 
 from . import __version__
+from .argtypes import positive_int
 
 
 class _Parser(argparse.ArgumentParser):
@@ -20,16 +20,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str):  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
 
 
 def _device(text: str) -> str:
@@ -46,7 +36,7 @@ def _add_run_options(p: argparse.ArgumentParser, kind: str) -> None:
     mode.add_argument("--full", dest="mode", action="store_const", const="full",
                       help="settings closer to the paper (much longer)")
     p.set_defaults(mode="quick")
-    p.add_argument("--seeds", type=_positive_int, metavar="N",
+    p.add_argument("--seeds", type=positive_int, metavar="N",
                    help="run seeds 0..N-1 (default: 1 in quick mode, 3 in full mode)")
     p.add_argument("--out", metavar="DIR",
                    help=f"run folder (default: runs/{'' if kind == 'experiment' else 'bench-'}<timestamp>/)")

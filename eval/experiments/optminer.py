@@ -149,9 +149,10 @@ def _figure(metrics: dict, toy: list[dict]):
     return fig
 
 
-def run_experiment(config, *, n_instances: int | None = None, toy: bool = True, bench_folder=None):
+def run_experiment(config, *, n_instances: int | None = None, toy: bool | None = None, bench_folder=None):
     """The experiment with its sizes exposed: ``n_instances`` (default 200 quick / 500 full), ``toy``
-    (run claim 3's R-GRPO toy training), ``bench_folder`` (default: ``$ICML26_OPTBENCH``)."""
+    (run claim 3's R-GRPO toy training; default: in full mode only, since its SFT + GRPO recipe takes
+    far longer than a quick run's minute on CPU), ``bench_folder`` (default: ``$ICML26_OPTBENCH``)."""
     import os
 
     from icml26.agents.optminer.bench import ENV_FOLDER, bench_folder as resolve_folder
@@ -186,6 +187,11 @@ def run_experiment(config, *, n_instances: int | None = None, toy: bool = True, 
     tables = {"harness": []}
     # 3. R-GRPO toy
     toy_rows = []
+    if toy is None:
+        toy = not config.quick
+        if not toy:
+            notes.append("Claim 3 (R-GRPO toy) runs with --full only: its SFT cold start and 30 GRPO steps with the "
+                         "search tool take tens of minutes on 2 CPU cores.")
     if toy:
         try:
             from icml26.eval.optminer_toy import run_toy

@@ -1,0 +1,76 @@
+"""The R-GRPO toy task (icml26.eval.optminer_toy): fogged constants, BM25 retrieval, the SFT -> R-GRPO pipeline."""
+
+import random
+import statistics
+
+import pytest
+
+from icml26.eval.optminer_toy import (
+    MODES, ToyRecipe, make_tasks, make_toy_search, make_toy_world, run_toy, scripted_trajectory, toy_prompt,
+)
+
+
+@pytest.fixture(scope="module")
+def world():
+    from icml26.agents.optminer.retrieval import BM25Corpus
+
+    documents, capacities = make_toy_world(0, n_plants=60)
+    return documents, capacities, make_toy_search(BM25Corpus(documents, k=3))
+
+
+def test_constant_is_fogged_out_of_the_question_and_only_in_its_document(world):
+    documents, capacities, _ = world
+    tasks = make_tasks(capacities, sorted(capacities), random.Random(0), 60)
+    for task in tasks:
+        assert task.answer == task.capacity * task.shifts
+        assert f"makes {task.capacity} units" not in task.question and str(task.capacity) not in task.question
+        holders = [d for d in documents if f"Plant {task.plant} makes {task.capacity} units" in d.text]
+        assert [d.id for d in holders] == [task.gold_doc.strip("[]")]
+
+
+def test_bm25_finds_the_fogged_document_first(world):
+    documents, capacities, search = world
+    hits = [search(f"capacity of plant {p}").startswith(f"Document 1: [{p}-cap]") for p in capacities]
+    assert sum(hits) / len(hits) >= 0.9
+    assert make_toy_search(None)("capacity of plant K7") == "No document matched the query."
+
+
+def test_scripted_trajectory_renders_with_the_tool_template(world, tmp_path):
+    from transformers import AutoTokenizer
+
+    from icml26.tiny import build_tiny_model
+
+    _, capacities, search = world
+    task = make_tasks(capacities, sorted(capacities)[:1], random.Random(0), 1)[0]
+    messages = scripted_trajectory(task, search)
+    assert messages[:2] == toy_prompt(task)
+    tokenizer = AutoTokenizer.from_pretrained(build_tiny_model("qwen3", max_position_embeddings=1024))
+    text = tokenizer.apply_chat_template(messages, tools=[search], tokenize=False)
+    assert "<tool_call>" in text and "<tool_response>" in text and task.gold_doc in text
+    assert text.rstrip().endswith(f"<answer>{int(task.answer)}</answer><|im_end|>")
+
+
+def test_bad_mode_is_rejected():
+    with pytest.raises(ValueError, match="mode must be one of"):
+        run_toy(0, mode="medium")
+    assert set(MODES) == {"quick", "full"}
+
+
+def test_run_toy_end_to_end_tiny_recipe(tmp_path):
+    """SFT for a few steps, one real R-GRPO step (transformers generation, the search tool), three evaluations."""
+    recipe = ToyRecipe(n_plants=24, n_eval=4, n_sft=8, sft_steps=2, sft_batch=4, grpo_steps=1,
+                       grpo_prompts_per_step=1)
+    out = run_toy(0, recipe=recipe, output_dir=str(tmp_path))
+    for key in ("reward_sft", "reward_rgrpo", "reward_notool", "reward_sft_notool", "tool_rate_sft",
+                "tool_rate_rgrpo", "masked_fraction"):
+        assert 0.0 <= out[key] <= 1.0, key
+    assert len(out["reward_curve"]) == 1 and out["seconds"] > 0
+
+
+@pytest.mark.slow
+def test_toy_claim_over_three_seeds():
+    """Spec check 6: R-GRPO beats SFT alone by 0.1 and the tool-disabled ablation scores lower (median of 3 seeds)."""
+    runs = [run_toy(seed) for seed in (0, 1, 2)]
+    gain = statistics.median(r["reward_rgrpo"] - r["reward_sft"] for r in runs)
+    gap = statistics.median(r["reward_rgrpo"] - r["reward_notool"] for r in runs)
+    assert gain >= 0.1 and gap > 0
