@@ -39,7 +39,7 @@ PAPERS: tuple[Paper, ...] = (
            "eval/imts.py"), "icml26 reproduce tfmixer; icml26 bench nudft", status="working"),
     Paper("r2g", "R2G",
           "Repel-to-Grokking (R2G) loss (exact ICML title not public)",
-          ("training/r2g.py", "eval/grokking.py"), "icml26 reproduce r2g", status="partial"),
+          ("training/r2g.py", "eval/grokking.py"), "icml26 reproduce r2g", status="working"),
     Paper("sera", "SERA",
           "SERA: Soft-Verified Efficient Repository Agents",
           ("agents/backends.py", "agents/sandbox.py", "agents/loop.py", "agents/sera.py", "training/sera.py"),
