@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 from icml26.training.sera import row_tools, assistant_token_loss, load_trajectories, template_messages, tool_names
 
-__all__ = ["assistant_token_loss", "heldout_prompts", "tool_call_validity"]
+__all__ = ["assistant_token_loss", "heldout_prompts", "reply_tokens", "tool_call_validity"]
 
 
 def heldout_prompts(rows: Any, *, n: int | None = 20, tokenizer: Any = None, max_prompt_tokens: int | None = None,
@@ -54,6 +54,22 @@ def heldout_prompts(rows: Any, *, n: int | None = 20, tokenizer: Any = None, max
     return ordered if n is None else ordered[:n]
 
 
+def reply_tokens(tokenizer: Any, message: dict) -> int:
+    """Tokens of an assistant ``message`` as the student should emit it: its text, then each call in a
+    ``<tool_call>`` block (the hermes format of the chat template), without the end-of-turn token."""
+    import json
+
+    text = message.get("content") or ""
+    for call in message.get("tool_calls") or ():
+        function = call.get("function", call)
+        arguments = function.get("arguments", {})
+        if isinstance(arguments, str):
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        text += "\n<tool_call>\n" + json.dumps({"name": function.get("name"), "arguments": arguments}) \
+            + "\n</tool_call>"
+    return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
 def _round_robin(lists: list[list[dict]]):
     depth = max((len(x) for x in lists), default=0)
     for d in range(depth):
@@ -70,12 +86,13 @@ def _prompt_length(tokenizer, prompt: dict) -> int:
 
 
 def tool_call_validity(model: Any, tokenizer: Any, prompts: Sequence[dict], *, max_new_tokens: int = 160,
-                       batch_size: int = 8, keep_examples: int = 5) -> dict[str, Any]:
+                       batch_size: int = 8, keep_examples: int = 5, stop_at_call_end: bool = True) -> dict[str, Any]:
     """Share of prompts whose greedy reply holds a well-formed call to one of the offered tools.
 
     A reply counts when :func:`~icml26.agents.toolcalls.parse_tool_calls` finds at least one call and
     every call is usable (``ToolCall.ok``: a name and JSON-object arguments) and names a tool of the
-    prompt. Returns ``{"rate", "valid", "n", "with_tool_call_tag", "name_counts", "examples"}``.
+    prompt. Decoding stops at ``<|im_end|>`` and, with ``stop_at_call_end``, after the first
+    ``</tool_call>`` (one call per turn, as SWE-agent runs them), so only that call is judged. Returns ``{"rate", "valid", "n", "with_tool_call_tag", "name_counts", "examples"}``.
     """
     import torch
 
@@ -85,9 +102,12 @@ def tool_call_validity(model: Any, tokenizer: Any, prompts: Sequence[dict], *, m
         raise ValueError("no prompts to decode")
     device = next(model.parameters()).device
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    eos = tokenizer.convert_tokens_to_ids("<|im_end|>") if "<|im_end|>" in tokenizer.get_vocab() else None
-    eos = eos if eos is not None else tokenizer.eos_token_id
-    valid, tagged, names, examples = 0, 0, {}, []
+    vocab = tokenizer.get_vocab()
+    # Decoding stops at the end of the turn or at the end of the first call (SWE-agent runs one call per turn).
+    eos = [vocab[t] for t in ("<|im_end|>", "</tool_call>" if stop_at_call_end else None) if t in vocab]
+    if not eos and tokenizer.eos_token_id is not None:
+        eos = [tokenizer.eos_token_id]
+    valid, tagged, names, examples, lengths = 0, 0, {}, [], []
     was_training = model.training
     model.eval()
     try:
@@ -114,7 +134,8 @@ def tool_call_validity(model: Any, tokenizer: Any, prompts: Sequence[dict], *, m
                     names[str(c.name)] = names.get(str(c.name), 0) + 1
                 if len(examples) < keep_examples:
                     examples.append({"id": prompt["id"], "turn": prompt["turn"], "valid": ok, "text": text[:400]})
+                lengths.append(len(row) - row.count(pad))
     finally:
         model.train(was_training)
     return {"rate": valid / len(prompts), "valid": valid, "n": len(prompts), "with_tool_call_tag": tagged,
-            "name_counts": names, "examples": examples}
+            "name_counts": names, "examples": examples, "mean_new_tokens": sum(lengths) / len(lengths)}

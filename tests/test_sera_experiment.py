@@ -46,8 +46,10 @@ class _Scripted(torch.nn.Module):
         self.replies = [tokenizer(r, add_special_tokens=False)["input_ids"] for r in replies]
         self.end = tokenizer.convert_tokens_to_ids("<|im_end|>")
         self.calls = 0
+        self.kwargs = {}
 
     def generate(self, input_ids, attention_mask, max_new_tokens, **kw):
+        self.kwargs = kw
         out = []
         for row in input_ids:
             reply = (self.replies[self.calls] + [self.end])[:max_new_tokens]
@@ -73,8 +75,31 @@ def test_tool_call_validity_counts_only_well_formed_calls_to_offered_tools():
     result = tool_call_validity(_Scripted(tokenizer, replies), tokenizer, prompts, max_new_tokens=64, batch_size=2)
     assert (result["valid"], result["n"], result["rate"]) == (2, 5, 0.4)
     assert result["with_tool_call_tag"] == 4 and result["name_counts"]["python"] == 1
+    # decoding stops at the end of the turn and after the first call
+    model = _Scripted(tokenizer, replies * 2)
+    tool_call_validity(model, tokenizer, prompts, max_new_tokens=64)
+    assert set(model.kwargs["eos_token_id"]) == set(tokenizer.convert_tokens_to_ids(["<|im_end|>", "</tool_call>"]))
+    tool_call_validity(model, tokenizer, prompts[:1], max_new_tokens=64, stop_at_call_end=False)
+    assert model.kwargs["eos_token_id"] == [tokenizer.convert_tokens_to_ids("<|im_end|>")]
     with pytest.raises(ValueError, match="no prompts"):
         tool_call_validity(_Scripted(tokenizer, []), tokenizer, [])
+
+
+def test_reply_tokens_counts_the_reply_as_the_template_renders_it():
+    from transformers import AutoTokenizer
+
+    from icml26.eval.sera_eval import reply_tokens
+    from icml26.tiny import build_tiny_model
+
+    tokenizer = AutoTokenizer.from_pretrained(build_tiny_model("qwen3", max_position_embeddings=1024))
+    prompt = heldout_prompts([_row(0, turns=1)], n=None)[0]
+    full = tokenizer.apply_chat_template(prompt["messages"] + [prompt["reference"]], tools=prompt["tools"],
+                                         tokenize=True, return_dict=True)["input_ids"]
+    head = tokenizer.apply_chat_template(prompt["messages"], tools=prompt["tools"], add_generation_prompt=True,
+                                         tokenize=True, return_dict=True)["input_ids"]
+    # the rendered turn is the reply plus <|im_end|> and a newline
+    assert reply_tokens(tokenizer, prompt["reference"]) == len(full) - len(head) - 2
+    assert reply_tokens(tokenizer, _row(0)["messages"][2]) == reply_tokens(tokenizer, prompt["reference"])
 
 
 def test_split_by_instance_keeps_both_rollouts_together():
@@ -136,11 +161,13 @@ def test_experiment_end_to_end_reduced(tmp_path):
 
 @pytest.mark.slow
 def test_quick_experiment(tmp_path):
-    """The quick run (7-8 minutes on 2 busy cores): claims 1 and 3 hold. Claim 2 (>= 80% valid calls after
-    SFT) is not reached by the quick student and is reported, not asserted."""
+    """The quick run (2.5-3 minutes on 2 cores): claims 1 and 3 hold. Claim 2 (>= 80% valid calls after
+    SFT) is not reached by the quick student (33-61% at seed 0) and is reported, not asserted; the student must
+    at least make some valid calls."""
     from icml26.eval.experiments.sera import run
     from icml26.runner import RunConfig
 
     result = run(RunConfig(mode="quick", seeds=(0,), out_dir=tmp_path, device="cpu"))
     _check_result(result, all_claims=False)
     assert result.claims[0].holds and result.claims[5].holds, [c.to_dict() for c in result.claims]
+    assert result.metrics["validity_after"] >= 0.15, result.tables["replies_after_sft"]
