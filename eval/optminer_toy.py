@@ -176,6 +176,14 @@ def make_toy_search(corpus, k: int = 3) -> Callable[[str], str]:
     return search
 
 
+def _quiet(trainer):
+    """Drop the callback that prints every log dict (the caller reads ``state.log_history``)."""
+    from transformers.trainer_callback import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)
+    return trainer
+
+
 def run_toy(seed: int, mode: str = "quick", device: str = "cpu", *, recipe: ToyRecipe | None = None,
             output_dir: str | None = None) -> dict[str, Any]:
     """SFT cold start, then R-GRPO with the search tool, on the fogged toy task; rewards on 50 held-out tasks.
@@ -234,7 +242,7 @@ def run_toy(seed: int, mode: str = "quick", device: str = "cpu", *, recipe: ToyR
                          per_device_train_batch_size=recipe.sft_batch, assistant_only_loss=True,
                          lr_scheduler_type="constant", warmup_steps=0, logging_steps=10, max_length=1024,
                          **common)
-    SFTTrainer(model=model, args=sft_args, train_dataset=sft_data, processing_class=tokenizer).train()
+    _quiet(SFTTrainer(model=model, args=sft_args, train_dataset=sft_data, processing_class=tokenizer)).train()
 
     max_len = recipe.max_completion_length
     sft_eval = evaluate_policy(model, tokenizer, eval_tasks, [search], reward, max_len)
@@ -252,6 +260,7 @@ def run_toy(seed: int, mode: str = "quick", device: str = "cpu", *, recipe: ToyR
                           generation_backend="transformers" if use_cpu else "auto")
     trainer = RGRPOTrainer(model=model, args=rl_args, train_dataset=rl_data, processing_class=tokenizer,
                            tools=[search])
+    _quiet(trainer)
     trainer.train()
     history = [h for h in trainer.state.log_history if "reward" in h]
     curve = [float(h["reward"]) for h in history]

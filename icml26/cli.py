@@ -138,12 +138,16 @@ def _cmd_run(args: argparse.Namespace, kind: str, argv: Sequence[str]) -> int:
     # `kill` (SIGTERM) ends a run like Ctrl-C: the report is closed as interrupted, not left running.
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _raise_interrupt) if in_main_thread else None
+    # A shell that starts a job in the background makes it ignore SIGINT, and Python keeps an
+    # inherited "ignore": restore Ctrl-C / `kill -INT` so they close the report as interrupted too.
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler) if in_main_thread else None
     try:
         outcome = run_all(kind, selected, mode=args.mode, seeds=seeds, run_dir=run_dir, device=args.device,
                           command="icml26 " + " ".join(argv), progress=args.progress)
     finally:
         if in_main_thread:
             signal.signal(signal.SIGTERM, previous)
+            signal.signal(signal.SIGINT, previous_int)
     print(f"\nreport: {run_dir / 'report.md'}\nresults: {run_dir / 'results.json'}")
     if outcome.interrupted:
         print("icml26: interrupted; the report holds what finished", file=sys.stderr)

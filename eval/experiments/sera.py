@@ -213,6 +213,10 @@ def run_experiment(config, *, n_a: int | None = None, n_b: int | None = None, he
         dataloader_pin_memory=device.type != "cpu")
     start = time.perf_counter()
     trainer = build_sft_trainer(model, tokenizer, train_a, sft)
+    # The run's own progress bar is the report's; the loss curve is read from log_history, not printed.
+    from transformers.trainer_callback import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)
     trainer.train()
     timings["train_s"] = time.perf_counter() - start
     model = trainer.model
