@@ -32,6 +32,8 @@ import re
 from .sera_edits import EditSpec, apply_edit, parse_fact, parse_function, plan_edit
 from .sera_prompts import extract_pr_description
 
+_SCRATCH_PATH = re.compile(r"\S*icml26-sandbox-[^/\s]+/repo")
+
 MAX_VIEW_LINES = 80
 OUTLINE_MARK = "(class|def|async def) "
 
@@ -159,6 +161,9 @@ class ScriptedTeacher:
     # -- helpers ------------------------------------------------------------------------------------
 
     def _rng(self, text: str, salt: str = "") -> random.Random:
+        # The task names the sandbox's scratch folder, whose name is random: leave it out of the seed,
+        # so the same instance draws the same edit in every run.
+        text = _SCRATCH_PATH.sub("<repo>", text)
         return random.Random(f"{self.seed}|{salt}|{hashlib.sha256(text.encode()).hexdigest()}")
 
     @staticmethod

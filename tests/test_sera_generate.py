@@ -217,6 +217,17 @@ def test_generate_end_to_end(tmp_path, package_repo):
     assert hard.kept["T2"] == sum(r == 1.0 for r in recalls) <= summary.kept["T2"]
 
 
+def test_same_seed_gives_the_same_trajectories(tmp_path, package_repo):
+    # The sandbox's scratch folder has a random name that appears in every task: it must not leak
+    # into the scripted teacher's choices.
+    kept = []
+    for run in ("a", "b"):
+        generate(package_repo, ScriptedTeacher(seed=3, q=(0.2, 1.0)), tmp_path / run, limit=4, progress=False)
+        rows = [json.loads(l) for l in (tmp_path / run / "trajectories.jsonl").read_text().splitlines()]
+        kept.append(sorted((r["id"], r["recall"], r["patch"]) for r in rows))
+    assert kept[0] == kept[1] and kept[0]
+
+
 def test_recall_follows_the_teacher_noise(tmp_path, package_repo):
     exact = generate(package_repo, ScriptedTeacher(q=1.0), tmp_path / "a", limit=2, progress=False, judge=False)
     assert [i["recall"] for i in exact.instances if i["status"] == "done"] == [1.0] * 2
