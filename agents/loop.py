@@ -73,7 +73,7 @@ class Trajectory:
 def run_agent(backend: ChatBackend, sandbox: Sandbox, task: str, *, system_prompt: str | None = None,
               tools: list[dict] | None = None, max_steps: int = 30, sampling: dict | None = None,
               executor: ToolExecutor | None = None, no_tool_call_retries: int = 0,
-              max_observation_chars: int | None = None) -> Trajectory:
+              max_observation_chars: int | None = None, review_submit: bool = False) -> Trajectory:
     """Let ``backend`` work on ``task`` in ``sandbox`` until it submits or runs out of steps.
 
     A step is one backend call. Every tool call is answered by a ``tool`` message (malformed calls
@@ -81,13 +81,17 @@ def run_agent(backend: ChatBackend, sandbox: Sandbox, task: str, *, system_promp
     call ends the run (``"no_tool_call"``) unless ``no_tool_call_retries`` reminders are allowed.
     A :class:`BackendError` ends it with ``"backend_error"`` and the message in ``error``.
     The patch is the sandbox's diff at the end.
+
+    ``review_submit`` turns on SWE-agent's submit review (see :class:`ToolExecutor`): the first
+    ``submit`` shows the diff and asks for a cleanup, the second one ends the run. It only applies
+    to the executor built here; a given ``executor`` keeps its own setting.
     """
     if not isinstance(task, str) or not task.strip():
         raise ValueError("task must be a non-empty string")
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
         raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}")
     tools = default_tools() if tools is None else list(tools)
-    executor = executor if executor is not None else ToolExecutor(sandbox, tools=tools)
+    executor = executor if executor is not None else ToolExecutor(sandbox, tools=tools, review_submit=review_submit)
     messages: list[dict] = [{"role": "system", "content": system_prompt or DEFAULT_SYSTEM_PROMPT},
                             {"role": "user", "content": task}]
     usage = Usage()

@@ -3,10 +3,13 @@
 For each seed function of the repository (:func:`find_seed_functions`):
 
 1. **rollout 1**: the teacher gets a SWE-agent style instruction whose issue is a vague template
-   naming the function, its file and a category; it works in a fresh sandbox and submits patch P1;
+   naming the function, its file and a category; it works in a fresh sandbox and submits patch P1
+   (SWE-agent's submit review: the first ``submit`` shows the diff and asks to rerun and remove the
+   reproduction script, the second one submits);
 2. **synthetic issue**: the teacher turns its own fix steps and P1 into an issue written in the
    style of a demonstration (without explaining the fix or mentioning tests); a judge call asks
-   whether P1 is a valid fix for the vague task; duplicate P1s are dropped;
+   whether P1 is a valid fix for the vague task; duplicate P1s are dropped (the instance with the
+   lowest index keeps one, whatever the number of workers);
 3. **rollout 2**: from the synthetic issue alone, on a clean copy, the teacher produces P2;
 4. **soft verification**: recall of P1's changed lines in P2 (:func:`patch_recall`); T2 is kept
    when recall >= threshold;
@@ -120,10 +123,16 @@ def _usage(usage) -> dict:
 
 def run_instance(inst: Instance, repo: Path, backend, *, demonstrations: Sequence[str], templates=VAGUE_TEMPLATES,
                  max_steps: int = 115, sampling: dict | None = None, judge: bool = True, sandbox_kwargs=None,
-                 claim_patch=None) -> dict:
+                 claim_patch=None, review_submit: bool = True) -> dict:
     """Run one instance end to end and return its ledger record (never raises for the model's mistakes).
 
-    ``claim_patch(p1) -> bool`` returns False when an identical P1 was already seen (a duplicate).
+    ``review_submit`` (default on, as in SERA's SWE-agent configuration): the first ``submit`` of
+    each rollout answers with the diff and a cleanup request, the second one submits; P1 and P2 are
+    the diffs at the final submit.
+
+    ``claim_patch(p1) -> bool`` returns False when an identical P1 was already seen (a duplicate);
+    the answer is kept as ``p1_claimed`` (None when there was no check), which tells the export that
+    the instance took part in the duplicate check (see ``resolve_duplicates`` in ``sera_export``).
     """
     from .backends import BackendError
     from .loop import run_agent
@@ -135,13 +144,14 @@ def run_instance(inst: Instance, repo: Path, backend, *, demonstrations: Sequenc
     record = {"id": inst.id, "index": inst.index, "function": inst.function, "file": inst.file,
               "category": inst.category, "template": inst.template, "demo": inst.demo, "repo": inst.repo,
               "status": "error", "error": None, "t1": None, "t2": None, "synthetic_pr": None, "judge_ok": None,
-              "duplicate": False, "recall": None, "usage": {}, "seconds": None}
+              "duplicate": False, "p1_claimed": None, "recall": None, "usage": {}, "seconds": None}
     start = time.monotonic()
     issue = render_vague_issue(templates[inst.template], inst.function, inst.file)
     try:
         with Sandbox(repo, **sandbox_kwargs) as sandbox:
             t1 = run_agent(backend, sandbox, render_instruction(issue, str(sandbox.root)), system_prompt=SYSTEM_PROMPT,
-                           tools=default_tools(), max_steps=max_steps, sampling=sampling)
+                           tools=default_tools(), max_steps=max_steps, sampling=sampling,
+                           review_submit=review_submit)
         record["t1"], record["usage"]["T1"] = t1.to_dict(), _usage(t1.usage)
         if t1.exit_reason == "backend_error":
             record["error"] = f"rollout 1: {t1.error}"
@@ -149,9 +159,11 @@ def run_instance(inst: Instance, repo: Path, backend, *, demonstrations: Sequenc
         if not changed_lines(t1.patch):
             record["status"] = "empty_p1"
             return record
-        if claim_patch is not None and not claim_patch(t1.patch):
-            record["status"], record["duplicate"] = "duplicate", True
-            return record
+        if claim_patch is not None:
+            record["p1_claimed"] = bool(claim_patch(t1.patch))
+            if not record["p1_claimed"]:
+                record["status"], record["duplicate"] = "duplicate", True
+                return record
         demo = demonstrations[inst.demo % len(demonstrations)]
         reply = backend.chat(render_pr_request(demo, issue, summarize_steps(t1.messages), t1.patch), None, **sampling)
         record["usage"]["pr"] = _usage(reply.usage)
@@ -168,7 +180,8 @@ def run_instance(inst: Instance, repo: Path, backend, *, demonstrations: Sequenc
             return record
         with Sandbox(repo, **sandbox_kwargs) as sandbox:
             t2 = run_agent(backend, sandbox, render_instruction(record["synthetic_pr"], str(sandbox.root)),
-                           system_prompt=SYSTEM_PROMPT, tools=default_tools(), max_steps=max_steps, sampling=sampling)
+                           system_prompt=SYSTEM_PROMPT, tools=default_tools(), max_steps=max_steps, sampling=sampling,
+                           review_submit=review_submit)
         record["t2"], record["usage"]["T2"] = t2.to_dict(), _usage(t2.usage)
         if t2.exit_reason == "backend_error":
             record["error"] = f"rollout 2: {t2.error}"
@@ -206,7 +219,8 @@ def generate(repo: str | os.PathLike, backend: Any, out_dir: str | os.PathLike, 
              insts_per_fn: int = 1, max_steps: int = 115, sampling: dict | None = None, judge: bool = True,
              dedupe: bool = True, demonstrations: str | os.PathLike | Sequence[str] | None = None,
              filters: FilterConfig | None = None, tokenizer: Any = None, sandbox_kwargs: dict | None = None,
-             max_functions: int = 5000, teacher_q=0.8, progress: bool = True) -> GenerateSummary:
+             max_functions: int = 5000, teacher_q=0.8, progress: bool = True,
+             review_submit: bool = True) -> GenerateSummary:
     """Generate SERA trajectories from ``repo`` into ``out_dir``; resumes from ``out_dir/ledger.jsonl``.
 
     Args:
@@ -221,6 +235,11 @@ def generate(repo: str | os.PathLike, backend: Any, out_dir: str | os.PathLike, 
         filters / tokenizer: the filters and the tokenizer used to count tokens (default: words).
         sandbox_kwargs: for :class:`~icml26.agents.sandbox.Sandbox` (time_limit, memory_limit_mb, ...).
         teacher_q: recall knob of the scripted teacher (only with ``backend="scripted"``).
+        review_submit: SWE-agent's submit review in both rollouts (the first ``submit`` shows the diff
+            and asks to rerun and remove the reproduction script; the second one submits).
+
+    With ``dedupe``, of several instances whose P1 is identical the one with the lowest index keeps
+    it (the others become ``"duplicate"``), whatever the number of workers and the thread timing.
     """
     threshold = check_threshold(threshold)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
@@ -242,28 +261,23 @@ def generate(repo: str | os.PathLike, backend: Any, out_dir: str | os.PathLike, 
         ledger = Ledger(out / "ledger.jsonl")
         ledger.repair()
         done = ledger.records()
-        seen = {hashlib.sha256(r["t1"]["patch"].encode()).hexdigest() for r in done.values()
-                if r.get("t1") and r["status"] not in ("error", "duplicate", "empty_p1")}
+        held: dict[str, int] = {}
+        for r in done.values():
+            if r.get("t1") and r["status"] not in ("error", "duplicate", "empty_p1"):
+                digest = _digest(r["t1"]["patch"])
+                held[digest] = min(held.get(digest, r["index"]), r["index"])
         todo = [i for i in instances if i.id not in done or done[i.id]["status"] == "error"]
-        seen_lock = threading.Lock()
-
-        def claim(patch: str) -> bool:
-            if not dedupe:
-                return True
-            digest = hashlib.sha256(patch.encode()).hexdigest()
-            with seen_lock:
-                if digest in seen:
-                    return False
-                seen.add(digest)
-                return True
+        claims = _FirstByIndex(held)
 
         def work(inst: Instance) -> dict:
+            claim = (lambda patch: claims.claim(inst.index, patch)) if dedupe else None
             return run_instance(inst, root, chat, demonstrations=demos, max_steps=max_steps, sampling=sampling,
-                                judge=judge, sandbox_kwargs=sandbox_kwargs, claim_patch=claim)
+                                judge=judge, sandbox_kwargs=sandbox_kwargs, claim_patch=claim,
+                                review_submit=review_submit)
 
         _run_pool(todo, work, ledger, workers=workers, progress=progress)
         extra = {"repo_path": str(root), "model": model or (backend if isinstance(backend, str) else type(chat).__name__),
-                 "seed": seed, "workers": workers, "limit": limit, "judge": judge,
+                 "seed": seed, "workers": workers, "limit": limit, "judge": judge, "review_submit": review_submit,
                  "filters": vars(filters or FilterConfig())}
         summary = export(out, threshold=threshold, filters=filters, tokenizer=tokenizer, planned=len(instances),
                          extra=extra)
@@ -271,6 +285,34 @@ def generate(repo: str | os.PathLike, backend: Any, out_dir: str | os.PathLike, 
         return summary
     finally:
         lock.release()
+
+
+def _digest(patch: str) -> str:
+    return hashlib.sha256(patch.encode()).hexdigest()
+
+
+class _FirstByIndex:
+    """The run-time duplicate-P1 check: an identical P1 belongs to the instance with the lowest index.
+
+    ``claim(index, patch)`` is False when a lower index already holds the same P1 (this instance is
+    a duplicate and stops). Otherwise it takes the P1, from a higher index too: threads finish
+    their first rollouts in any order, so a higher index may have claimed first and already gone
+    on; :func:`~icml26.agents.sera_export.resolve_duplicates` then shows that one as a duplicate at
+    export, so the result is the one-worker result whatever the timing, and no worker ever waits.
+    """
+
+    def __init__(self, held: dict[str, int]):
+        self._held = dict(held)
+        self._lock = threading.Lock()
+
+    def claim(self, index: int, patch: str) -> bool:
+        digest = _digest(patch)
+        with self._lock:
+            owner = self._held.get(digest)
+            if owner is not None and owner < index:
+                return False
+            self._held[digest] = index
+            return True
 
 
 def _run_pool(todo: list[Instance], work, ledger: Ledger, *, workers: int, progress: bool) -> None:

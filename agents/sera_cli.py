@@ -63,6 +63,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="style demonstrations: a folder of .txt/.md issues or a .json/.jsonl file (default: bundled)")
     p.add_argument("--no-judge", dest="judge", action="store_false", help="skip the patch-validity judge call")
     p.add_argument("--no-dedupe", dest="dedupe", action="store_false", help="keep duplicate first-rollout patches")
+    p.add_argument("--no-review-submit", dest="review_submit", action="store_false",
+                   help="finish at the first submit (default: SWE-agent's review step, submit twice)")
     p.add_argument("--exec-timeout", type=positive_float, default=300.0, help="seconds per command (300)")
     p.add_argument("--memory-mb", type=positive_int, default=2048, help="memory limit per command in MB (2048)")
     p.add_argument("--allow-unisolated", action="store_true",
@@ -145,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
                            demonstrations=args.demonstrations, filters=_filters(args), tokenizer=args.tokenizer,
                            sandbox_kwargs={"time_limit": args.exec_timeout, "memory_limit_mb": args.memory_mb,
                                            "allow_unisolated": args.allow_unisolated},
-                           teacher_q=args.teacher_q, progress=args.progress)
+                           teacher_q=args.teacher_q, progress=args.progress, review_submit=args.review_submit)
     except (RepoError, FileNotFoundError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     except RuntimeError as exc:

@@ -8,6 +8,7 @@ needs no new generation (:func:`export`), and a killed run loses only the instan
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -145,6 +146,43 @@ def _row(record: dict, stage: str, result, recall) -> dict:
             **usage, "truncation_ratio": result.truncation_ratio}
 
 
+_NOT_CLAIMING = ("error", "empty_p1")
+
+
+def resolve_duplicates(records: list[dict]) -> list[dict]:
+    """Ledger records with the duplicate-P1 rule applied: of identical P1s, the lowest index keeps it.
+
+    During generation worker threads reach the duplicate check in any order, and a lower index takes
+    an identical P1 over from a higher one that claimed it first (which may already have finished
+    its second rollout). Here each such superseded record is shown as a one-worker run would have
+    written it: status ``"duplicate"``, no synthetic issue, judge answer, second rollout or recall
+    (its token usage, really spent, stays). Only records that went through the check take part
+    (``p1_claimed`` not None: not runs with ``dedupe=False``); failed ones (``error``) never hold a P1.
+    """
+    def key(record):
+        t1 = record.get("t1") or {}
+        if (record.get("status") in _NOT_CLAIMING or record.get("p1_claimed", True) is None
+                or not changed_lines(t1.get("patch"))):
+            return None
+        return hashlib.sha256(t1["patch"].encode()).hexdigest()
+
+    owners: dict[str, tuple] = {}
+    for record in records:
+        digest = key(record)
+        if digest is not None:
+            rank = (record.get("index", 0), record["id"])
+            owners[digest] = min(owners.get(digest, rank), rank)
+    out = []
+    for record in records:
+        digest = key(record)
+        if digest is not None and record["status"] != "duplicate" \
+                and owners[digest] != (record.get("index", 0), record["id"]):
+            record = {**record, "status": "duplicate", "duplicate": True, "synthetic_pr": None, "judge_ok": None,
+                      "t2": None, "recall": None}
+        out.append(record)
+    return out
+
+
 def rows_from_records(records: list[dict], *, threshold: float, filters: FilterConfig | None = None,
                       count_tokens=None) -> tuple[list[dict], list[dict], Counter, Counter]:
     """Dataset rows (kept T1 and verified T2) and per-instance details, from ledger records.
@@ -254,12 +292,16 @@ def summarize(records: list[dict], details: list[dict], rows: list[dict], drops1
 
 def export(out_dir: str | os.PathLike, *, threshold: float = 0.5, filters: FilterConfig | None = None,
            tokenizer: Any = None, planned: int | None = None, extra: dict | None = None) -> GenerateSummary:
-    """(Re)build ``dataset/``, ``trajectories.jsonl`` and ``summary.json`` from ``out_dir/ledger.jsonl``."""
+    """(Re)build ``dataset/``, ``trajectories.jsonl`` and ``summary.json`` from ``out_dir/ledger.jsonl``.
+
+    Duplicate P1s are settled here (:func:`resolve_duplicates`), so the export does not depend on the
+    number of workers or on thread timing.
+    """
     out_dir = Path(out_dir)
     ledger = Ledger(out_dir / "ledger.jsonl")
     if not ledger.path.exists():
         raise FileNotFoundError(f"no ledger at {ledger.path} (run generate first)")
-    records = sorted(ledger.records().values(), key=lambda r: (r.get("index", 0), r["id"]))
+    records = resolve_duplicates(sorted(ledger.records().values(), key=lambda r: (r.get("index", 0), r["id"])))
     rows, details, drops1, drops2 = rows_from_records(records, threshold=threshold, filters=filters,
                                                       count_tokens=token_counter(tokenizer))
     rows.sort(key=lambda r: (r["id"]))

@@ -12,7 +12,10 @@ pipeline:
   alternative line), checks that the file compiles and submits. Otherwise it is a first rollout
   from a vague issue: it takes the function and file named in backticks, outlines and views the
   file, draws a seeded edit from the edit families (preferring those that suit the issue's wording),
-  says what the problem is, applies it with ``str_replace_editor``, compiles and submits;
+  says what the problem is, applies it with ``str_replace_editor``, compiles and submits. At the
+  submit review (SWE-agent's "Thank you for your work on this issue" step) it deletes, with
+  ``bash``, any file the shown diff adds (its fixes never add files, so those are leftovers such as
+  a reproduction script) and calls ``submit`` again;
 * **synthetic pull requests** (a ``<demonstration>`` in the request): it finds the problem
   statement in the fix steps and writes an issue imitating the demonstration's layout (title,
   headings, code block, length) without describing the code change;
@@ -28,9 +31,11 @@ import hashlib
 import json
 import random
 import re
+import shlex
 
 from .sera_edits import EditSpec, apply_edit, parse_fact, parse_function, plan_edit
 from .sera_prompts import extract_pr_description
+from .tools import is_review_observation
 
 _SCRATCH_PATH = re.compile(r"\S*icml26-sandbox-[^/\s]+/repo")
 
@@ -182,7 +187,11 @@ class ScriptedTeacher:
         history = _history(messages)
         key = task + str(len(history))
         if history and history[-1][0] == "submit":
-            return _reply("Submitting the change.", "submit", {}, key)
+            return self._review(history[-1][2], workdir, key)
+        if history and history[-1][0] == "bash" and len(history) > 1 and history[-2][0] == "submit" \
+                and str(history[-1][1].get("command", "")).startswith("rm -f "):
+            return _reply("The extra files are gone and the diff now holds only the fix. Submitting again.",
+                          "submit", {}, key)
         if spec is not None:  # second rollout: the problem is stated, the location is not
             target, hint = spec.function, None
         else:
@@ -247,6 +256,19 @@ class ScriptedTeacher:
                           {"command": f'grep -rn --include="*.py" -E "^\\s*(async\\s+)?def {short}\\b" {workdir}'},
                           key)
         return _reply(f"I could not find `{target}` in the repository, so I cannot make a change.", "submit", {}, key)
+
+    def _review(self, observation: str, workdir: str, key: str) -> dict:
+        """Answer the submit review: delete files the diff adds besides the fix, then submit again."""
+        if not is_review_observation(observation):  # a plain submit result: nothing left to do
+            return _reply("Submitting the change.", "submit", {}, key)
+        diff = self._section(observation, "diff")
+        added = re.findall(r"^diff --git a/(\S+) b/\S+\nnew file mode", diff, re.M)
+        if added:  # this policy's fixes never add files: anything new is a leftover script
+            paths = " ".join(shlex.quote(f"{workdir}/{path}" if workdir != "." else path) for path in added)
+            return _reply("The diff contains files that are not part of the fix; I'll remove them before "
+                          "submitting.", "bash", {"command": f"rm -f {paths}"}, key)
+        return _reply("I did not create a reproduction script or touch any test file, and the diff contains "
+                      "only the intended change. Submitting it again to confirm.", "submit", {}, key)
 
     def _edit(self, task, pr, spec, target, view_args, observation, key) -> dict:
         rows = parse_view(observation)

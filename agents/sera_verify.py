@@ -171,10 +171,18 @@ def _submit_call_ids(messages: Iterable[dict]) -> set:
 
 
 def tool_response_tokens(messages: list[dict], count: TokenCounter = whitespace_tokens) -> list[int]:
-    """Token counts of the tool responses, excluding the responses to ``submit``."""
+    """Token counts of the tool responses, excluding the responses to ``submit``.
+
+    The submit review ("Thank you for your work on this issue. ..." followed by the whole diff) is
+    recognised by its text too (:func:`~icml26.agents.tools.is_review_observation`), so it stays out of
+    the count even when the call it answers cannot be matched (a missing or reused call id).
+    """
+    from .tools import is_review_observation
+
     skip = _submit_call_ids(messages)
     return [count(m.get("content") or "") for m in messages
-            if m.get("role") == "tool" and m.get("tool_call_id") not in skip]
+            if m.get("role") == "tool" and m.get("tool_call_id") not in skip
+            and not is_review_observation(m.get("content"))]
 
 
 def truncate_messages(messages: list[dict], budget: int, count: TokenCounter = whitespace_tokens,

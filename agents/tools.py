@@ -7,6 +7,12 @@ levels deep, ``create`` refuses to overwrite, ``str_replace`` needs exactly one 
 here rather than imported because SWE-agent runs its tools inside a container through SWE-ReX and
 is not a library; ours run against :class:`~icml26.agents.sandbox.Sandbox`.
 
+``submit`` can run SWE-agent's review step (``review_submit=True``, what SERA's pipeline uses): the
+first call answers with the diff and asks the agent to rerun and then remove its reproduction
+script and to revert test-file changes; the second call submits. The review text always starts
+with :data:`REVIEW_PREFIX` (:func:`is_review_observation`), which is how the trajectory filters
+leave it out of the average tool-response length.
+
 The editor reads and writes files from the host process (fast, and no shell quoting), so every
 path is resolved with symlinks followed and refused unless it stays inside the scratch copy.
 Every error becomes observation text for the model; nothing here raises on bad tool input.
@@ -20,7 +26,8 @@ from pathlib import Path
 from .sandbox import Sandbox
 from .toolcalls import ToolCall
 
-__all__ = ["BASH_TOOL", "EDITOR_TOOL", "SUBMIT_TOOL", "ToolExecutor", "default_tools"]
+__all__ = ["BASH_TOOL", "EDITOR_TOOL", "REVIEW_PREFIX", "SUBMIT_TOOL", "ToolExecutor", "default_tools",
+           "is_review_observation", "review_message"]
 
 BASH_TOOL: dict = {
     "type": "function",
@@ -76,6 +83,40 @@ SUBMIT_TOOL: dict = {
 }
 
 
+# SWE-agent's ``review_on_submit_m`` step: the first ``submit`` shows the diff and asks for a cleanup;
+# the second one submits. Step 3 names `git show HEAD:<path> > <path>` rather than SWE-agent's
+# `git checkout -- <path>`: the sandbox's git metadata is read-only to commands (no index writes),
+# and the diff above it is taken by staging every change, which `git checkout --` would restore. Every review observation starts with REVIEW_PREFIX, which is how the
+# export filters recognise it (SERA leaves it out of the average tool-response length).
+REVIEW_PREFIX = "Thank you for your work on this issue."
+REVIEW_TEMPLATE = REVIEW_PREFIX + """ Please carefully follow the steps below to help review your changes.
+
+1. If you made any changes to your code after running the reproduction script, please run the reproduction script again.
+  If the reproduction script is failing, please revisit your changes and make sure they are correct.
+  If you have already removed your reproduction script, please ignore this step.
+2. Remove your reproduction script (if you haven't done so already).
+3. If you have modified any TEST files, please revert them to the state they had before you started fixing the issue.
+  You can do this with `git show HEAD:path/to/test_file.py > path/to/test_file.py` (paths relative to the repository root),
+  and delete test files you created. Use the <diff> below to find the files you need to revert.
+4. Run the submit command again to confirm.
+
+Here is a list of all of your changes:
+
+<diff>
+{diff}
+</diff>"""
+
+
+def review_message(diff: str) -> str:
+    """The observation of a first ``submit`` under ``review_submit``: the cleanup steps and the diff."""
+    return REVIEW_TEMPLATE.format(diff=diff.rstrip("\n"))
+
+
+def is_review_observation(text) -> bool:
+    """True for the observation :func:`review_message` writes (the submit review step)."""
+    return isinstance(text, str) and text.startswith(REVIEW_PREFIX)
+
+
 def default_tools() -> list[dict]:
     """The three tools, as OpenAI function schemas (fresh copies)."""
     import copy
@@ -98,10 +139,19 @@ class ToolExecutor:
     """Execute parsed tool calls in a sandbox and return observation text.
 
     ``submitted`` turns true after a ``submit`` call; ``patch`` then holds the sandbox's diff.
+
+    With ``review_submit`` (SWE-agent's review step, used by SERA's pipeline) the first ``submit``
+    does not finish: it answers with :func:`review_message` (the current diff and a request to rerun
+    and then remove the reproduction script and to revert test-file changes) and the next
+    ``submit`` finishes, with the diff at that moment as ``patch``.
     """
 
-    def __init__(self, sandbox: Sandbox, *, tools: list[dict] | None = None):
+    def __init__(self, sandbox: Sandbox, *, tools: list[dict] | None = None, review_submit: bool = False):
+        if not isinstance(review_submit, bool):
+            raise TypeError(f"review_submit must be a bool, got {type(review_submit).__name__}")
         self.sandbox = sandbox
+        self.review_submit = review_submit
+        self.reviewed = False
         self.root = Path(os.path.realpath(sandbox.root))
         self.submitted = False
         self.patch: str | None = None
@@ -161,6 +211,9 @@ class ToolExecutor:
         return text if text.strip() else "[no output]"
 
     def _submit(self) -> str:
+        if self.review_submit and not self.reviewed:
+            self.reviewed = True
+            return review_message(self.sandbox.diff())
         self.submitted = True
         self.patch = self.sandbox.diff()
         return "Submitted." + ("" if self.patch.strip() else " (no changes were made)")

@@ -279,3 +279,52 @@ def test_bad_loop_arguments(box, kwargs, match):
 
 def test_scripted_backend_error_type():
     assert issubclass(BackendError, RuntimeError)
+
+
+# ---------------------------------------------------------------------------------------------------
+# submit with SWE-agent's review step
+
+
+def test_review_submit_shows_the_diff_then_submits_the_final_state(box):
+    from icml26.agents.tools import REVIEW_PREFIX, is_review_observation
+
+    ex = ToolExecutor(box, review_submit=True)
+    edit(ex, command="str_replace", path="src/app.py", old_str="a - b", new_str="a + b")
+    edit(ex, command="create", path="reproduce.py", file_text="print('repro')\n")
+    review = ex.execute(call("submit"))
+    assert review.startswith(REVIEW_PREFIX) and is_review_observation(review)
+    assert not ex.submitted and ex.patch is None
+    diff = review.split("<diff>\n", 1)[1].split("\n</diff>", 1)[0]
+    assert diff == box.diff().rstrip("\n") and "+    return a + b" in diff and "reproduce.py" in diff
+    assert "reproduction script" in review and "submit" in review
+    # the revert command the review suggests works in the sandbox (its git metadata is read-only)
+    (box.root / "src" / "dup.py").write_text("x = 2\n")
+    assert "git show HEAD:path/to/test_file.py > path/to/test_file.py" in review
+    ex.execute(call("bash", command="git show HEAD:src/dup.py > src/dup.py"))
+    assert (box.root / "src" / "dup.py").read_text() == "x = 1\nx = 1\n"
+    ex.execute(call("bash", command="rm reproduce.py"))
+    assert ex.execute(call("submit")) == "Submitted."
+    assert ex.submitted and "+    return a + b" in ex.patch and "reproduce.py" not in ex.patch
+    assert not is_review_observation("Submitted.") and not is_review_observation(None)
+    with pytest.raises(TypeError, match="review_submit must be a bool"):
+        ToolExecutor(box, review_submit="yes")
+
+
+def test_run_agent_with_review_submit(box):
+    script = [
+        '<tool_call>\n{"name": "str_replace_editor", "arguments": {"command": "str_replace", "path": "src/app.py", '
+        '"old_str": "a - b", "new_str": "a + b"}}\n</tool_call>',
+        '<tool_call>\n{"name": "bash", "arguments": {"command": "echo x > scratch.py"}}\n</tool_call>',
+        '<tool_call>\n{"name": "submit", "arguments": {}}\n</tool_call>',
+        '<tool_call>\n{"name": "bash", "arguments": {"command": "rm scratch.py"}}\n</tool_call>',
+        '<tool_call>\n{"name": "submit", "arguments": {}}\n</tool_call>',
+    ]
+    traj = run_agent(ScriptedBackend(script), box, "Fix add().", max_steps=10, review_submit=True)
+    assert (traj.exit_reason, traj.submitted, traj.steps) == ("submitted", True, 5)
+    observations = [c["observation"] for c in traj.tool_calls()]
+    assert observations[2].startswith("Thank you for your work on this issue.") and "scratch.py" in observations[2]
+    assert observations[-1] == "Submitted." and "scratch.py" not in traj.patch and "+    return a + b" in traj.patch
+    # without the option (the default) the first submit ends the run, as before
+    box.reset()
+    plain = run_agent(ScriptedBackend(script[:3]), box, "Fix add().", max_steps=10)
+    assert plain.submitted and plain.steps == 3 and "scratch.py" in plain.patch

@@ -337,3 +337,14 @@ def test_generate_with_a_local_model_backend(tmp_path, package_repo):
     assert summary.completed == 1 and "error" not in summary.status_counts
     record = json.loads((tmp_path / "out" / "ledger.jsonl").read_text())
     assert record["t1"]["messages"][2]["role"] == "assistant" and record["usage"]["T1"]["completion_tokens"] > 0
+
+
+def test_cli_no_review_submit_finishes_at_the_first_submit(tmp_path, package_repo, run_cli):
+    out = tmp_path / "out"
+    result = run_cli(["sera", "generate", "--repo", str(package_repo), "--backend", "scripted", "--out", str(out),
+                      "--limit", "1", "--no-progress", "--no-judge", "--no-review-submit"], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads((out / "summary.json").read_text())["extra"]["review_submit"] is False
+    ledger = [json.loads(line) for line in (out / "ledger.jsonl").read_text().splitlines() if line.strip()]
+    tool_texts = [m.get("content") or "" for m in ledger[0]["t1"]["messages"] if m["role"] == "tool"]
+    assert tool_texts and not any(t.startswith("Thank you for your work") for t in tool_texts)

@@ -6,7 +6,7 @@ import pytest
 
 from icml26.agents.sera_verify import (FilterConfig, changed_lines, check_threshold, count_changed_lines,
                                        filter_trajectory, is_verified, patch_recall, token_counter,
-                                       truncate_messages, verify)
+                                       tool_response_tokens, truncate_messages, verify)
 
 
 def make_patch(lines, path="pkg/mod.py"):
@@ -158,3 +158,17 @@ def test_token_counters():
         token_counter(3)
     with pytest.raises(ValueError, match="max_changed_lines"):
         FilterConfig(max_changed_lines=-1)
+
+
+def test_the_submit_review_observation_is_not_counted_even_without_its_call():
+    from icml26.agents.tools import review_message
+
+    messages = trajectory([600, 600], submitted=False)
+    # a review answering a call the filter cannot match to `submit` (e.g. an id that was rewritten)
+    messages.append({"role": "tool", "tool_call_id": "unmatched", "content": review_message("+x\n" * 5000)})
+    assert tool_response_tokens(messages) == [600, 600]
+    assert filter_trajectory(messages, make_patch(["+a"]), True).keep
+    # an ordinary long tool response in the same place counts
+    messages[-1] = {"role": "tool", "tool_call_id": "unmatched", "content": "w " * 5000}
+    result = filter_trajectory(messages, make_patch(["+a"]), True)
+    assert tool_response_tokens(messages)[-1] == 5000 and result.reasons == ["tool_output_length"]
