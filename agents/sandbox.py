@@ -13,7 +13,13 @@ working tree) into a scratch folder, commits it as the *base*, and runs commands
   set, so the read-only mounts cannot be undone and setuid binaries give nothing back;
 * **processes**: a new PID namespace, so killing its first process at the time limit takes every
   descendant with it (daemonised ones too); ``RLIMIT_AS`` bounds memory, ``RLIMIT_FSIZE`` file size;
-* **output**: stdout and stderr interleaved, read as a stream and truncated (head and tail kept).
+* **output**: stdout and stderr interleaved, read as a stream and truncated (head and tail kept);
+* **fixed path**: with ``display_root`` (default ``/testbed``, where SWE-style containers keep the
+  repository) each command sees the scratch copy at that path and starts there: the launcher builds
+  a new root (a tmpfs holding read-only binds of every top-level host folder, a fresh private
+  ``/tmp``, the copy at ``display_root``, the git metadata and home at :data:`PRIVATE_DIR`) and
+  moves into it with ``pivot_root``, so trajectories never quote the random scratch path. The host side
+  (:meth:`Sandbox.diff`, :meth:`Sandbox.reset`, ``Sandbox.root``) keeps using the real path.
 
 Namespaces come from util-linux's ``unshare`` (as root; otherwise with ``--map-root-user`` where
 unprivileged user namespaces are allowed); the mount, capability and rlimit steps run in a small
@@ -43,7 +49,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ExecResult", "Sandbox", "SandboxError", "isolation_support"]
+__all__ = ["DEFAULT_DISPLAY_ROOT", "PRIVATE_DIR", "ExecResult", "Sandbox", "SandboxError", "isolation_support"]
 
 _LAUNCH_FLAG = "--icml26-sandbox-launch"
 _SETUP_FAILED = 125
@@ -53,6 +59,12 @@ _GIT_IDENTITY = ("-c", "user.name=icml26 sandbox", "-c", "user.email=sandbox@icm
                  "-c", "color.ui=false", "-c", "diff.noprefix=false", "-c", "diff.external=",
                  "-c", "core.autocrlf=false", "-c", "core.quotepath=false")
 _MEMORY_MARKERS = ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "out of memory")
+DEFAULT_DISPLAY_ROOT = "/testbed"
+PRIVATE_DIR = "/.sandbox"  # inside a fixed-path sandbox: the git metadata (``git``) and the home (``home``)
+# top-level folders a display root may not replace: the system's own (whether or not they exist here)
+_SYSTEM_TOP = frozenset({"bin", "boot", "dev", "etc", "home", "lib", "lib32", "lib64", "libx32", "lost+found",
+                         "media", "mnt", "nix", "opt", "proc", "root", "run", "sbin", "snap", "srv", "sys", "tmp",
+                         "usr", "var", PRIVATE_DIR.strip("/")})
 
 
 class SandboxError(RuntimeError):
@@ -90,8 +102,8 @@ def isolation_support() -> tuple[tuple[str, ...] | None, str]:
     modes.append(base[:1] + ("--user", "--map-root-user") + base[1:])
     reasons = []
     with tempfile.TemporaryDirectory(prefix="icml26-sandbox-probe-") as tmp:
-        spec = {"writable": [tmp], "readonly": [], "cwd": tmp, "memory_bytes": 0, "fsize_bytes": 0,
-                "argv": ["/bin/sh", "-c", "echo ok > probe && cat probe"]}
+        spec = {"binds": [[tmp, tmp, False]], "new_root": False, "hide": [], "cwd": tmp, "memory_bytes": 0,
+                "fsize_bytes": 0, "argv": ["/bin/sh", "-c", "echo ok > probe && cat probe"]}
         for prefix in modes:
             cmd = [*prefix, sys.executable, "-I", "-S", __file__, _LAUNCH_FLAG, json.dumps(spec)]
             try:
@@ -105,6 +117,60 @@ def isolation_support() -> tuple[tuple[str, ...] | None, str]:
             reasons.append(f"`unshare {' '.join(prefix[1:])}` failed "
                            f"(exit {proc.returncode}): {why[-1] if why else 'no message'}")
     return None, "; ".join(reasons)
+
+
+@functools.lru_cache(maxsize=None)
+def _fixed_root_support(prefix: tuple[str, ...]) -> str:
+    """``""`` when the launcher can build a new root and ``pivot_root`` into it with this ``unshare``
+    prefix, else why not. Probed once per process, the first time a fixed-path sandbox is built."""
+    target = PRIVATE_DIR + "/probe"
+    with tempfile.TemporaryDirectory(prefix="icml26-sandbox-probe-") as tmp:
+        spec = {"binds": [[tmp, target, False]], "new_root": True, "hide": [PRIVATE_DIR.strip("/")], "cwd": target,
+                "memory_bytes": 0, "fsize_bytes": 0, "argv": ["/bin/sh", "-c", "echo ok > probe && cat probe && pwd"]}
+        cmd = [*prefix, sys.executable, "-I", "-S", __file__, _LAUNCH_FLAG, json.dumps(spec)]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"the launcher could not run: {exc}"
+        if proc.returncode == 0 and proc.stdout.split() == ["ok", target]:
+            return ""
+        why = (proc.stderr or proc.stdout).strip().splitlines()
+        return f"building the new root failed (exit {proc.returncode}): {why[-1] if why else 'no message'}"
+
+
+def _check_display_root(value) -> str | None:
+    """``value`` as a normalised absolute path, or a ValueError/TypeError that says what is wrong."""
+    if value is None:
+        return None
+    if not isinstance(value, (str, os.PathLike)) or isinstance(os.fspath(value), bytes):
+        raise TypeError(f"display_root must be a path string like {DEFAULT_DISPLAY_ROOT!r} or None, "
+                        f"got {type(value).__name__}")
+    text = os.fspath(value)
+    if not text.startswith("/"):
+        raise ValueError(f"display_root must be an absolute path like {DEFAULT_DISPLAY_ROOT!r}, got {text!r}")
+    if any(ch.isspace() or not ch.isprintable() for ch in text):
+        raise ValueError(f"display_root must not contain spaces or control characters, got {text!r}")
+    parts = [p for p in text.split("/") if p]
+    if any(p in (".", "..") for p in parts):
+        raise ValueError(f"display_root must not contain '.' or '..' components, got {text!r}")
+    if not parts:
+        raise ValueError("display_root cannot be '/': the repository needs a folder of its own, like "
+                         f"{DEFAULT_DISPLAY_ROOT!r}")
+    if parts[0] in _SYSTEM_TOP:
+        raise ValueError(f"display_root {text!r} is inside the system folder /{parts[0]}, which the sandbox must "
+                         f"not replace; choose a path under a top-level folder of its own, like "
+                         f"{DEFAULT_DISPLAY_ROOT!r}")
+    return "/" + "/".join(parts)
+
+
+def _hides(display_root: str, needed: dict[str, str]) -> None:
+    """Refuse a display root whose top-level folder (replaced inside the sandbox) holds what it needs."""
+    top = "/" + display_root.split("/")[1]
+    for what, path in needed.items():
+        real = os.path.realpath(path)
+        if real == top or real.startswith(top + "/"):
+            raise ValueError(f"display_root {display_root!r} would hide {top} inside the sandbox, but {what} "
+                             f"({real}) lives there; choose another top-level folder, like {DEFAULT_DISPLAY_ROOT!r}")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -146,11 +212,20 @@ class Sandbox:
     returned. ``allow_unisolated=True`` accepts running without namespaces where they are not
     available; ``isolation="none"`` asks for that explicitly (it still needs ``allow_unisolated``).
     Only files git would track are copied: ignored files (build outputs, virtualenvs) are not.
+
+    ``display_root`` (default ``/testbed``) is where commands see the copy when isolated: they start
+    there, ``HOME`` is ``/.sandbox/home`` and ``GIT_DIR`` ``/.sandbox/git`` (see :data:`PRIVATE_DIR`),
+    so no output shows the random scratch path (which stays reachable, for commands built from
+    ``root``). The top-level folder of ``display_root`` is replaced inside the sandbox, so it may not
+    be a system folder (``/usr``, ``/tmp``...) nor hold the scratch folder or this Python.
+    ``display_root`` (the attribute) is the path to tell an agent: the fixed path when isolated, the
+    real scratch path ``str(root)`` when commands run unisolated (``allow_unisolated`` fallback or
+    ``isolation="none"``) or when ``display_root=None`` was passed.
     """
 
     def __init__(self, repo: str | Path | None = None, *, time_limit: float = 30.0, memory_limit_mb: int = 1024,
                  max_output_chars: int = 10_000, allow_unisolated: bool = False, scratch_parent=None,
-                 isolation: str = "auto", max_file_mb: int = 512):
+                 isolation: str = "auto", max_file_mb: int = 512, display_root: str | None = DEFAULT_DISPLAY_ROOT):
         if not time_limit or time_limit <= 0:
             raise ValueError(f"time_limit must be > 0 seconds, got {time_limit!r}")
         if memory_limit_mb is not None and memory_limit_mb < 16:
@@ -162,6 +237,11 @@ class Sandbox:
         if isolation == "none" and not allow_unisolated:
             raise ValueError("isolation='none' runs commands without network or filesystem isolation; "
                              "pass allow_unisolated=True to confirm")
+        fixed = _check_display_root(display_root)
+        if fixed is not None:
+            _hides(fixed, {"the scratch folder": scratch_parent or tempfile.gettempdir(),
+                           "this Python": os.path.dirname(sys.executable), "its prefix": sys.prefix,
+                           "its base prefix": sys.base_prefix})
         if shutil.which("git") is None:
             raise SandboxError("git is not installed; the sandbox needs it to copy the repository and diff changes")
         self.time_limit = float(time_limit)
@@ -179,9 +259,16 @@ class Sandbox:
                         "cannot isolate sandboxed commands (new network, mount and PID namespaces are needed): "
                         f"{reason}. Run as root or enable unprivileged user namespaces, or pass "
                         "allow_unisolated=True to run commands without network and filesystem isolation")
-                warnings.warn(f"sandbox runs commands WITHOUT network or filesystem isolation: {reason}",
+                shown = "" if fixed is None else f" (and at the scratch path, not at {fixed})"
+                warnings.warn(f"sandbox runs commands WITHOUT network or filesystem isolation{shown}: {reason}",
                               RuntimeWarning, stacklevel=2)
         self.isolated = self._unshare is not None
+        self._fixed = self.isolated and fixed is not None
+        if self._fixed:
+            why = _fixed_root_support(self._unshare)
+            if why:
+                raise SandboxError(f"cannot show the repository at display_root={fixed!r}: {why}. "
+                                   "Pass display_root=None to run commands at the scratch path instead")
 
         source = None
         if repo is not None:
@@ -200,6 +287,10 @@ class Sandbox:
             self.root = self._dir / "repo"
             self.git_dir = self._dir / "git"
             self.home = self._dir / "home"
+            # the paths commands see (the real ones when there is no fixed root)
+            self.display_root = fixed if self._fixed else str(self.root)
+            self._inside_home = PRIVATE_DIR + "/home" if self._fixed else str(self.home)
+            self._inside_git = PRIVATE_DIR + "/git" if self._fixed else str(self.git_dir)
             for folder in (self.root, self.home / "tmp"):
                 folder.mkdir(parents=True)
             if source is not None:
@@ -255,7 +346,7 @@ class Sandbox:
             pass
 
     def __repr__(self) -> str:
-        return f"Sandbox(root={str(self.root)!r}, isolated={self.isolated})"
+        return f"Sandbox(root={str(self.root)!r}, display_root={self.display_root!r}, isolated={self.isolated})"
 
     # -- git views ----------------------------------------------------------------------------------
 
@@ -281,10 +372,10 @@ class Sandbox:
     def _env(self, extra: dict | None) -> dict:
         path = os.pathsep.join(dict.fromkeys([os.path.dirname(sys.executable),
                                               *os.environ.get("PATH", "/usr/bin:/bin").split(os.pathsep)]))
-        env = {"PATH": path, "HOME": str(self.home), "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
+        env = {"PATH": path, "HOME": self._inside_home, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
                "TMPDIR": "/tmp" if self.isolated else str(self.home / "tmp"), "TERM": "dumb", "PAGER": "cat",
                "GIT_PAGER": "cat", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
-               "GIT_DIR": str(self.git_dir), "GIT_WORK_TREE": str(self.root), "GIT_CONFIG_NOSYSTEM": "1",
+               "GIT_DIR": self._inside_git, "GIT_WORK_TREE": self.display_root, "GIT_CONFIG_NOSYSTEM": "1",
                "PIP_DISABLE_PIP_VERSION_CHECK": "1", "OMP_NUM_THREADS": "1"}
         if extra:
             env.update({str(k): str(v) for k, v in extra.items()})
@@ -299,9 +390,13 @@ class Sandbox:
         memory = 0 if self.memory_limit_mb is None else int(self.memory_limit_mb) << 20
         fsize = int(self.max_file_mb) << 20
         argv = [self._bash, "-c", command]
+        status_read = status_write = None
+        process_env = self._env(env)
         if self._unshare is not None:
-            spec = {"writable": [str(self.root), str(self.home)], "readonly": [str(self.git_dir), *_hidden_runtime()],
-                    "cwd": str(self.root), "memory_bytes": memory, "fsize_bytes": fsize, "argv": argv}
+            spec = {**self._mounts(), "memory_bytes": memory, "fsize_bytes": fsize, "argv": argv}
+            # the launcher reports a failed setup on this pipe (closed at exec, so the command cannot write to it)
+            status_read, status_write = os.pipe()
+            spec["status_fd"] = status_write
             argv = [*self._unshare, sys.executable, "-I", "-S", __file__, _LAUNCH_FLAG, json.dumps(spec)]
             preexec = None
         else:
@@ -309,9 +404,17 @@ class Sandbox:
                 _set_limits(memory, fsize)
 
         start = time.monotonic()
-        proc = subprocess.Popen(argv, cwd=self.root, env=self._env(env), stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-                                preexec_fn=preexec)
+        try:
+            proc = subprocess.Popen(argv, cwd=self.root, env=process_env, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                                    preexec_fn=preexec, pass_fds=() if status_write is None else (status_write,))
+        except BaseException:
+            for fd in (status_read, status_write):
+                if fd is not None:
+                    os.close(fd)
+            raise
+        if status_write is not None:
+            os.close(status_write)
         reader = _OutputReader(proc.stdout, self.max_output_chars)
         timed_out = False
         try:
@@ -324,6 +427,10 @@ class Sandbox:
                 proc.wait()
         reader.join(5.0)
         duration = time.monotonic() - start
+        if status_read is not None:
+            failure = _read_status(status_read)
+            if failure:
+                raise SandboxError(f"the sandbox could not be set up for the command, which did not run: {failure}")
         output, truncated = reader.text()
         if timed_out:
             output += f"\n[killed: the command exceeded its time limit of {limit:g} s]"
@@ -338,13 +445,46 @@ class Sandbox:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(code)
         try:
-            command = " ".join(shlex.quote(part) for part in [sys.executable, script, *map(str, args)])
+            inside = f"{self._inside_home}/{os.path.basename(script)}"
+            command = " ".join(shlex.quote(part) for part in [sys.executable, inside, *map(str, args)])
             return self.run(command, timeout=timeout)
         finally:
             try:
                 os.unlink(script)
             except OSError:
                 pass
+
+    def _mounts(self) -> dict:
+        """The launcher's view: what is bound where (``[source, target, read_only]``), and the cwd."""
+        real = [[str(self.root), str(self.root), False], [str(self.home), str(self.home), False],
+                [str(self.git_dir), str(self.git_dir), True]]
+        runtime = [[path, path, True] for path in _hidden_runtime()]
+        if not self._fixed:
+            return {"binds": real + runtime, "new_root": False, "hide": [], "cwd": str(self.root)}
+        shown = [[str(self.root), self.display_root, False], [str(self.home), self._inside_home, False],
+                 [str(self.git_dir), self._inside_git, True]]
+        binds = sorted(shown + runtime, key=lambda b: (b[1].count("/"), b[1]))  # parents first; the real
+        # scratch path stays unreachable, so no command can learn or use it
+        return {"binds": binds, "new_root": True, "cwd": self.display_root,
+                "hide": sorted({self.display_root.split("/")[1], PRIVATE_DIR.strip("/")})}
+
+
+def _read_status(fd: int) -> str:
+    """What the launcher wrote on its status pipe (nothing when the command started), and close it."""
+    chunks = []
+    try:
+        os.set_blocking(fd, False)
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("utf-8", "replace").strip()
 
 
 def _hidden_runtime() -> list[str]:
@@ -446,7 +586,15 @@ def _launch(spec: dict) -> None:
             err = ctypes.get_errno()
             raise OSError(err, f"prctl({option}, {arg2}): {os.strerror(err)}")
 
-    keep = {p: os.open(p, os.O_PATH | os.O_DIRECTORY) for p in spec["writable"] + spec["readonly"]}
+    def bind(fd, target, read_only):
+        os.makedirs(target, exist_ok=True)
+        mount(f"/proc/self/fd/{fd}", target, None, _MS_BIND | _MS_REC)
+        mount(None, target, None, _MS_REMOUNT | _MS_BIND | _MS_NOSUID | _MS_NODEV | (_MS_RDONLY if read_only else 0))
+
+    keep: dict[str, int] = {}
+    for source, _target, _read_only in spec["binds"]:
+        if source not in keep:
+            keep[source] = os.open(source, os.O_PATH | os.O_DIRECTORY)
     # 1. every existing mount read-only (keeping its per-mount flags: some are locked in user namespaces)
     with open("/proc/self/mountinfo", encoding="utf-8") as handle:
         mounts = [line.split() for line in handle]
@@ -465,12 +613,13 @@ def _launch(spec: dict) -> None:
     for point in _TMPFS:
         if os.path.isdir(point):
             mount("tmpfs", point, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=1777,size=512m")
-    # 3. the sandbox's own folders, visible again at their paths (they may have been under /tmp)
-    for path, fd in keep.items():
-        os.makedirs(path, exist_ok=True)
-        mount(f"/proc/self/fd/{fd}", path, None, _MS_BIND | _MS_REC)
-        read_only = _MS_RDONLY if path in spec["readonly"] else 0
-        mount(None, path, None, _MS_REMOUNT | _MS_BIND | _MS_NOSUID | _MS_NODEV | read_only)
+    # 3. the sandbox's own folders, visible again at their paths (they may have been under /tmp)...
+    if not spec["new_root"]:
+        for source, target, read_only in spec["binds"]:
+            bind(keep[source], target, read_only)
+    else:  # ...or in a new root, where the copy is at a fixed path
+        _pivot_into_new_root(mount, libc, spec, keep, bind)
+    for fd in keep.values():
         os.close(fd)
     _loopback_up()
     # 4. no way back: drop every capability, forbid gaining new ones, die with the parent
@@ -486,7 +635,57 @@ def _launch(spec: dict) -> None:
     prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     _set_limits(spec["memory_bytes"], spec["fsize_bytes"])
     os.chdir(spec["cwd"])
+    if spec.get("status_fd") is not None:
+        os.set_inheritable(spec["status_fd"], False)  # closed by a successful exec: the command cannot use it
     os.execvpe(spec["argv"][0], spec["argv"], os.environ)
+
+
+# pivot_root(2) has no libc wrapper: its system call number per architecture
+_PIVOT_ROOT_NR = {"x86_64": 155, "amd64": 155, "aarch64": 41, "arm64": 41, "riscv64": 41, "loongarch64": 41,
+                  "ppc64le": 203, "ppc64": 203, "s390x": 217, "i386": 217, "i686": 217, "armv7l": 218, "armv8l": 218}
+_MNT_DETACH = 2
+_STAGING, _OLD_ROOT = "/tmp/.new-root", ".old-root"
+
+
+def _pivot_into_new_root(mount, libc, spec: dict, keep: dict, bind) -> None:
+    """Make a tmpfs the root: every top-level host folder bound into it (read-only already, and with
+    the private ``/var/tmp`` and ``/dev/shm`` under them), a fresh private ``/tmp``, the folders of
+    ``spec["binds"]`` at their targets; then ``pivot_root`` into it and detach the old root."""
+    machine = os.uname().machine
+    if machine not in _PIVOT_ROOT_NR:
+        raise OSError(f"pivot_root: no system call number known for this architecture ({machine})")
+    if not os.path.ismount("/tmp"):
+        raise OSError("no private /tmp to build the new root in")
+    new = _STAGING
+    os.mkdir(new, 0o755)
+    mount("tmpfs", new, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755,size=16m")
+    hidden = {"tmp", _OLD_ROOT, *spec["hide"]}
+    for name in sorted(os.listdir("/")):
+        source, target = "/" + name, f"{new}/{name}"
+        if name in hidden:
+            continue
+        if os.path.islink(source):
+            os.symlink(os.readlink(source), target)
+        elif os.path.isdir(source):
+            os.mkdir(target)
+            mount(source, target, None, _MS_BIND | _MS_REC)  # keeps the source's read-only flag
+        elif os.path.isfile(source):
+            open(target, "x").close()
+            mount(source, target, None, _MS_BIND)
+    os.mkdir(f"{new}/tmp")
+    mount("tmpfs", f"{new}/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=1777,size=512m")
+    for source, target, read_only in spec["binds"]:
+        bind(keep[source], new + target, read_only)
+    os.mkdir(f"{new}/{_OLD_ROOT}")
+    if libc.syscall(ctypes.c_long(_PIVOT_ROOT_NR[machine]), os.fsencode(new), os.fsencode(f"{new}/{_OLD_ROOT}")) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"pivot_root {new}: {os.strerror(err)}")
+    os.chdir("/")
+    if libc.umount2(os.fsencode("/" + _OLD_ROOT), _MNT_DETACH) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"detaching the old root: {os.strerror(err)}")
+    os.rmdir("/" + _OLD_ROOT)
+    mount(None, "/", None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
 
 
 def _loopback_up() -> None:
@@ -508,5 +707,12 @@ if __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[1] == _LAUNCH_FLAG
     try:
         _launch(json.loads(sys.argv[2]))
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
-        sys.stderr.write(f"icml26 sandbox setup failed: {type(exc).__name__}: {exc}\n")
+        message = f"icml26 sandbox setup failed: {type(exc).__name__}: {exc}\n"
+        sys.stderr.write(message)
+        try:
+            status_fd = json.loads(sys.argv[2]).get("status_fd")
+            if status_fd is not None:
+                os.write(status_fd, message.encode("utf-8", "replace"))
+        except (ValueError, AttributeError, TypeError, OSError):
+            pass
         sys.exit(_SETUP_FAILED)

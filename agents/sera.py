@@ -149,7 +149,7 @@ def run_instance(inst: Instance, repo: Path, backend, *, demonstrations: Sequenc
     issue = render_vague_issue(templates[inst.template], inst.function, inst.file)
     try:
         with Sandbox(repo, **sandbox_kwargs) as sandbox:
-            t1 = run_agent(backend, sandbox, render_instruction(issue, str(sandbox.root)), system_prompt=SYSTEM_PROMPT,
+            t1 = run_agent(backend, sandbox, render_instruction(issue, sandbox.display_root), system_prompt=SYSTEM_PROMPT,
                            tools=default_tools(), max_steps=max_steps, sampling=sampling,
                            review_submit=review_submit)
         record["t1"], record["usage"]["T1"] = t1.to_dict(), _usage(t1.usage)
@@ -179,7 +179,7 @@ def run_instance(inst: Instance, repo: Path, backend, *, demonstrations: Sequenc
             record["status"] = "empty_pr"
             return record
         with Sandbox(repo, **sandbox_kwargs) as sandbox:
-            t2 = run_agent(backend, sandbox, render_instruction(record["synthetic_pr"], str(sandbox.root)),
+            t2 = run_agent(backend, sandbox, render_instruction(record["synthetic_pr"], sandbox.display_root),
                            system_prompt=SYSTEM_PROMPT, tools=default_tools(), max_steps=max_steps, sampling=sampling,
                            review_submit=review_submit)
         record["t2"], record["usage"]["T2"] = t2.to_dict(), _usage(t2.usage)

@@ -15,6 +15,9 @@ leave it out of the average tool-response length.
 
 The editor reads and writes files from the host process (fast, and no shell quoting), so every
 path is resolved with symlinks followed and refused unless it stays inside the scratch copy.
+Absolute paths under the sandbox's ``display_root`` (``/testbed``: where commands see the copy)
+are mapped onto the copy, and observations name files relative to the repository root, so they
+never show the scratch folder's real, random path.
 Every error becomes observation text for the model; nothing here raises on bad tool input.
 """
 
@@ -179,7 +182,7 @@ class ToolExecutor:
         except _ToolInputError as exc:
             return f"Error: {exc}"
         except (OSError, UnicodeError, ValueError) as exc:
-            return f"Error: {call.name} failed: {type(exc).__name__}: {exc}"
+            return f"Error: {call.name} failed: {type(exc).__name__}: {self._hide_scratch(str(exc))}"
 
     @staticmethod
     def _arg(args: dict, name: str, kind: type, *, required: bool = True):
@@ -218,12 +221,28 @@ class ToolExecutor:
         self.patch = self.sandbox.diff()
         return "Submitted." + ("" if self.patch.strip() else " (no changes were made)")
 
+    def _hide_scratch(self, text: str) -> str:
+        """``text`` with the scratch copy's real path shown as the path commands see (``display_root``)."""
+        shown = self._display_root()
+        for real in dict.fromkeys([str(self.root), str(self.sandbox.root)]):
+            text = text.replace(real, shown)
+        return text
+
+    def _display_root(self) -> str:
+        return getattr(self.sandbox, "display_root", None) or str(self.sandbox.root)
+
     def _resolve(self, raw: str) -> Path:
         raw_path = Path(raw)
-        path = raw_path if raw_path.is_absolute() else self.root / raw_path
+        if raw_path.is_absolute():
+            shown = Path(self._display_root()).parts
+            # the path commands see the copy at (/testbed/...) names the same file in the copy
+            inside = raw_path.parts[:len(shown)] == shown
+            path = self.root.joinpath(*raw_path.parts[len(shown):]) if inside else raw_path
+        else:
+            path = self.root / raw_path
         real = Path(os.path.realpath(path))
         if real != self.root and self.root not in real.parents:
-            raise _ToolInputError(f"path {raw!r} is outside the repository ({self.sandbox.root}); "
+            raise _ToolInputError(f"path {raw!r} is outside the repository ({self._display_root()}); "
                                   "only files inside it can be viewed or edited")
         return real
 

@@ -11,7 +11,7 @@ import pytest
 
 from icml26.agents.backends import BackendError, ScriptedBackend, to_template_messages
 from icml26.agents.loop import Trajectory, run_agent
-from icml26.agents.sandbox import Sandbox
+from icml26.agents.sandbox import Sandbox, isolation_support
 from icml26.agents.toolcalls import ToolCall
 from icml26.agents.tools import BASH_TOOL, EDITOR_TOOL, SUBMIT_TOOL, ToolExecutor, default_tools
 
@@ -328,3 +328,45 @@ def test_run_agent_with_review_submit(box):
     box.reset()
     plain = run_agent(ScriptedBackend(script[:3]), box, "Fix add().", max_steps=10)
     assert plain.submitted and plain.steps == 3 and "scratch.py" in plain.patch
+
+
+# ---------------------------------------------------------------------------------------------------
+# the fixed path: trajectories quote /testbed, never the random scratch folder
+
+_needs_isolation = pytest.mark.skipif(isolation_support()[0] is None, reason="no namespace isolation here")
+
+
+@_needs_isolation
+def test_scripted_teacher_trajectory_uses_only_the_fixed_path(tmp_path):
+    from icml26.agents.sera import ScriptedTeacher
+    from icml26.agents.sera_prompts import render_instruction
+    from icml26.agents.sera_verify import changed_lines
+
+    repo = tmp_path / "repo"
+    (repo / "shop").mkdir(parents=True)
+    (repo / "shop" / "cart.py").write_text("class Cart:\n    def add(self, item, count: int):\n"
+                                           "        self.items.append((item, count))\n        return count\n")
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    issue = ("Passing `None` as `item` to `Cart.add` is not rejected; it should raise `ValueError` with the "
+             "message `item is required`.")
+    with Sandbox(repo, time_limit=20) as sandbox:
+        assert sandbox.display_root == "/testbed"
+        (sandbox.root / "reproduce_issue.py").write_text("from shop.cart import Cart\nCart().add(None, 1)\n")
+        traj = run_agent(ScriptedTeacher(q=1.0).backend(), sandbox, render_instruction(issue, sandbox.display_root),
+                         review_submit=True)
+        assert not (sandbox.root / "reproduce_issue.py").exists()  # the review's `rm -f /testbed/...` worked
+        scratch = str(sandbox.root)
+    assert traj.submitted and changed_lines(traj.patch) == ["+        if item is None:",
+                                                            '+            raise ValueError("item is required")']
+    dump = json.dumps(traj.to_dict())
+    assert "/testbed/shop/cart.py" in dump  # the search, the outline and the edit used the fixed path
+    assert scratch not in dump and "icml26-sandbox-" not in dump
+
+
+def test_editor_errors_do_not_show_the_scratch_path(box):
+    ex = ToolExecutor(box)
+    out = edit(ex, command="create", path=f"{box.display_root}/src/app.py/inner.py", file_text="x")  # a file
+    assert out.startswith("Error: str_replace_editor failed: FileExistsError"), out
+    assert f"{box.display_root}/src/app.py" in out
+    if box.display_root != str(box.root):  # isolated: the fixed path is all an agent sees
+        assert str(box.root) not in out

@@ -91,7 +91,8 @@ def test_cannot_write_outside_the_scratch_copy(box, repo):
     etc_target = Path("/etc/icml26-sandbox-escape-test")
     try:
         result = box.run(f"echo pwned > {host_dir}/outside.txt; echo rc=$?; echo pwned > {etc_target}; echo rc=$?; "
-                         f"touch {box.git_dir}/hooks/post-checkout; echo rc=$?; "
+                         f"touch {box._inside_git}/hooks/post-checkout; echo rc=$?; "  # where commands see the git folder
+
                          "mount -o remount,rw / 2>/dev/null; echo rc=$?; "
                          "echo inside > in_repo.txt && echo ok; echo tmp > /tmp/t.txt && cat /tmp/t.txt")
         assert result.output.count("rc=0") == 0, result.output
@@ -185,7 +186,7 @@ def test_git_works_inside_for_the_agent(box):
 def test_run_python_arguments_and_exit_codes(box):
     result = box.run_python("import sys, os\nprint(sys.argv[1:], os.getcwd())\nsys.exit(3)", args=["a b", "c"])
     assert result.returncode == 3
-    assert f"['a b', 'c'] {box.root}" in result.output
+    assert f"['a b', 'c'] {box.display_root}" in result.output
     assert isinstance(result, ExecResult) and result.duration_s > 0
 
 
@@ -235,3 +236,152 @@ def test_refuses_to_run_unisolated_unless_allowed(monkeypatch, repo):
 def test_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         Sandbox(**kwargs)
+
+
+# ---------------------------------------------------------------------------------------------------
+# the fixed path (display_root): commands see the copy at /testbed, never at the random scratch path
+
+
+@needs_isolation
+def test_commands_see_the_copy_at_testbed(box):
+    assert box.display_root == "/testbed" and str(box.root) != "/testbed"
+    result = box.run("pwd; ls /testbed; echo $HOME $GIT_DIR $GIT_WORK_TREE; git rev-parse --show-toplevel; "
+                     "cd ~ && pwd")
+    assert result.returncode == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0] == "/testbed"
+    assert {"README", "notes.txt", "pkg"} <= set(lines[1:4])
+    assert lines[4] == "/.sandbox/home /.sandbox/git /testbed"
+    assert lines[5:] == ["/testbed", "/.sandbox/home"]
+    assert str(box.root) not in result.output and str(box._dir) not in result.output
+    assert "icml26-sandbox-" not in result.output
+
+
+@needs_isolation
+def test_writes_at_testbed_land_in_the_copy_and_the_diff(box):
+    result = box.run("echo new > /testbed/x && sed -i 's/return 1/return 2/' /testbed/pkg/mod.py && "
+                     "echo home > ~/h.txt && cat /testbed/x ~/h.txt")
+    assert result.returncode == 0 and result.output == "new\nhome\n", result.output
+    assert (box.root / "x").read_text() == "new\n" and (box.home / "h.txt").read_text() == "home\n"
+    patch = box.diff()
+    assert "diff --git a/x b/x" in patch and "+new" in patch and "+    return 2" in patch
+    box.reset()
+    assert box.diff() == "" and not (box.root / "x").exists()
+
+
+@needs_isolation
+def test_fixed_root_keeps_the_isolation(box):
+    targets = ["/etc/x", "/x", "/usr/x", "/.sandbox/x", "/.sandbox/git/hooks/pre-commit", "/testbed-other"]
+    result = box.run(f"for t in {' '.join(targets)}; do (echo pwned > $t) 2>/dev/null; echo rc=$?; done; "
+                     "git config core.fsmonitor 'touch /tmp/p' 2>/dev/null; echo rc=$?; "
+                     "echo t > /tmp/t.txt && cat /tmp/t.txt; find /var/tmp /dev/shm -mindepth 1 | wc -l; "
+                     "tr '\\0' ' ' < /proc/1/cmdline; echo; grep -E '^(CapEff|NoNewPrivs)' /proc/self/status")
+    lines = result.output.splitlines()
+    assert lines[:6] == ["rc=1"] * 6 and lines[6] not in ("rc=0", ""), result.output  # all read-only
+    assert lines[7:9] == ["t", "0"], result.output  # private /tmp, /var/tmp and /dev/shm
+    assert lines[9].startswith(f"{box._bash} -c "), result.output  # PID 1 is the command: a new PID namespace
+    assert lines[10:] == ["CapEff:\t0000000000000000", "NoNewPrivs:\t1"], result.output
+    assert not (box.git_dir / "hooks" / "pre-commit").exists()
+    assert not Path("/x").exists() and not Path("/etc/x").exists() and not Path("/testbed-other").exists()
+    assert "fsmonitor" not in (box.git_dir / "config").read_text()
+    network = box.run_python("import socket\ntry:\n    socket.create_connection(('1.1.1.1', 80), timeout=3)\n"
+                             "    print('CONNECTED')\nexcept OSError:\n    print('refused')\n")
+    assert network.output.strip() == "refused", network.output
+
+
+@needs_isolation
+def test_fixed_root_time_and_memory_limits(box):
+    late = box.run("(setsid bash -c 'sleep 2; echo late > /testbed/late.txt' &) ; while true; do :; done", timeout=1)
+    assert late.timed_out and "time limit of 1 s" in late.output
+    hog = box.run_python("buffers = [bytearray(64 << 20) for _ in range(64)]\nprint('allocated 4 GB')")
+    assert hog.returncode != 0 and hog.memory_exceeded, hog.output
+    time.sleep(2.5)
+    assert not (box.root / "late.txt").exists()
+
+
+@needs_isolation
+def test_real_scratch_path_is_hidden_and_other_display_roots(repo):
+    with Sandbox(repo, time_limit=20, display_root="/work_area/project/") as box:
+        assert box.display_root == "/work_area/project"
+        result = box.run(f"pwd; cat README; ls /work_area; ls {box.root} || echo hidden; ls /tmp | wc -l")
+        assert result.output.splitlines()[:3] == ["/work_area/project", "readme, edited", "project"], result.output
+        assert "hidden" in result.output and result.output.splitlines()[-1].strip() == "0", result.output
+    with Sandbox(repo, time_limit=20, display_root=None) as box:
+        assert box.display_root == str(box.root)
+        assert box.run("pwd").output.strip() == str(box.root)
+
+
+def test_unisolated_sandbox_reports_the_real_path(repo, monkeypatch):
+    with Sandbox(repo, isolation="none", allow_unisolated=True) as box:
+        assert box.display_root == str(box.root) and not box.isolated
+        assert box.run("pwd").output.strip() == str(box.root)
+    monkeypatch.setattr(sandbox_module, "isolation_support", lambda: (None, "unshare: Operation not permitted"))
+    with pytest.warns(RuntimeWarning, match="at the scratch path, not at /testbed"):
+        box = Sandbox(repo, allow_unisolated=True)
+    with box:
+        assert box.display_root == str(box.root)
+
+
+@needs_isolation
+def test_a_failing_new_root_is_a_clear_error(repo, monkeypatch):
+    monkeypatch.setattr(sandbox_module, "_fixed_root_support", lambda prefix: "pivot_root: Operation not permitted")
+    with pytest.raises(SandboxError, match=r"display_root='/testbed'.*Operation not permitted.*display_root=None"):
+        Sandbox(repo)
+    with Sandbox(repo, display_root=None) as box:  # the scratch path still works
+        assert box.run("pwd").output.strip() == str(box.root)
+
+
+@needs_isolation
+def test_setup_failure_at_run_time_raises(box):
+    spoof = box.run("echo 'icml26 sandbox setup failed: not really'; exit 125")  # the command's own exit
+    assert spoof.returncode == 125
+    shutil.rmtree(box.home)  # the launcher cannot bind it any more
+    with pytest.raises(SandboxError, match="could not be set up.*did not run.*No such file"):
+        box.run("echo ran > /testbed/ran.txt")
+    assert not (box.root / "ran.txt").exists()
+
+
+@pytest.mark.parametrize("value, error, match", [
+    ("testbed", ValueError, "absolute path"),
+    ("/", ValueError, "cannot be '/'"),
+    ("/usr/testbed", ValueError, "system folder /usr"),
+    ("/tmp", ValueError, "system folder /tmp"),
+    ("/etc", ValueError, "system folder /etc"),
+    ("/.sandbox/repo", ValueError, "system folder /.sandbox"),
+    ("/testbed/../etc", ValueError, "'..'"),
+    ("/test bed", ValueError, "spaces"),
+    (5, TypeError, "display_root must be a path"),
+])
+def test_bad_display_roots(value, error, match):
+    with pytest.raises(error, match=match):
+        Sandbox(display_root=value)
+
+
+def test_display_root_may_not_hide_what_the_sandbox_needs():
+    with pytest.raises(ValueError, match=r"would hide /work.*this Python \(/work/venv/bin\)"):
+        sandbox_module._hides("/work/repo", {"this Python": "/work/venv/bin"})
+    sandbox_module._hides("/testbed", {"this Python": "/work/venv/bin", "scratch": "/tmp"})  # no overlap: fine
+
+
+@needs_isolation
+def test_editor_maps_testbed_onto_the_copy(box):
+    from icml26.agents.toolcalls import ToolCall
+    from icml26.agents.tools import ToolExecutor
+
+    ex = ToolExecutor(box)
+
+    def edit(**arguments):
+        return ex.execute(ToolCall(id="t", name="str_replace_editor", arguments=arguments, raw=""))
+
+    out = edit(command="view", path="/testbed/pkg/mod.py")
+    assert out.startswith("Here's the result of running `cat -n` on pkg/mod.py") and "return 1" in out
+    assert "README" in edit(command="view", path="/testbed")
+    assert "File created" in edit(command="create", path="/testbed/pkg/new.py", file_text="A\n")
+    assert (box.root / "pkg" / "new.py").read_text() == "A\n"
+    for path in ("/etc/passwd", "/testbed/../etc/passwd", "/testbedx/pkg/mod.py"):
+        refused = edit(command="view", path=path)
+        assert "outside the repository (/testbed)" in refused, (path, refused)
+    failed = edit(command="create", path="/testbed/README/inner.py", file_text="x")  # README is a file
+    assert failed.startswith("Error:") and "/testbed/README" in failed, failed
+    for observation in (out, refused, failed):
+        assert str(box.root) not in observation and "icml26-sandbox-" not in observation

@@ -172,7 +172,7 @@ def test_teacher_acts_from_a_hand_written_issue(tmp_path):
     issue = "Passing `None` as `item` to `Cart.add` is not rejected; it should raise `ValueError` with the " \
             "message `item is required`."
     with Sandbox(repo) as sandbox:
-        traj = run_agent(ScriptedTeacher(q=1.0).backend(), sandbox, render_instruction(issue, str(sandbox.root)))
+        traj = run_agent(ScriptedTeacher(q=1.0).backend(), sandbox, render_instruction(issue, sandbox.display_root))
     assert traj.submitted and changed_lines(traj.patch) == ["+        if item is None:",
                                                              '+            raise ValueError("item is required")']
     names = [c["name"] for c in traj.tool_calls()]

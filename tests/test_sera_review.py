@@ -63,7 +63,7 @@ def test_teacher_removes_a_leftover_file_at_the_review_and_submits_again(tmp_pat
     repo = git_repo(tmp_path / "repo", SMALL)
     with Sandbox(repo) as sandbox:
         (sandbox.root / "reproduce_issue.py").write_text("from shop.cart import Cart\nCart().add(None, 1)\n")
-        traj = run_agent(ScriptedTeacher(q=1.0).backend(), sandbox, render_instruction(ISSUE, str(sandbox.root)),
+        traj = run_agent(ScriptedTeacher(q=1.0).backend(), sandbox, render_instruction(ISSUE, sandbox.display_root),
                          review_submit=True)
         assert not (sandbox.root / "reproduce_issue.py").exists()
     calls = _names_and_observations(traj.messages)
@@ -181,7 +181,7 @@ def test_a_rollout_stopped_at_the_review_is_not_submitted_and_is_filtered(tmp_pa
 
     repo = git_repo(tmp_path / "repo", SMALL)
     with Sandbox(repo) as sandbox:
-        task = render_instruction(ISSUE, str(sandbox.root))
+        task = render_instruction(ISSUE, sandbox.display_root)
         full = run_agent(ScriptedTeacher(q=1.0).backend(), sandbox, task, review_submit=True)
         sandbox.reset()
         # stop right after the first submit: the review was shown, nothing was submitted

@@ -89,9 +89,9 @@ def _rows(out_dir) -> list[dict]:
 def rebase_repo_path(row: dict, root: str = FIXED_ROOT) -> dict:
     """``row`` with its sandbox's scratch path replaced by ``root`` everywhere (task, commands, tool outputs).
 
-    Each rollout ran in its own scratch copy whose random path the trajectory quotes in nearly every call;
-    SERA's rollouts run in containers where the repository always sits at one path (``/testbed`` in SWE-bench
-    images). The replacement is consistent across the trajectory, so it stays self-consistent.
+    The sandbox already shows the repository at ``/testbed`` when it isolates commands (SERA's containers
+    keep it at one path too), so this changes nothing then; where it cannot isolate (``allow_unisolated``),
+    each rollout quotes its own random scratch path in nearly every call, and this makes them consistent.
     """
     import json
     import re
