@@ -18,9 +18,14 @@ search returns no document). The ablation disables the tool at evaluation rather
 without it: it isolates how much of the reward depends on the retrieved constant, and costs no second training run
 (a policy trained without the tool could not reach the constant either, so it would only score chance).
 
-Cost: TRL's Qwen2.5 template renders the tool schema and its instructions into every prompt, so a trajectory is
-about 600 tokens although the task needs about 150; what the tiny model must learn (copying the plant code into
-the query and the digits out of the tool response) only appears after a couple of hundred SFT steps.
+The SFT demonstrations come from other draws of the numbers (``sft_worlds`` worlds with the same plants), so the
+cold start cannot memorise a plant's capacity and only reading the tool response pays; GRPO and the evaluation use
+world 0, with held-out plants for the evaluation.
+
+Cost: the tokenizer gets :data:`COMPACT_TOOL_TEMPLATE` (a one-line tool header): TRL's Qwen2.5 template renders the
+tool schema and its instructions into every prompt, which made a trajectory about 600 tokens instead of about 340.
+SFT dominates the run (0.5-1 s per step of 8 trajectories at width 64 on 2 CPU cores); ``run_toy`` reports each
+phase's seconds.
 """
 
 from __future__ import annotations
@@ -32,11 +37,48 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 __all__ = [
-    "MODES", "SYSTEM_PROMPT", "ToyRecipe", "ToyTask",
+    "COMPACT_TOOL_TEMPLATE", "MODES", "SYSTEM_PROMPT", "ToyRecipe", "ToyTask",
     "evaluate_policy", "make_toy_search", "make_toy_world", "run_toy", "scripted_trajectory", "toy_prompt",
 ]
 
 SYSTEM_PROMPT = "Find plant facts with search. Reply <answer>number</answer>."
+
+#: The toy's chat template: TRL's Qwen2.5 *training* template (prefix-preserving, ``{% generation %}`` markers for
+#: assistant-only loss, hermes ``<tool_call>`` blocks that the tokenizer's Qwen response template parses back) with
+#: a one-line tool header instead of Qwen's JSON signatures and instructions. Qwen's header costs about 350 of the
+#: 600 tokens of a toy trajectory with the tiny tokenizer; a tiny model learns nothing from it, and every SFT step,
+#: GRPO rollout and evaluation pays for it. Users' own models keep their own templates.
+COMPACT_TOOL_TEMPLATE = (
+    "{%- if messages[0]['role'] == 'system' %}"
+    "{{- '<|im_start|>system\\n' + messages[0]['content'] }}"
+    "{%- else %}{{- '<|im_start|>system\\nYou are a helpful assistant.' }}{%- endif %}"
+    "{%- if tools %}{{- '\\nTools:' }}{%- for tool in tools %}"
+    "{%- set fn = tool.function if tool.function is defined else tool %}"
+    "{{- ' ' + fn.name + '(' + (fn.parameters.properties | list | join(', ')) + ')' }}"
+    "{%- endfor %}{%- endif %}"
+    "{{- '<|im_end|>\\n' }}"
+    "{%- for message in messages %}"
+    "{%- if message.role == 'user' or (message.role == 'system' and not loop.first) %}"
+    "{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}"
+    "{%- elif message.role == 'assistant' %}"
+    "{{- '<|im_start|>assistant' }}"
+    "{%- generation %}"
+    "{%- if message.content %}{{- '\\n' + message.content }}{%- endif %}"
+    "{%- for tool_call in message.tool_calls or [] %}"
+    "{%- if tool_call.function is defined %}{%- set tool_call = tool_call.function %}{%- endif %}"
+    "{{- '\\n<tool_call>\\n{\"name\": \"' + tool_call.name + '\", \"arguments\": ' }}"
+    "{{- tool_call.arguments | tojson }}{{- '}\\n</tool_call>' }}"
+    "{%- endfor %}"
+    "{{- '<|im_end|>\\n' }}"
+    "{%- endgeneration %}"
+    "{%- elif message.role == 'tool' %}"
+    "{%- if loop.index0 == 0 or messages[loop.index0 - 1].role != 'tool' %}{{- '<|im_start|>user' }}{%- endif %}"
+    "{{- '\\n<tool_response>\\n' + message.content + '\\n</tool_response>' }}"
+    "{%- if loop.last or messages[loop.index0 + 1].role != 'tool' %}{{- '<|im_end|>\\n' }}{%- endif %}"
+    "{%- endif %}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
 SHIFTS = (1, 10, 100)
 _LETTERS = "ABCDEFGHJKLMNPRSTUVWXYZ"
 
@@ -57,15 +99,20 @@ class ToyTask:
 class ToyRecipe:
     """Sizes and hyper-parameters of one :func:`run_toy` mode.
 
-    ``sft_steps=400``: with 200 steps the tiny model had not yet learnt to copy the plant code and the digits
-    (held-out reward 0 for every arm, seed 0); with 400 it reached 0.22 with the tool and 0 without. ``grpo_lr``:
-    at 1e-3 the R-GRPO policy stopped calling the tool after about ten steps and its reward fell to 0 (seed 0), so
-    the default is lowered to 1e-4, which has not been measured yet.
+    Measured at seed 0 (none of these reproduces claim 3): with Qwen's long tool template and SFT demonstrations
+    drawn from the evaluated world, 200 SFT steps gave held-out reward 0 and 400 gave 0.22; GRPO at lr 1e-3 then
+    stopped calling the tool and fell to 0, so ``grpo_lr`` is 1e-4. With that world, GRPO's training reward
+    (0.4-0.9) came from capacities memorised in SFT, not from reading (held-out 0.02). With demonstrations from
+    ``sft_worlds`` other draws of the numbers (so only reading pays) and the compact template, 400 SFT steps gave
+    0.04 held out, and a width-128, 4096-token-vocabulary student 0.00-0.04 over 600 steps: both call the tool
+    but miscopy the plant code's digits into the query ("Y23" -> "Y63"), so the search finds nothing useful
+    and GRPO has no reward to climb. Copying digits across the context is what this recipe still has to teach.
     """
 
     n_plants: int = 160
     n_eval: int = 50
-    n_sft: int = 200
+    n_sft: int = 800
+    sft_worlds: int = 8
     sft_steps: int = 400
     sft_lr: float = 5e-3
     sft_batch: int = 8
@@ -93,16 +140,22 @@ def _plant_codes(n: int, rng: random.Random) -> list[str]:
     return rng.sample(codes, n)
 
 
-def make_toy_world(seed: int, n_plants: int = 160) -> tuple[list, dict[str, int]]:
+def make_toy_world(seed: int, n_plants: int = 160, world: int = 0) -> tuple[list, dict[str, int]]:
     """The corpus and the hidden constants: ``(documents, {plant: capacity})``.
 
     Per plant a capacity document (the fogged fact) and a staff document (same plant code, another number);
-    capacities are two-digit numbers not ending in 0 (the tiny tokenizer merges "00").
+    capacities are two-digit numbers not ending in 0 (the tiny tokenizer merges "00"). The plant codes depend on
+    ``seed`` only; ``world`` redraws every number for the same plants (world 0 is the one evaluated and trained on
+    with GRPO; the SFT demonstrations come from other worlds, so that a plant's capacity cannot be memorised from
+    them and only reading the tool response pays).
     """
     from icml26.agents.optminer.retrieval import Document
 
     rng = random.Random(seed)
-    capacities = {code: rng.choice([c for c in range(11, 100) if c % 10]) for code in _plant_codes(n_plants, rng)}
+    codes = _plant_codes(n_plants, rng)
+    if world:
+        rng = random.Random(f"{seed}/{world}")
+    capacities = {code: rng.choice([c for c in range(11, 100) if c % 10]) for code in codes}
     documents = []
     for code, capacity in capacities.items():
         documents.append(Document(f"{code}-cap", f"Plant {code} capacity",
@@ -211,6 +264,8 @@ def run_toy(seed: int, mode: str = "quick", device: str = "cpu", *, recipe: ToyR
     if device not in ("cpu", "cuda") and not str(device).startswith("cuda"):
         raise ValueError(f"device must be 'cpu' or 'cuda[:i]', got {device!r}")
     recipe = recipe or MODES[mode]
+    if recipe.sft_worlds < 1 or recipe.n_sft < recipe.sft_worlds:
+        raise ValueError(f"need 1 <= sft_worlds <= n_sft, got sft_worlds={recipe.sft_worlds}, n_sft={recipe.n_sft}")
     start = time.perf_counter()
     rng = random.Random(seed)
     torch.manual_seed(seed)
@@ -221,12 +276,20 @@ def run_toy(seed: int, mode: str = "quick", device: str = "cpu", *, recipe: ToyR
     rng.shuffle(plants)
     eval_plants, train_plants = plants[: recipe.n_eval], plants[recipe.n_eval:]
     eval_tasks = make_tasks(capacities, eval_plants, rng, recipe.n_eval)
-    sft_tasks = make_tasks(capacities, train_plants, rng, recipe.n_sft)
+    # SFT demonstrations from other draws of the numbers (worlds 1..sft_worlds), each with its own corpus: a plant's
+    # capacity differs between demonstrations, so the cold start teaches reading the tool response, not facts.
+    sft_examples = []
+    for world in range(1, recipe.sft_worlds + 1):
+        docs_w, caps_w = make_toy_world(seed, recipe.n_plants, world=world)
+        search_w = make_toy_search(BM25Corpus(docs_w, k=3))
+        n_w = recipe.n_sft // recipe.sft_worlds + (world <= recipe.n_sft % recipe.sft_worlds)
+        sft_examples += [scripted_trajectory(t, search_w) for t in make_tasks(caps_w, train_plants, rng, n_w)]
     rl_tasks = make_tasks(capacities, train_plants, rng, recipe.grpo_steps * recipe.grpo_prompts_per_step)
 
     path = build_tiny_model("qwen3", hidden_size=recipe.hidden_size, num_layers=recipe.num_layers,
                             intermediate_size=2 * recipe.hidden_size, max_position_embeddings=1024, seed=seed)
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    tokenizer.chat_template = COMPACT_TOOL_TEMPLATE
     model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True).to(device)
     use_cpu = device == "cpu"
     reward = make_answer_reward(tolerance=1e-4)
@@ -236,17 +299,21 @@ def run_toy(seed: int, mode: str = "quick", device: str = "cpu", *, recipe: ToyR
 
     # SFT cold start (partial on purpose: few steps, so that RL has something left to learn)
     tools_json = json.dumps([get_json_schema(search)])
-    sft_data = Dataset.from_list([{"messages": scripted_trajectory(t, search), "tools": tools_json}
-                                  for t in sft_tasks])
+    sft_data = Dataset.from_list([{"messages": m, "tools": tools_json} for m in sft_examples])
     sft_args = SFTConfig(output_dir=f"{workdir}/sft", max_steps=recipe.sft_steps, learning_rate=recipe.sft_lr,
                          per_device_train_batch_size=recipe.sft_batch, assistant_only_loss=True,
                          lr_scheduler_type="constant", warmup_steps=0, logging_steps=10, max_length=1024,
                          **common)
+    timings = {"setup_s": time.perf_counter() - start}
+    tick = time.perf_counter()
     _quiet(SFTTrainer(model=model, args=sft_args, train_dataset=sft_data, processing_class=tokenizer)).train()
+    timings["sft_s"] = time.perf_counter() - tick
 
+    tick = time.perf_counter()
     max_len = recipe.max_completion_length
     sft_eval = evaluate_policy(model, tokenizer, eval_tasks, [search], reward, max_len)
     sft_notool = evaluate_policy(model, tokenizer, eval_tasks, [make_toy_search(None)], reward, max_len)
+    timings["eval_sft_s"] = time.perf_counter() - tick
 
     # R-GRPO
     rl_data = Dataset.from_list([{"prompt": toy_prompt(t), "answer": t.answer, "gold_doc": t.gold_doc}
@@ -261,13 +328,17 @@ def run_toy(seed: int, mode: str = "quick", device: str = "cpu", *, recipe: ToyR
     trainer = RGRPOTrainer(model=model, args=rl_args, train_dataset=rl_data, processing_class=tokenizer,
                            tools=[search])
     _quiet(trainer)
+    tick = time.perf_counter()
     trainer.train()
+    timings["grpo_s"] = time.perf_counter() - tick
     history = [h for h in trainer.state.log_history if "reward" in h]
     curve = [float(h["reward"]) for h in history]
     masked = [float(h["tools/masked_fraction"]) for h in history if "tools/masked_fraction" in h]
 
+    tick = time.perf_counter()
     rl_eval = evaluate_policy(model, tokenizer, eval_tasks, [search], reward, max_len)
     rl_notool = evaluate_policy(model, tokenizer, eval_tasks, [make_toy_search(None)], reward, max_len)
+    timings["eval_rgrpo_s"] = time.perf_counter() - tick
     return {
         "reward_sft": sft_eval["reward"],
         "reward_rgrpo": rl_eval["reward"],
@@ -278,4 +349,5 @@ def run_toy(seed: int, mode: str = "quick", device: str = "cpu", *, recipe: ToyR
         "tool_rate_rgrpo": rl_eval["tool_rate"],
         "masked_fraction": sum(masked) / len(masked) if masked else 0.0,
         "seconds": time.perf_counter() - start,
+        **timings,
     }

@@ -74,3 +74,43 @@ def test_toy_claim_over_three_seeds():
     gain = statistics.median(r["reward_rgrpo"] - r["reward_sft"] for r in runs)
     gap = statistics.median(r["reward_rgrpo"] - r["reward_notool"] for r in runs)
     assert gain >= 0.1 and gap > 0
+
+
+def test_compact_template_is_accepted_by_trl_and_renders_like_qwen(world):
+    """TRL needs a prefix-preserving template with {% generation %} markers that trains the end-of-turn token;
+    tool calls and responses must render as the Qwen template does, so the tokenizer's response parser reads them."""
+    from transformers import AutoTokenizer
+    from trl.chat_template_utils import (has_generation_markers, is_chat_template_prefix_preserving,
+                                         is_chat_template_stop_token_trained, parse_response)
+
+    from icml26.eval.optminer_toy import COMPACT_TOOL_TEMPLATE
+    from icml26.tiny import build_tiny_model
+
+    _, capacities, search = world
+    task = make_tasks(capacities, sorted(capacities)[:1], random.Random(0), 1)[0]
+    messages = scripted_trajectory(task, search)
+    tokenizer = AutoTokenizer.from_pretrained(build_tiny_model("qwen3", max_position_embeddings=1024))
+    qwen = tokenizer.apply_chat_template(messages, tools=[search], tokenize=False)
+    tokenizer.chat_template = COMPACT_TOOL_TEMPLATE
+    compact = tokenizer.apply_chat_template(messages, tools=[search], tokenize=False)
+    assert is_chat_template_prefix_preserving(tokenizer) and has_generation_markers(tokenizer.chat_template)
+    assert is_chat_template_stop_token_trained(tokenizer)
+    assert "Tools: search(query)<|im_end|>" in compact and "<tools>" not in compact
+    # everything after the system turn is rendered exactly as Qwen's template renders it
+    assert compact.split("<|im_end|>\n", 1)[1] == qwen.split("<|im_end|>\n", 1)[1]
+    assert len(tokenizer(compact)["input_ids"]) < 0.7 * len(tokenizer(qwen)["input_ids"])
+    prompt = tokenizer.apply_chat_template(messages[:2], tools=[search], add_generation_prompt=True, tokenize=False)
+    reply = compact[len(prompt):].split("<|im_end|>")[0] + "<|im_end|>"
+    parsed = parse_response(tokenizer, tokenizer(reply)["input_ids"], prefix=tokenizer(prompt)["input_ids"],
+                            tools=[search])
+    assert parsed["tool_calls"][0]["function"]["name"] == "search"
+
+
+def test_worlds_keep_the_plants_and_redraw_the_numbers():
+    docs0, caps0 = make_toy_world(3, n_plants=40)
+    docs1, caps1 = make_toy_world(3, n_plants=40, world=1)
+    assert set(caps0) == set(caps1) and caps0 == make_toy_world(3, n_plants=40)[1]
+    assert sum(caps0[p] != caps1[p] for p in caps0) >= 30  # a demonstration's capacity says nothing of world 0's
+    assert [d.id for d in docs0] == [d.id for d in docs1]
+    with pytest.raises(ValueError, match="sft_worlds"):
+        run_toy(0, recipe=ToyRecipe(sft_worlds=0))
