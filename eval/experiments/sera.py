@@ -19,18 +19,16 @@ Claims, all computed from the run:
 3. specialisation: the assistant-token loss drops more on held-out A than on B's trajectories.
 
 The student is far smaller than SERA's (Qwen3-8B/32B) and the learning rate is the tiny model's, not the paper's
-1e-5 (documented in the notes). Quick mode: 25 instances of A and 6 of B, a 2-layer d=128 student (1.5M
-parameters), 200 optimizer steps of 2 trajectories (2.5-3 minutes on 2 CPU cores: generation 14-17 s, validity
-before SFT 8-9 s, training 116-134 s, measurements after 6-10 s). Full mode: 120 instances of A and 20 of B, a 4-layer d=128
-student, 1000 steps (meant for a GPU).
+1e-5 (documented in the notes). Quick mode: 120 instances of A (8 held out) and 6 of B, a 4-layer d=128 student
+(2.0M parameters), 300 optimizer steps of 2 trajectories (about 6-7 minutes on 2 idle CPU cores, most of it
+training). Full mode: 240 instances of A and 20 of B, 1000 steps (meant for a GPU, untested).
 
-Measured in quick mode (seed 0): claims 1 and 3 hold; claim 2 does not: the student goes from 0 valid calls to 6-11 of
-18 (33% and 61% in two runs; generation is not bit-reproducible, 39 or 40 training trajectories), against the 80%
-asked; held-out loss on A falls from 8.3 to 1.6 nats per assistant token. Tried at 200 steps: width 64 (1 of 19),
-3 layers (10 of 19, 1.5x slower), learning rate 1e-2 (7 of 19). The misses are
-garbled calls (a lost ``<tool_call>`` tag or JSON key) after identifiers copied from the task in loops
-(``Parser._token_led_led_led...``). Full mode,
-with a deeper student and 5x the steps, targets it and is untested.
+How the quick sizes were chosen (claim 2, valid calls on held-out prompts after SFT): with 25 instances and a
+2-layer student, 33-72% over four runs; the student learnt the turn structure but fell into greedy loops inside
+identifiers copied from the task (``Parser._token_led_led_led...``) and never reached its ``<tool_call>``. More
+data helped most (2 layers, seed 0: 78% with 80 instances and 200 steps, 83% with 300 steps, 93% with 120
+instances and 300 steps), but 120 instances gave 33% at seed 1; four layers gave 95% (19 of 20) at seed 1. The
+student still rarely copies the exact identifier: claim 2 asks for a well-formed call, not a correct one.
 """
 
 from __future__ import annotations
@@ -41,16 +39,18 @@ REPO_A, REPO_B = "jmespath", "idna"
 FIXED_ROOT = "/testbed"
 THRESHOLDS = (0.5, 1.0)
 SIZES = {
-    "quick": {"n_a": 25, "n_b": 6, "heldout_a": 5, "steps": 200, "n_prompts": 20},
-    "full": {"n_a": 120, "n_b": 20, "heldout_a": 15, "steps": 1000, "n_prompts": 40},
+    "quick": {"n_a": 120, "n_b": 6, "heldout_a": 8, "steps": 300, "n_prompts": 20},
+    "full": {"n_a": 240, "n_b": 20, "heldout_a": 15, "steps": 1000, "n_prompts": 40},
 }
 #: The student: a tiny Qwen3 whose 4096-token vocabulary keeps SERA's long system prompt (tool schemas) near
 #: 1,300 tokens, inside ``MAX_LENGTH`` (a 16k vocabulary shortens trajectories by only ~10%, as the tokenizer's
-#: training text is not this repository's); 1.5M parameters in quick mode, 2.0M in full mode. On CPU a step costs
-#: about the same at width 64 or 128 (attention over 2,048 positions and the 4096-way head dominate), and at
-#: width 128 the student copies identifiers far better (seed 0, 200 steps: 6 of 19 valid calls against 1 of 19).
+#: training text is not this repository's); 2.0M parameters. On CPU a step costs about the same at width 64 or 128
+#: (attention over 2,048 positions and the 4096-way head dominate), and at width 128 the student copies identifiers
+#: far better (seed 0, 25 instances, 200 steps: 6 of 19 valid calls against 1 of 19). Four layers rather than two:
+#: at 120 instances and 300 steps a 2-layer student reached 93% at seed 0 but 33% at seed 1 (greedy loops inside
+#: copied identifiers), the 4-layer one 95% at seed 1.
 STUDENTS = {
-    "quick": {"vocab_size": 4096, "hidden_size": 128, "num_layers": 2, "num_heads": 4, "num_kv_heads": 2,
+    "quick": {"vocab_size": 4096, "hidden_size": 128, "num_layers": 4, "num_heads": 4, "num_kv_heads": 2,
               "intermediate_size": 512, "max_position_embeddings": 4096},
     "full": {"vocab_size": 4096, "hidden_size": 128, "num_layers": 4, "num_heads": 4, "num_kv_heads": 2,
              "intermediate_size": 512, "max_position_embeddings": 4096},
