@@ -215,8 +215,8 @@ class Sandbox:
 
     ``display_root`` (default ``/testbed``) is where commands see the copy when isolated: they start
     there, ``HOME`` is ``/.sandbox/home`` and ``GIT_DIR`` ``/.sandbox/git`` (see :data:`PRIVATE_DIR`),
-    so no output shows the random scratch path (which stays reachable, for commands built from
-    ``root``). The top-level folder of ``display_root`` is replaced inside the sandbox, so it may not
+    so no output shows the random scratch path, and commands cannot open it (nor the scratch copies
+    of other sandboxes beside it: their folder is covered by an empty tmpfs). The top-level folder of ``display_root`` is replaced inside the sandbox, so it may not
     be a system folder (``/usr``, ``/tmp``...) nor hold the scratch folder or this Python.
     ``display_root`` (the attribute) is the path to tell an agent: the fixed path when isolated, the
     real scratch path ``str(root)`` when commands run unisolated (``allow_unisolated`` fallback or
@@ -415,22 +415,25 @@ class Sandbox:
             raise
         if status_write is not None:
             os.close(status_write)
-        reader = _OutputReader(proc.stdout, self.max_output_chars)
-        timed_out = False
         try:
-            proc.wait(timeout=limit)
-        except subprocess.TimeoutExpired:
-            timed_out = True
+            reader = _OutputReader(proc.stdout, self.max_output_chars)
+            timed_out = False
+            try:
+                proc.wait(timeout=limit)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            finally:
+                if proc.poll() is None or timed_out:
+                    _kill_group(proc.pid)
+                    proc.wait()
+            reader.join(5.0)
+            duration = time.monotonic() - start
+            failure, status_read = ("" if status_read is None else _read_status(status_read)), None  # closes it
         finally:
-            if proc.poll() is None or timed_out:
-                _kill_group(proc.pid)
-                proc.wait()
-        reader.join(5.0)
-        duration = time.monotonic() - start
-        if status_read is not None:
-            failure = _read_status(status_read)
-            if failure:
-                raise SandboxError(f"the sandbox could not be set up for the command, which did not run: {failure}")
+            if status_read is not None:  # interrupted before the status was read
+                os.close(status_read)
+        if failure:
+            raise SandboxError(f"the sandbox could not be set up for the command, which did not run: {failure}")
         output, truncated = reader.text()
         if timed_out:
             output += f"\n[killed: the command exceeded its time limit of {limit:g} s]"
@@ -458,15 +461,32 @@ class Sandbox:
         """The launcher's view: what is bound where (``[source, target, read_only]``), and the cwd."""
         real = [[str(self.root), str(self.root), False], [str(self.home), str(self.home), False],
                 [str(self.git_dir), str(self.git_dir), True]]
-        runtime = [[path, path, True] for path in _hidden_runtime()]
         if not self._fixed:
+            runtime = [[path, path, True] for path in _hidden_runtime()]
             return {"binds": real + runtime, "new_root": False, "hide": [], "cwd": str(self.root)}
+        # In the new root the scratch copies are not mounted at their real paths: under /tmp, /var/tmp
+        # or /dev/shm they are behind the private tmpfs already; elsewhere (SERA's ``out/.scratch``, a
+        # ``scratch_parent`` in the home folder) an empty tmpfs covers their folder. Commands cannot
+        # open or write them there, nor see the other sandboxes beside this one (the path's name can
+        # still be read in /proc/self/mountinfo, as the source of the binds below).
+        mask = _scratch_mask(self._dir)
+        runtime = [[path, path, True] for path in _hidden_runtime(_TMPFS + tuple(mask))]
         shown = [[str(self.root), self.display_root, False], [str(self.home), self._inside_home, False],
                  [str(self.git_dir), self._inside_git, True]]
-        binds = sorted(shown + runtime, key=lambda b: (b[1].count("/"), b[1]))  # parents first; the real
-        # scratch path stays unreachable, so no command can learn or use it
-        return {"binds": binds, "new_root": True, "cwd": self.display_root,
+        binds = sorted(shown + runtime, key=lambda b: (b[1].count("/"), b[1]))  # parents first
+        return {"binds": binds, "new_root": True, "cwd": self.display_root, "mask": mask,
                 "hide": sorted({self.display_root.split("/")[1], PRIVATE_DIR.strip("/")})}
+
+
+def _scratch_mask(scratch: Path) -> list[str]:
+    """What to cover with an empty tmpfs in the new root so that ``scratch`` (this sandbox's folder)
+    and its siblings are out of sight: nothing when it lies in a private temporary folder, else its
+    parent, or the folder itself when the parent is ``/`` or a top-level folder like ``/home``."""
+    real = os.path.realpath(scratch)
+    if any(real == t or real.startswith(t + "/") for t in _TMPFS):
+        return []
+    parent = os.path.dirname(real)
+    return [parent if parent.count("/") >= 2 else real]
 
 
 def _read_status(fd: int) -> str:
@@ -487,15 +507,16 @@ def _read_status(fd: int) -> str:
     return b"".join(chunks).decode("utf-8", "replace").strip()
 
 
-def _hidden_runtime() -> list[str]:
-    """Folders of this Python (prefix, import path) that the private tmpfs would hide (a virtualenv
-    under /tmp, say): they are bound back, read-only, so ``python`` works inside the sandbox."""
+def _hidden_runtime(hidden: tuple[str, ...] | list[str] = _TMPFS) -> list[str]:
+    """Folders of this Python (prefix, import path) that a tmpfs over ``hidden`` (the private
+    temporary folders, a masked scratch folder) would hide (a virtualenv under /tmp, say): they are
+    bound back, read-only, so ``python`` works inside the sandbox."""
     found: list[str] = []
     for entry in sorted({sys.prefix, sys.base_prefix, os.path.dirname(sys.executable), *sys.path}):
         if not entry or not os.path.isdir(entry):
             continue
         real = os.path.realpath(entry)
-        if any(real == t or real.startswith(t + "/") for t in _TMPFS) and \
+        if any(real == t or real.startswith(t + "/") for t in hidden) and \
                 not any(real == f or real.startswith(f + "/") for f in found):
             found = [f for f in found if not f.startswith(real + "/")] + [real]
     return found
@@ -674,8 +695,13 @@ def _pivot_into_new_root(mount, libc, spec: dict, keep: dict, bind) -> None:
             mount(source, target, None, _MS_BIND)
     os.mkdir(f"{new}/tmp")
     mount("tmpfs", f"{new}/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=1777,size=512m")
+    masks = [new + point for point in spec.get("mask", ()) if os.path.isdir(new + point)]
+    for point in masks:  # the scratch folder, when it is not under /tmp (see Sandbox._mounts)
+        mount("tmpfs", point, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755,size=64k")
     for source, target, read_only in spec["binds"]:
         bind(keep[source], new + target, read_only)
+    for point in masks:  # read-only once the folders of this Python under it are bound back
+        mount(None, point, None, _MS_REMOUNT | _MS_NOSUID | _MS_NODEV | _MS_RDONLY, "mode=0755,size=64k")
     os.mkdir(f"{new}/{_OLD_ROOT}")
     if libc.syscall(ctypes.c_long(_PIVOT_ROOT_NR[machine]), os.fsencode(new), os.fsencode(f"{new}/{_OLD_ROOT}")) != 0:
         err = ctypes.get_errno()

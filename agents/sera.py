@@ -244,6 +244,8 @@ def generate(repo: str | os.PathLike, backend: Any, out_dir: str | os.PathLike, 
     threshold = check_threshold(threshold)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    if not isinstance(review_submit, bool):
+        raise TypeError(f"review_submit must be True or False, got {type(review_submit).__name__} {review_submit!r}")
     root = check_git_repo(repo)
     demos = list(demonstrations) if isinstance(demonstrations, (list, tuple)) else load_demonstrations(demonstrations)
     if not demos or not all(isinstance(d, str) and d.strip() for d in demos):

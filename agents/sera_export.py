@@ -146,7 +146,6 @@ def _row(record: dict, stage: str, result, recall) -> dict:
             **usage, "truncation_ratio": result.truncation_ratio}
 
 
-_NOT_CLAIMING = ("error", "empty_p1")
 
 
 def resolve_duplicates(records: list[dict]) -> list[dict]:
@@ -157,12 +156,15 @@ def resolve_duplicates(records: list[dict]) -> list[dict]:
     its second rollout). Here each such superseded record is shown as a one-worker run would have
     written it: status ``"duplicate"``, no synthetic issue, judge answer, second rollout or recall
     (its token usage, really spent, stays). Only records that went through the check take part
-    (``p1_claimed`` not None: not runs with ``dedupe=False``); failed ones (``error``) never hold a P1.
+    (``p1_claimed`` not None: not runs with ``dedupe=False``). A failed record (``error``) holds its P1
+    when it claimed it before failing (``p1_claimed`` True: the pull request, judge or second rollout
+    failed), as it did at run time, but keeps its ``error`` status: it is retried on resume.
     """
     def key(record):
         t1 = record.get("t1") or {}
-        if (record.get("status") in _NOT_CLAIMING or record.get("p1_claimed", True) is None
-                or not changed_lines(t1.get("patch"))):
+        claimed = record.get("p1_claimed", True)
+        if (record.get("status") == "empty_p1" or claimed is None
+                or (record.get("status") == "error" and claimed is not True) or not changed_lines(t1.get("patch"))):
             return None
         return hashlib.sha256(t1["patch"].encode()).hexdigest()
 
@@ -175,7 +177,7 @@ def resolve_duplicates(records: list[dict]) -> list[dict]:
     out = []
     for record in records:
         digest = key(record)
-        if digest is not None and record["status"] != "duplicate" \
+        if digest is not None and record["status"] not in ("duplicate", "error") \
                 and owners[digest] != (record.get("index", 0), record["id"]):
             record = {**record, "status": "duplicate", "duplicate": True, "synthetic_pr": None, "judge_ok": None,
                       "t2": None, "recall": None}

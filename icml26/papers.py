@@ -43,7 +43,7 @@ PAPERS: tuple[Paper, ...] = (
     Paper("sera", "SERA",
           "SERA: Soft-Verified Efficient Repository Agents",
           ("agents/backends.py", "agents/sandbox.py", "agents/loop.py", "agents/sera.py", "training/sera.py"),
-          "icml26 sera generate; icml26 sera train; icml26 reproduce sera", status="partial"),
+          "icml26 sera generate; icml26 sera train; icml26 reproduce sera", status="working"),
     Paper("optminer", "Opt-Miner",
           "Opt-Miner: Empowering Information-Seeking Agent with Tree-Guided Data Synthesis for Optimization Modeling",
           ("agents/optminer/", "training/rgrpo.py", "eval/optminer_toy.py"),

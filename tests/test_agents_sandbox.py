@@ -7,6 +7,7 @@ user namespaces) they are skipped with the probe's reason, and the refusal itsel
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -309,6 +310,39 @@ def test_real_scratch_path_is_hidden_and_other_display_roots(repo):
     with Sandbox(repo, time_limit=20, display_root=None) as box:
         assert box.display_root == str(box.root)
         assert box.run("pwd").output.strip() == str(box.root)
+
+
+@pytest.fixture
+def outside_tmp():
+    """A writable folder outside /tmp, /var/tmp and /dev/shm (where SERA's ``out/.scratch`` may lie)."""
+    for base in (Path.home() / ".cache", Path.cwd()):
+        real = os.path.realpath(base)
+        if any(real == t or real.startswith(t + "/") for t in ("/tmp", "/var/tmp", "/dev/shm")):
+            continue
+        try:
+            base.mkdir(parents=True, exist_ok=True)
+            folder = Path(tempfile.mkdtemp(prefix="icml26-test-scratch-", dir=base))
+        except OSError:
+            continue
+        yield folder
+        shutil.rmtree(folder, ignore_errors=True)
+        return
+    pytest.skip("no writable folder outside /tmp, /var/tmp and /dev/shm for the scratch copies")
+
+
+@needs_isolation
+def test_scratch_outside_tmp_is_covered_in_the_sandbox(repo, outside_tmp):
+    with Sandbox(repo, time_limit=20, scratch_parent=outside_tmp) as box, \
+            Sandbox(repo, time_limit=20, scratch_parent=outside_tmp) as other:
+        assert box.root.is_relative_to(outside_tmp) and other.root.is_relative_to(outside_tmp)
+        result = box.run(f"ls -A {outside_tmp} | wc -l; cat {other.root}/README || echo unreadable; "
+                         f"echo x > {box.root}/leak.txt || echo unwritable; cat README; python -c 'print(6 * 7)'")
+        lines = result.output.splitlines()
+        assert lines[0].strip() == "0", result.output  # neither sandbox nor the sibling is visible
+        assert "unreadable" in lines and "unwritable" in lines and "readme, edited" in lines and "42" in lines, \
+            result.output
+        assert not (box.root / "leak.txt").exists()
+        assert box.run("echo y > inside.txt").returncode == 0 and (box.root / "inside.txt").read_text() == "y\n"
 
 
 def test_unisolated_sandbox_reports_the_real_path(repo, monkeypatch):

@@ -305,6 +305,17 @@ def test_ledger_tolerates_a_torn_line_and_out_dir_is_locked(tmp_path):
     _OutDirLock(tmp_path).release()
 
 
+def test_generate_rejects_bad_options_before_any_work(tmp_path):
+    from icml26.agents.sera import generate
+
+    repo = git_repo(tmp_path, SMALL)
+    with pytest.raises(ValueError, match="workers must be a positive integer, got 0"):
+        generate(repo, "scripted", tmp_path / "out", workers=0, progress=False)
+    with pytest.raises(TypeError, match="review_submit must be True or False, got str 'no'"):
+        generate(repo, "scripted", tmp_path / "out", review_submit="no", progress=False)
+    assert not (tmp_path / "out").exists()
+
+
 # -------------------------------------------------------------------------------------------- CLI
 
 def test_cli_train_dispatch(monkeypatch):

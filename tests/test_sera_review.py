@@ -202,10 +202,16 @@ def test_resolve_duplicates_rules():
                 "t2": {"patch": p} if status == "done" else None, "recall": 1.0 if status == "done" else None,
                 "synthetic_pr": "x", "judge_ok": True, "duplicate": status == "duplicate"}
 
-    out = resolve_duplicates([rec(0, "error"), rec(1, "judged_invalid"), rec(2, "done"), rec(3, "duplicate", False),
-                              rec(4, "done", p=patch.replace("+b", "+c"))])
+    # a failure before the check (rollout 1) holds nothing; the lowest index that claimed keeps the P1
+    out = resolve_duplicates([rec(0, "error", None), rec(1, "judged_invalid"), rec(2, "done"),
+                              rec(3, "duplicate", False), rec(4, "done", p=patch.replace("+b", "+c"))])
     assert [r["status"] for r in out] == ["error", "judged_invalid", "duplicate", "duplicate", "done"]
     assert out[2]["t2"] is None and out[2]["recall"] is None and out[2]["judge_ok"] is None
+    # a failure after claiming (pull request, judge, rollout 2) held the P1 at run time: it still does
+    # at export, as a one-worker run would have had it, and stays "error" (retried on resume)
+    out = resolve_duplicates([rec(0, "error"), rec(1, "judged_invalid"), rec(2, "done")])
+    assert [r["status"] for r in out] == ["error", "duplicate", "duplicate"]
+    assert out[0]["t2"] is None and out[0]["synthetic_pr"] == "x"
     # runs without the check (dedupe=False) are left as they are
     same = [rec(0, "done", None), rec(1, "done", None)]
     assert resolve_duplicates(same) == same
