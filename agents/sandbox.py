@@ -216,8 +216,9 @@ class Sandbox:
     ``display_root`` (default ``/testbed``) is where commands see the copy when isolated: they start
     there, ``HOME`` is ``/.sandbox/home`` and ``GIT_DIR`` ``/.sandbox/git`` (see :data:`PRIVATE_DIR`),
     so no output shows the random scratch path, and commands cannot open it (nor the scratch copies
-    of other sandboxes beside it: their folder is covered by an empty tmpfs). The top-level folder of ``display_root`` is replaced inside the sandbox, so it may not
-    be a system folder (``/usr``, ``/tmp``...) nor hold the scratch folder or this Python.
+    of other sandboxes beside it: their folder is covered by an empty tmpfs). The top-level folder
+    of ``display_root`` is replaced inside the sandbox, so it may not be a system folder (``/usr``,
+    ``/tmp``...) nor hold the scratch folder or this Python.
     ``display_root`` (the attribute) is the path to tell an agent: the fixed path when isolated, the
     real scratch path ``str(root)`` when commands run unisolated (``allow_unisolated`` fallback or
     ``isolation="none"``) or when ``display_root=None`` was passed.

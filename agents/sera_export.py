@@ -146,8 +146,6 @@ def _row(record: dict, stage: str, result, recall) -> dict:
             **usage, "truncation_ratio": result.truncation_ratio}
 
 
-
-
 def resolve_duplicates(records: list[dict]) -> list[dict]:
     """Ledger records with the duplicate-P1 rule applied: of identical P1s, the lowest index keeps it.
 
