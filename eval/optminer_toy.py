@@ -39,6 +39,7 @@ from typing import Any, Callable
 __all__ = [
     "COMPACT_TOOL_TEMPLATE", "MODES", "SYSTEM_PROMPT", "ToyRecipe", "ToyTask",
     "evaluate_policy", "make_toy_search", "make_toy_world", "run_toy", "scripted_trajectory", "toy_prompt",
+    "toy_tokenizer",
 ]
 
 SYSTEM_PROMPT = "Find plant facts with search. Reply <answer>number</answer>."
@@ -80,6 +81,8 @@ COMPACT_TOOL_TEMPLATE = (
     "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
 )
 SHIFTS = (1, 10, 100)
+#: Shifts are written as one word each, so that every question has the same number of tokens.
+SHIFT_WORDS = {1: "one", 10: "ten", 100: "hundred"}
 _LETTERS = "ABCDEFGHJKLMNPRSTUVWXYZ"
 
 
@@ -124,6 +127,7 @@ class ToyRecipe:
     max_completion_length: int = 256
     hidden_size: int = 64
     num_layers: int = 2
+    search_k: int = 1
 
 
 MODES: dict[str, ToyRecipe] = {
@@ -134,7 +138,7 @@ MODES: dict[str, ToyRecipe] = {
 
 
 def _plant_codes(n: int, rng: random.Random) -> list[str]:
-    codes = sorted({f"{letter}{number}" for letter in _LETTERS for number in range(1, 100)})
+    codes = sorted({f"{letter}{number}" for letter in _LETTERS for number in range(10, 100)})  # 3 tokens each
     if n > len(codes):
         raise ValueError(f"n_plants must be at most {len(codes)}, got {n}")
     return rng.sample(codes, n)
@@ -171,7 +175,7 @@ def make_tasks(capacities: dict[str, int], plants: list[str], rng: random.Random
     for i in range(n):
         plant = plants[i % len(plants)]
         shifts = rng.choice(SHIFTS)
-        question = f"Plant {plant} runs {shifts} shifts. How many units does it make?"
+        question = f"Shifts: {SHIFT_WORDS[shifts]}. How many units does plant {plant} make?"
         tasks.append(ToyTask(plant, capacities[plant], shifts, question, float(capacities[plant] * shifts),
                              f"[{plant}-cap]"))
     rng.shuffle(tasks)
@@ -188,7 +192,7 @@ def scripted_trajectory(task: ToyTask, search: Callable[[str], str]) -> list[dic
     query = f"capacity of plant {task.plant}"
     return [
         *toy_prompt(task),
-        {"role": "assistant", "content": f"<think>find plant {task.plant}</think>",
+        {"role": "assistant", "content": f"<think>plant {task.plant}</think>",
          "tool_calls": [{"type": "function", "function": {"name": "search", "arguments": {"query": query}}}]},
         {"role": "tool", "name": "search", "content": search(query)},
         {"role": "assistant", "content": f"<answer>{int(task.answer)}</answer>"},
@@ -229,6 +233,24 @@ def make_toy_search(corpus, k: int = 3) -> Callable[[str], str]:
     return search
 
 
+def toy_tokenizer(trajectories: list[list[dict]], tools: list[Callable]):
+    """The toy's word-level tokenizer (:func:`icml26.tiny.build_word_tokenizer`, as the spec's toy asks
+    for), its vocabulary read from ``trajectories`` rendered with :data:`COMPACT_TOOL_TEMPLATE`, plus
+    every letter and digit: plant codes, numbers and the tool's answers are then spelt with the same
+    ids wherever they appear, which byte-level BPE did not do (``" 4","2"`` in a document but ``"4","2"``
+    in the answer), and copying them is what the policy has to learn.
+    """
+    from transformers.utils import get_json_schema
+
+    from icml26.tiny import build_word_tokenizer
+
+    schemas = [get_json_schema(tool) for tool in tools]
+    seed_texts = [SYSTEM_PROMPT, COMPACT_TOOL_TEMPLATE, *(tool("") for tool in tools)]
+    draft = build_word_tokenizer(seed_texts, chat_template=COMPACT_TOOL_TEMPLATE)
+    rendered = [draft.apply_chat_template(t, tools=schemas, tokenize=False) for t in trajectories]
+    return build_word_tokenizer(seed_texts + rendered, chat_template=COMPACT_TOOL_TEMPLATE)
+
+
 def _quiet(trainer):
     """Drop the callback that prints every log dict (the caller reads ``state.log_history``)."""
     from transformers.trainer_callback import PrinterCallback
@@ -251,12 +273,11 @@ def run_toy(seed: int, mode: str = "quick", device: str = "cpu", *, recipe: ToyR
 
     import torch
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import get_json_schema
     from trl import SFTConfig, SFTTrainer
 
     from icml26.agents.optminer.retrieval import BM25Corpus
-    from icml26.tiny import build_tiny_model
+    from icml26.tiny import tiny_model_for_tokenizer
     from icml26.training.rgrpo import RGRPOConfig, RGRPOTrainer, make_answer_reward
 
     if mode not in MODES:
@@ -271,7 +292,7 @@ def run_toy(seed: int, mode: str = "quick", device: str = "cpu", *, recipe: ToyR
     torch.manual_seed(seed)
 
     documents, capacities = make_toy_world(seed, recipe.n_plants)
-    search = make_toy_search(BM25Corpus(documents, k=3))
+    search = make_toy_search(BM25Corpus(documents), k=recipe.search_k)
     plants = sorted(capacities)
     rng.shuffle(plants)
     eval_plants, train_plants = plants[: recipe.n_eval], plants[recipe.n_eval:]
@@ -281,16 +302,15 @@ def run_toy(seed: int, mode: str = "quick", device: str = "cpu", *, recipe: ToyR
     sft_examples = []
     for world in range(1, recipe.sft_worlds + 1):
         docs_w, caps_w = make_toy_world(seed, recipe.n_plants, world=world)
-        search_w = make_toy_search(BM25Corpus(docs_w, k=3))
+        search_w = make_toy_search(BM25Corpus(docs_w), k=recipe.search_k)
         n_w = recipe.n_sft // recipe.sft_worlds + (world <= recipe.n_sft % recipe.sft_worlds)
         sft_examples += [scripted_trajectory(t, search_w) for t in make_tasks(caps_w, train_plants, rng, n_w)]
     rl_tasks = make_tasks(capacities, train_plants, rng, recipe.grpo_steps * recipe.grpo_prompts_per_step)
 
-    path = build_tiny_model("qwen3", hidden_size=recipe.hidden_size, num_layers=recipe.num_layers,
-                            intermediate_size=2 * recipe.hidden_size, max_position_embeddings=1024, seed=seed)
-    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    tokenizer.chat_template = COMPACT_TOOL_TEMPLATE
-    model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True).to(device)
+    tokenizer = toy_tokenizer(sft_examples, [search, make_toy_search(None)])
+    model = tiny_model_for_tokenizer(tokenizer, "qwen3", hidden_size=recipe.hidden_size,
+                                     num_layers=recipe.num_layers, intermediate_size=2 * recipe.hidden_size,
+                                     max_position_embeddings=1024, seed=seed).to(device)
     use_cpu = device == "cpu"
     reward = make_answer_reward(tolerance=1e-4)
     workdir = output_dir or tempfile.mkdtemp(prefix="optminer-toy-")

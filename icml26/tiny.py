@@ -54,8 +54,10 @@ __all__ = [
     "FORMAT_VERSION",
     "SPECIAL_TOKENS",
     "build_tiny_model",
+    "build_word_tokenizer",
     "default_cache_dir",
     "load_tiny_model",
+    "tiny_model_for_tokenizer",
 ]
 
 #: Bump when the layout or content of a built folder changes, so old caches are not reused.
@@ -423,6 +425,61 @@ def build_tiny_model(
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return final
+
+
+#: How :func:`build_word_tokenizer` splits text: every whitespace character, every digit, every run of
+#: letters and every other character is one token, so a number or a code like ``K73`` is always the same
+#: sequence of ids wherever it appears (byte-level BPE merges a leading space into some digits and letters
+#: but not others, which a tiny model must then learn to map onto each other).
+WORD_PATTERN = r"\s|\d|[A-Za-z]+|[^\sA-Za-z\d]"
+
+
+def build_word_tokenizer(texts, *, model_max_length: int = 1024, chat_template: str | None = None):
+    """A word-level tokenizer whose vocabulary is every token of ``texts`` (see :data:`WORD_PATTERN`).
+
+    For toy tasks with a small closed vocabulary (a few hundred words, as the Opt-Miner spec's
+    R-GRPO toy asks for): the special and tool tokens, the chat template (TRL's Qwen2.5 one unless
+    ``chat_template`` is given) and the response template are those of :func:`build_tiny_model`'s
+    tokenizer, every printable ASCII character is in the vocabulary, and ``decode`` concatenates
+    tokens exactly, so ``decode(encode(text)) == text`` for any text made of known words. Words not
+    in ``texts`` become ``<|unk|>``. Deterministic: the vocabulary is sorted.
+    """
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+    from trl.chat_template_utils import qwen3_template
+
+    import re
+
+    unk = "<|unk|>"
+    words = {chr(c) for c in range(32, 127)} | {"\n", "\t"}
+    for text in texts:
+        words.update(re.findall(WORD_PATTERN, text))
+    vocab = {token: i for i, token in enumerate([*CONTROL_TOKENS, unk, *sorted(words - set(SPECIAL_TOKENS))])}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token=unk))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex(WORD_PATTERN), behavior="isolated")
+    tok.decoder = decoders.Fuse()
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in (*CONTROL_TOKENS, unk)])
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in TOOL_TOKENS])
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token=None, eos_token=IM_END, pad_token=ENDOFTEXT, unk_token=unk,
+        model_max_length=model_max_length, clean_up_tokenization_spaces=False,
+        chat_template=chat_template or _chat_template(), response_template=qwen3_template)
+
+
+def tiny_model_for_tokenizer(tokenizer, family: str = "qwen3", *, hidden_size: int = 64, num_layers: int = 2,
+                             num_heads: int = 4, num_kv_heads: int = 2, intermediate_size: int = 128,
+                             max_position_embeddings: int = 1024, seed: int = 0) -> PreTrainedModel:
+    """A random-weight model of ``family`` sized for ``tokenizer`` (in memory, nothing cached).
+
+    The same initialisation as :func:`build_tiny_model`, for a tokenizer built elsewhere, e.g. by
+    :func:`build_word_tokenizer`.
+    """
+    _validate(family, max(len(tokenizer), _MIN_VOCAB), hidden_size, num_layers, num_heads, num_kv_heads,
+              intermediate_size, max_position_embeddings, seed)
+    args = {"hidden_size": hidden_size, "num_layers": num_layers, "num_heads": num_heads,
+            "num_kv_heads": num_kv_heads, "intermediate_size": intermediate_size,
+            "max_position_embeddings": max_position_embeddings, "seed": seed}
+    return _build_model(family, tokenizer, args)
 
 
 def load_tiny_model(
