@@ -1,43 +1,51 @@
-"""The R-GRPO toy task (Opt-Miner spec section 5): a fogged constant that only retrieval reveals.
+"""The R-GRPO toy task (Opt-Miner spec section 5): a fogged constant that only the right search reveals.
 
-Each task names a plant ("Plant K7 runs 10 shifts. How many units does it make?"). The plant's capacity per shift
-was *fogged* out of the question into a document of a BM25-searched corpus ("Plant K7 makes 37 units per shift"),
-next to distractors (every plant's staff count, a document that shares the plant code and another number). The
-answer is ``capacity * shifts`` with ``shifts`` in {1, 10, 100}: a simple function of the retrieved constant and the
-number in the question, chosen so that a 2-layer model can compute it token by token (digits are single tokens of
-the tiny tokenizer; the multiplication appends zeros). Held-out tasks use plants never seen in training, so the
-constant cannot be memorised: without the tool a policy can only guess.
+Each task names a plant ("Shifts: ten. How many units does plant K73 make?"). The plant's capacity per shift was
+*fogged* out of the question into a document of a BM25-searched corpus ("Plant K73 makes 37 units per shift."),
+next to a distractor with the same plant code and another number ("Plant K73 employs 52 workers."). The answer is
+``capacity * shifts`` with ``shifts`` in {one, ten, hundred}: the multiplication appends zeros, so a 2-layer model
+computes it token by token. Held-out tasks use plants never seen in training, so the constant cannot be memorised:
+without the tool a policy can only guess.
 
-Pipeline (:func:`run_toy`): a tiny Qwen3 from config (``icml26.tiny``); an SFT cold start with TRL's
-``SFTTrainer`` on scripted trajectories (``<think>`` - a ``search`` tool call - the tool response - ``<answer>``)
-for a fixed, small number of steps (``ToyRecipe.sft_steps``), so that the cold start can be partial; then
-:class:`~icml26.training.rgrpo.RGRPOTrainer`
-(TRL ``GRPOTrainer(tools=[search])``, G = 4). Rewards are measured on 50 held-out tasks with greedy multi-turn
-rollouts for: the SFT policy, the SFT + R-GRPO policy, and the SFT + R-GRPO policy with the tool disabled (the
-search returns no document). The ablation disables the tool at evaluation rather than training a second policy
-without it: it isolates how much of the reward depends on the retrieved constant, and costs no second training run
-(a policy trained without the tool could not reach the constant either, so it would only score chance).
+The tokenizer is word-level (:func:`icml26.tiny.build_word_tokenizer`, as the spec's toy asks): a digit or a letter
+is the same id in the question, the query, the document and the answer, and every prompt has the same length, so
+copying the plant code into the query and the number into the answer is a fixed-offset copy.
+
+Pipeline (:func:`run_toy`): a tiny Qwen3 from config; an SFT cold start with TRL's ``SFTTrainer`` on the scripted
+teacher's trajectories (``<think>`` - a ``search`` tool call - the real tool response - ``<answer>``); then
+:class:`~icml26.training.rgrpo.RGRPOTrainer` (TRL ``GRPOTrainer(tools=[search])``, retrieved tokens out of the
+loss). The teacher searches well only 40% of the time (:data:`TEACHER_QUERIES`): otherwise it asks for the staff
+document and answers with the number it read there. SFT learns to copy codes and numbers, and the teacher's habit of
+asking for the wrong document; R-GRPO has to learn from the reward which search pays. That is the information-seeking
+behaviour the paper trains, reduced to one choice. With a teacher that always searches well, SFT alone reaches 0.94
+held out (seed 0, 1000 steps) and leaves R-GRPO nothing to improve.
+
+Rewards are measured on 50 held-out tasks with greedy multi-turn rollouts for: the SFT policy, the SFT + R-GRPO
+policy, and the SFT + R-GRPO policy with the tool disabled (the search returns no document). The ablation disables
+the tool at evaluation rather than training a second policy without it: it isolates how much of the reward depends
+on the retrieved constant, and costs no second training run.
 
 The SFT demonstrations come from other draws of the numbers (``sft_worlds`` worlds with the same plants), so the
 cold start cannot memorise a plant's capacity and only reading the tool response pays; GRPO and the evaluation use
 world 0, with held-out plants for the evaluation.
 
-Cost: the tokenizer gets :data:`COMPACT_TOOL_TEMPLATE` (a one-line tool header): TRL's Qwen2.5 template renders the
-tool schema and its instructions into every prompt, which made a trajectory about 600 tokens instead of about 340.
-SFT dominates the run (0.5-1 s per step of 8 trajectories at width 64 on 2 CPU cores); ``run_toy`` reports each
-phase's seconds.
+Cost: the tokenizer gets :data:`COMPACT_TOOL_TEMPLATE` (a one-line tool header instead of Qwen's JSON signatures and
+instructions), so a trajectory is about 180 tokens. On 2 CPU cores a seed takes about 2-2.5 minutes, three quarters
+of it SFT; ``run_toy`` reports each phase's seconds. Training runs in float32: TRL's configs default to bf16, which
+on a CPU without bf16 matrix units made every step about 3 times slower.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
 __all__ = [
-    "COMPACT_TOOL_TEMPLATE", "MODES", "SYSTEM_PROMPT", "ToyRecipe", "ToyTask",
+    "COMPACT_TOOL_TEMPLATE", "MODES", "SYSTEM_PROMPT", "TEACHER_QUERIES", "ToyRecipe", "ToyTask",
     "evaluate_policy", "make_toy_search", "make_toy_world", "run_toy", "scripted_trajectory", "toy_prompt",
     "toy_tokenizer",
 ]
@@ -98,31 +106,41 @@ class ToyTask:
     gold_doc: str  # the rendered id of the capacity document, e.g. "[K7-cap]"
 
 
+#: The wordings of the scripted teacher's search queries and how often it uses each (see :class:`ToyRecipe`). Only
+#: ``capacity of plant X`` ranks the capacity document first; ``staff of plant X`` finds the staff document.
+TEACHER_QUERIES: tuple[tuple[str, float], ...] = (("staff of plant {plant}", 0.6), ("capacity of plant {plant}", 0.4))
+
+
 @dataclass(frozen=True)
 class ToyRecipe:
     """Sizes and hyper-parameters of one :func:`run_toy` mode.
 
-    Measured at seed 0 (none of these reproduces claim 3): with Qwen's long tool template and SFT demonstrations
-    drawn from the evaluated world, 200 SFT steps gave held-out reward 0 and 400 gave 0.22; GRPO at lr 1e-3 then
-    stopped calling the tool and fell to 0, so ``grpo_lr`` is 1e-4. With that world, GRPO's training reward
-    (0.4-0.9) came from capacities memorised in SFT, not from reading (held-out 0.02). With demonstrations from
-    ``sft_worlds`` other draws of the numbers (so only reading pays) and the compact template, 400 SFT steps gave
-    0.04 held out, and a width-128, 4096-token-vocabulary student 0.00-0.04 over 600 steps: both call the tool
-    but miscopy the plant code's digits into the query ("Y23" -> "Y63"), so the search finds nothing useful
-    and GRPO has no reward to climb. Copying digits across the context is what this recipe still has to teach.
+    ``teacher_queries`` is the cold start's weak point on purpose: the scripted teacher searches with a mix of
+    wordings (:data:`TEACHER_QUERIES`), and then answers with the number it read. SFT imitates the mix, so its greedy
+    policy searches with the teacher's most frequent wording, which finds the staff document; which search pays is
+    left for R-GRPO to learn. With a teacher that always searches well (``teacher_queries=(("capacity of plant
+    {plant}", 1.0),)``) SFT alone reaches 0.94 held out at seed 0 after 1000 steps of 16.
+
+    ``retrieval_bonus`` (R-GRPO's optional bonus when a tool result holds the gold document) stays off, as in
+    :class:`~icml26.training.rgrpo.RGRPOConfig`: the answer reward alone moves the search. With 0.5 the held-out
+    rewards after R-GRPO were the same at seeds 0 and 1 (0.92) and 0.14 instead of 0.10 at seed 2. On an earlier
+    cold start (600 SFT steps, three wordings, the right one sampled in about 10% of rollouts), ``grpo_lr`` 1e-4 had
+    not moved the search after 30 steps, and 1e-3 made the policy stop calling the tool.
     """
 
     n_plants: int = 160
     n_eval: int = 50
     n_sft: int = 800
     sft_worlds: int = 8
-    sft_steps: int = 400
+    teacher_queries: tuple[tuple[str, float], ...] = TEACHER_QUERIES
+    sft_steps: int = 1000
     sft_lr: float = 5e-3
-    sft_batch: int = 8
+    sft_batch: int = 16
     grpo_steps: int = 30
-    grpo_lr: float = 1e-4
-    grpo_prompts_per_step: int = 2
-    num_generations: int = 4
+    grpo_lr: float = 3e-4
+    retrieval_bonus: float = 0.0
+    grpo_prompts_per_step: int = 8
+    num_generations: int = 8
     temperature: float = 1.0
     max_completion_length: int = 256
     hidden_size: int = 64
@@ -130,11 +148,9 @@ class ToyRecipe:
     search_k: int = 1
 
 
-MODES: dict[str, ToyRecipe] = {
-    "quick": ToyRecipe(),
-    "full": ToyRecipe(n_plants=400, n_sft=400, sft_steps=800, grpo_steps=100, grpo_prompts_per_step=8,
-                      hidden_size=128, num_layers=4),
-}
+#: ``full`` runs the same recipe as ``quick`` (the spec's toy fixes the sizes); the experiment's full mode runs it
+#: over three seeds.
+MODES: dict[str, ToyRecipe] = {"quick": ToyRecipe(), "full": ToyRecipe()}
 
 
 def _plant_codes(n: int, rng: random.Random) -> list[str]:
@@ -165,7 +181,8 @@ def make_toy_world(seed: int, n_plants: int = 160, world: int = 0) -> tuple[list
         documents.append(Document(f"{code}-cap", f"Plant {code} capacity",
                                   f"Plant {code} makes {capacity} units per shift."))
         documents.append(Document(f"{code}-staff", f"Plant {code} staff",
-                                  f"Plant {code} employs {rng.randint(11, 99)} workers."))
+                                  f"Plant {code} employs {rng.choice([n for n in range(11, 100) if n != capacity])} "
+                                  "workers."))
     return documents, capacities
 
 
@@ -187,21 +204,28 @@ def toy_prompt(task: ToyTask) -> list[dict]:
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": task.question}]
 
 
-def scripted_trajectory(task: ToyTask, search: Callable[[str], str]) -> list[dict]:
-    """The SFT demonstration: think, call ``search``, read the real tool response, answer."""
-    query = f"capacity of plant {task.plant}"
+def scripted_trajectory(task: ToyTask, search: Callable[[str], str],
+                        query: str = "capacity of plant {plant}") -> list[dict]:
+    """The teacher's demonstration: think, call ``search`` with ``query`` (``{plant}`` filled in), read the real
+    tool response, and answer with the first number of the top document times the shifts (the right answer when
+    the search found the capacity document)."""
+    query = query.format(plant=task.plant)
+    response = search(query)
+    read = re.search(r"(?:makes|employs) (\d+)", response)
+    answer = int(read.group(1)) * task.shifts if read else 0
     return [
         *toy_prompt(task),
         {"role": "assistant", "content": f"<think>plant {task.plant}</think>",
          "tool_calls": [{"type": "function", "function": {"name": "search", "arguments": {"query": query}}}]},
-        {"role": "tool", "name": "search", "content": search(query)},
-        {"role": "assistant", "content": f"<answer>{int(task.answer)}</answer>"},
+        {"role": "tool", "name": "search", "content": response},
+        {"role": "assistant", "content": f"<answer>{answer}</answer>"},
     ]
 
 
 def evaluate_policy(model, tokenizer, tasks: list[ToyTask], tools: list[Callable], reward_func,
                     max_completion_length: int) -> dict[str, float]:
-    """Greedy multi-turn rollouts on ``tasks``: mean reward and the fraction of rollouts that called a tool."""
+    """Greedy multi-turn rollouts on ``tasks``: mean reward, the fraction of rollouts that called a tool
+    (``tool_rate``) and the fraction whose tool results held the task's capacity document (``gold_rate``)."""
     from icml26.training.rgrpo import rollout_with_tools
 
     was_training = model.training
@@ -211,7 +235,10 @@ def evaluate_policy(model, tokenizer, tasks: list[ToyTask], tools: list[Callable
     model.train(was_training)
     rewards = reward_func(completions=completions, answer=[t.answer for t in tasks])
     called = [any(m.get("role") == "tool" for m in c) for c in completions]
-    return {"reward": sum(rewards) / len(rewards), "tool_rate": sum(called) / len(called)}
+    found = [any(m.get("role") == "tool" and t.gold_doc in str(m.get("content")) for m in c)
+             for c, t in zip(completions, tasks)]
+    n = len(tasks)
+    return {"reward": sum(rewards) / n, "tool_rate": sum(called) / n, "gold_rate": sum(found) / n}
 
 
 def make_toy_search(corpus, k: int = 3) -> Callable[[str], str]:
@@ -287,6 +314,9 @@ def run_toy(seed: int, mode: str = "quick", device: str = "cpu", *, recipe: ToyR
     recipe = recipe or MODES[mode]
     if recipe.sft_worlds < 1 or recipe.n_sft < recipe.sft_worlds:
         raise ValueError(f"need 1 <= sft_worlds <= n_sft, got sft_worlds={recipe.sft_worlds}, n_sft={recipe.n_sft}")
+    if not recipe.teacher_queries or any("{plant}" not in str(q) or not w > 0 for q, w in recipe.teacher_queries):
+        raise ValueError("teacher_queries must be non-empty (wording, weight) pairs, each wording with a {plant} "
+                         f"field and each weight > 0, got {recipe.teacher_queries!r}")
     start = time.perf_counter()
     rng = random.Random(seed)
     torch.manual_seed(seed)
@@ -299,12 +329,14 @@ def run_toy(seed: int, mode: str = "quick", device: str = "cpu", *, recipe: ToyR
     eval_tasks = make_tasks(capacities, eval_plants, rng, recipe.n_eval)
     # SFT demonstrations from other draws of the numbers (worlds 1..sft_worlds), each with its own corpus: a plant's
     # capacity differs between demonstrations, so the cold start teaches reading the tool response, not facts.
+    wordings, weights = zip(*recipe.teacher_queries)
     sft_examples = []
     for world in range(1, recipe.sft_worlds + 1):
         docs_w, caps_w = make_toy_world(seed, recipe.n_plants, world=world)
         search_w = make_toy_search(BM25Corpus(docs_w), k=recipe.search_k)
         n_w = recipe.n_sft // recipe.sft_worlds + (world <= recipe.n_sft % recipe.sft_worlds)
-        sft_examples += [scripted_trajectory(t, search_w) for t in make_tasks(caps_w, train_plants, rng, n_w)]
+        for task in make_tasks(caps_w, train_plants, rng, n_w):
+            sft_examples.append(scripted_trajectory(task, search_w, rng.choices(wordings, weights)[0]))
     rl_tasks = make_tasks(capacities, train_plants, rng, recipe.grpo_steps * recipe.grpo_prompts_per_step)
 
     tokenizer = toy_tokenizer(sft_examples, [search, make_toy_search(None)])
@@ -317,7 +349,7 @@ def run_toy(seed: int, mode: str = "quick", device: str = "cpu", *, recipe: ToyR
     common = dict(report_to=[], save_strategy="no", use_cpu=use_cpu, bf16=False, seed=seed, data_seed=seed,
                   disable_tqdm=True, dataloader_num_workers=0, gradient_checkpointing=False)
 
-    # SFT cold start (partial on purpose: few steps, so that RL has something left to learn)
+    # SFT cold start on the teacher's demonstrations
     tools_json = json.dumps([get_json_schema(search)])
     sft_data = Dataset.from_list([{"messages": m, "tools": tools_json} for m in sft_examples])
     sft_args = SFTConfig(output_dir=f"{workdir}/sft", max_steps=recipe.sft_steps, learning_rate=recipe.sft_lr,
@@ -329,8 +361,8 @@ def run_toy(seed: int, mode: str = "quick", device: str = "cpu", *, recipe: ToyR
     _quiet(SFTTrainer(model=model, args=sft_args, train_dataset=sft_data, processing_class=tokenizer)).train()
     timings["sft_s"] = time.perf_counter() - tick
 
-    tick = time.perf_counter()
     max_len = recipe.max_completion_length
+    tick = time.perf_counter()
     sft_eval = evaluate_policy(model, tokenizer, eval_tasks, [search], reward, max_len)
     sft_notool = evaluate_policy(model, tokenizer, eval_tasks, [make_toy_search(None)], reward, max_len)
     timings["eval_sft_s"] = time.perf_counter() - tick
@@ -343,7 +375,7 @@ def run_toy(seed: int, mode: str = "quick", device: str = "cpu", *, recipe: ToyR
                           per_device_train_batch_size=batch, num_generations=recipe.num_generations,
                           max_completion_length=max_len, max_tool_calling_iterations=1,
                           temperature=recipe.temperature, logging_steps=1, lr_scheduler_type="constant",
-                          warmup_steps=0, reward_tolerance=1e-4, **common,
+                          warmup_steps=0, reward_tolerance=1e-4, retrieval_bonus=recipe.retrieval_bonus, **common,
                           generation_backend="transformers" if use_cpu else "auto")
     trainer = RGRPOTrainer(model=model, args=rl_args, train_dataset=rl_data, processing_class=tokenizer,
                            tools=[search])
@@ -367,6 +399,8 @@ def run_toy(seed: int, mode: str = "quick", device: str = "cpu", *, recipe: ToyR
         "reward_curve": curve,
         "tool_rate_sft": sft_eval["tool_rate"],
         "tool_rate_rgrpo": rl_eval["tool_rate"],
+        "gold_rate_sft": sft_eval["gold_rate"],
+        "gold_rate_rgrpo": rl_eval["gold_rate"],
         "masked_fraction": sum(masked) / len(masked) if masked else 0.0,
         "seconds": time.perf_counter() - start,
         **timings,

@@ -41,6 +41,7 @@ import importlib.util
 import json
 import os
 import platform
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -447,8 +448,6 @@ def build_word_tokenizer(texts, *, model_max_length: int = 1024, chat_template: 
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
     from trl.chat_template_utils import qwen3_template
-
-    import re
 
     unk = "<|unk|>"
     words = {chr(c) for c in range(32, 127)} | {"\n", "\t"}

@@ -33,8 +33,11 @@ def test_optminer_experiment_is_registered():
 
 
 @pytest.mark.slow
-def test_optminer_quick_experiment_with_toy(tmp_path):
-    from icml26.eval.experiments.optminer import run
+def test_optminer_experiment_with_toy_over_three_seeds(tmp_path):
+    """Claim 3 as ``--full`` runs it (three seeds of the toy, about 7 minutes), with fewer synthesis instances."""
+    from icml26.eval.experiments.optminer import run_experiment
 
-    result = run(RunConfig(out_dir=tmp_path, device="cpu"))
+    result = run_experiment(RunConfig(out_dir=tmp_path, device="cpu", mode="full", seeds=(0, 1, 2)), n_instances=40,
+                            toy=True)
     assert all(c.holds for c in result.claims), [c.to_dict() for c in result.claims if not c.holds]
+    assert len(result.tables["toy"]) == 3

@@ -7,6 +7,7 @@ import pytest
 
 from icml26.eval.optminer_toy import (
     MODES, ToyRecipe, make_tasks, make_toy_search, make_toy_world, run_toy, scripted_trajectory, toy_prompt,
+    toy_tokenizer,
 )
 
 
@@ -15,7 +16,7 @@ def world():
     from icml26.agents.optminer.retrieval import BM25Corpus
 
     documents, capacities = make_toy_world(0, n_plants=60)
-    return documents, capacities, make_toy_search(BM25Corpus(documents, k=3))
+    return documents, capacities, make_toy_search(BM25Corpus(documents), k=1)
 
 
 def test_constant_is_fogged_out_of_the_question_and_only_in_its_document(world):
@@ -23,7 +24,8 @@ def test_constant_is_fogged_out_of_the_question_and_only_in_its_document(world):
     tasks = make_tasks(capacities, sorted(capacities), random.Random(0), 60)
     for task in tasks:
         assert task.answer == task.capacity * task.shifts
-        assert f"makes {task.capacity} units" not in task.question and str(task.capacity) not in task.question
+        # the only digits of the question are the plant code's (shifts are words: every question is as long)
+        assert not any(c.isdigit() for c in task.question.replace(task.plant, "")), task.question
         holders = [d for d in documents if f"Plant {task.plant} makes {task.capacity} units" in d.text]
         assert [d.id for d in holders] == [task.gold_doc.strip("[]")]
 
@@ -35,19 +37,24 @@ def test_bm25_finds_the_fogged_document_first(world):
     assert make_toy_search(None)("capacity of plant K7") == "No document matched the query."
 
 
-def test_scripted_trajectory_renders_with_the_tool_template(world, tmp_path):
-    from transformers import AutoTokenizer
-
-    from icml26.tiny import build_tiny_model
-
+def test_scripted_trajectory_renders_with_the_toy_tokenizer(world):
     _, capacities, search = world
-    task = make_tasks(capacities, sorted(capacities)[:1], random.Random(0), 1)[0]
-    messages = scripted_trajectory(task, search)
-    assert messages[:2] == toy_prompt(task)
-    tokenizer = AutoTokenizer.from_pretrained(build_tiny_model("qwen3", max_position_embeddings=1024))
-    text = tokenizer.apply_chat_template(messages, tools=[search], tokenize=False)
-    assert "<tool_call>" in text and "<tool_response>" in text and task.gold_doc in text
-    assert text.rstrip().endswith(f"<answer>{int(task.answer)}</answer><|im_end|>")
+    tasks = make_tasks(capacities, sorted(capacities), random.Random(0), 20)
+    trajectories = [scripted_trajectory(task, search) for task in tasks]
+    assert trajectories[0][:2] == toy_prompt(tasks[0])
+    tokenizer = toy_tokenizer(trajectories[1:], [search, make_toy_search(None)])
+    # a trajectory the vocabulary was not read from still has no unknown word: only its numbers and codes differ
+    text = tokenizer.apply_chat_template(trajectories[0], tools=[search], tokenize=False)
+    assert "<tool_call>" in text and "<tool_response>" in text and tasks[0].gold_doc in text
+    assert text.rstrip().endswith(f"<answer>{int(tasks[0].answer)}</answer><|im_end|>")
+    ids = tokenizer(text)["input_ids"]
+    assert tokenizer.unk_token_id not in ids and tokenizer.decode(ids) == text
+    # the plant code is the same three ids in the question, the search query and the document
+    code = tokenizer(tasks[0].plant)["input_ids"]
+    assert len(code) == 3 and sum(ids[i:i + 3] == code for i in range(len(ids))) >= 5
+    # every prompt is as long, so copying the code is a fixed-offset copy
+    lengths = {len(tokenizer.apply_chat_template(t[:3], tools=[search])["input_ids"]) for t in trajectories}
+    assert len(lengths) == 1
 
 
 def test_bad_mode_is_rejected():
@@ -59,12 +66,29 @@ def test_bad_mode_is_rejected():
 def test_run_toy_end_to_end_tiny_recipe(tmp_path):
     """SFT for a few steps, one real R-GRPO step (transformers generation, the search tool), three evaluations."""
     recipe = ToyRecipe(n_plants=24, n_eval=4, n_sft=8, sft_steps=2, sft_batch=4, grpo_steps=1,
-                       grpo_prompts_per_step=1)
+                       grpo_prompts_per_step=1, num_generations=4)
     out = run_toy(0, recipe=recipe, output_dir=str(tmp_path))
     for key in ("reward_sft", "reward_rgrpo", "reward_notool", "reward_sft_notool", "tool_rate_sft",
-                "tool_rate_rgrpo", "masked_fraction"):
+                "tool_rate_rgrpo", "gold_rate_sft", "gold_rate_rgrpo", "masked_fraction"):
         assert 0.0 <= out[key] <= 1.0, key
     assert len(out["reward_curve"]) == 1 and out["seconds"] > 0
+
+
+def test_teacher_answers_with_what_it_read(world):
+    """The teacher's demonstration is honest about its search: the staff query reads the staff count."""
+    documents, capacities, search = world
+    task = make_tasks(capacities, sorted(capacities), random.Random(1), 1)[0]
+    good = scripted_trajectory(task, search, "capacity of plant {plant}")
+    bad = scripted_trajectory(task, search, "staff of plant {plant}")
+    assert good[2]["tool_calls"][0]["function"]["arguments"] == {"query": f"capacity of plant {task.plant}"}
+    assert task.gold_doc in good[3]["content"] and good[4]["content"] == f"<answer>{int(task.answer)}</answer>"
+    staff = next(d for d in documents if d.id == f"{task.plant}-staff")
+    workers = int(staff.text.split("employs ")[1].split()[0])
+    assert task.gold_doc not in bad[3]["content"] and workers != task.capacity  # staff counts never equal capacities
+    assert bad[4]["content"] == f"<answer>{workers * task.shifts}</answer>"
+    assert scripted_trajectory(task, make_toy_search(None))[4]["content"] == "<answer>0</answer>"
+    with pytest.raises(ValueError, match="teacher_queries"):
+        run_toy(0, recipe=ToyRecipe(teacher_queries=(("staff of plant", 1.0),)))
 
 
 @pytest.mark.slow

@@ -310,3 +310,63 @@ def test_bad_arguments_raise(kwargs, message, tmp_path):
     with pytest.raises(ValueError, match=message):
         build_tiny_model(cache_dir=tmp_path, **kwargs)
     assert list(tmp_path.iterdir()) == []
+
+
+# --- word-level tokenizer (toy tasks) -----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def word_tok():
+    return tiny.build_word_tokenizer(["Plant K73 makes 42 units per shift.", "capacity of plant K73"])
+
+
+def test_word_tokenizer_round_trip_and_stable_spelling(word_tok):
+    text = "Plant K73 makes 42 units per shift.\n(K73: 42)"
+    ids = word_tok.encode(text, add_special_tokens=False)
+    assert word_tok.decode(ids) == text
+    # a code or a number is the same ids wherever it stands (byte-level BPE spells " 4" and "4" apart)
+    code = word_tok.encode("K73", add_special_tokens=False)
+    assert code == [word_tok.convert_tokens_to_ids(t) for t in ("K", "7", "3")]
+    for context in (" K73", "(K73)", "\nK73."):
+        ids = word_tok.encode(context, add_special_tokens=False)
+        assert any(ids[i:i + 3] == code for i in range(len(ids)))
+    assert word_tok.tokenize("Plant makes") == ["Plant", " ", "makes"]
+
+
+def test_word_tokenizer_unknown_words_and_special_tokens(word_tok):
+    assert word_tok.tokenize("zebra") == ["<|unk|>"]  # not in the texts; single characters always are
+    assert word_tok.tokenize("z") == ["z"]
+    for token in SPECIAL_TOKENS:
+        assert len(word_tok.encode(token, add_special_tokens=False)) == 1
+    assert word_tok.eos_token == "<|im_end|>" and word_tok.pad_token != word_tok.eos_token
+    assert len(word_tok) < 200  # printable ASCII, the specials and the few words of the texts
+
+
+def test_word_tokenizer_chat_template_parses_tool_calls():
+    from trl.chat_template_utils import qwen3_template
+
+    messages = [{"role": "user", "content": "weather in Paris"}]
+    completion = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call><|im_end|>'
+    # the vocabulary from the rendered prompt (a first tokenizer renders it), as a toy task builds it
+    draft = tiny.build_word_tokenizer([])
+    rendered = draft.apply_chat_template(messages, tools=[WEATHER_TOOL], add_generation_prompt=True, tokenize=False)
+    assert "<|unk|>" in draft.tokenize(rendered)
+    tok = tiny.build_word_tokenizer([rendered, completion])
+    assert tok.response_template == qwen3_template
+    prompt = tok.apply_chat_template(messages, tools=[WEATHER_TOOL], add_generation_prompt=True, tokenize=False)
+    assert prompt == rendered and prompt.endswith("<|im_start|>assistant\n") and "<|unk|>" not in tok.tokenize(prompt)
+    ids = tok.encode(completion, add_special_tokens=False)
+    assert tok.decode(ids) == completion
+    parsed = tok.parse_response(tok.decode(ids), prefix="")
+    assert parsed["tool_calls"][0]["function"] == {"name": "get_weather", "arguments": {"city": "Paris"}}
+
+
+def test_tiny_model_for_tokenizer_fits_and_is_seeded(word_tok):
+    a = tiny.tiny_model_for_tokenizer(word_tok, "qwen3", seed=3)
+    b = tiny.tiny_model_for_tokenizer(word_tok, "qwen3", seed=3)
+    assert a.config.vocab_size >= len(word_tok)
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    ids = torch.tensor([word_tok.encode("Plant K73 makes 42", add_special_tokens=False)])
+    assert a(input_ids=ids).logits.shape == (1, ids.shape[1], a.config.vocab_size)
+    with pytest.raises(ValueError, match="num_heads"):
+        tiny.tiny_model_for_tokenizer(word_tok, "qwen3", hidden_size=64, num_heads=5)

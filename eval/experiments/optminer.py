@@ -7,8 +7,9 @@
    ones, and succeeds again when given the top-3 BM25 documents for the fogged sentence, searched
    in the corpus of all instances' knowledge documents plus distractors. Also measured: the
    retrieval hit rate and how often a subtree union's optimum differs from both parents' (spec 6.2).
-3. **R-GRPO on the toy task** (:func:`icml26.eval.optminer_toy.run_toy`): R-GRPO beats its SFT
-   start and loses reward when the search tool is disabled (medians over seeds).
+3. **R-GRPO on the toy task** (:func:`icml26.eval.optminer_toy.run_toy`, spec check 6): R-GRPO
+   beats its SFT start by at least 0.1 held-out reward, and loses reward when the search tool is
+   disabled (medians over seeds; full mode, or ``toy=True``).
 4. **Harness check**: submitting each benchmark's reference value as the model's output scores 100%
    on every benchmark file in the folder named by ``ICML26_OPTBENCH`` (skipped without it), while
    a reference perturbed by 0.1% scores 0%. Every item is judged in-process; a seeded sample (all in
@@ -22,6 +23,7 @@ import statistics
 from icml26.registry import experiment
 
 N_INSTANCES = {"quick": 200, "full": 500}
+TOY_KEYS = ("reward_sft", "reward_rgrpo", "reward_notool", "gold_rate_sft", "gold_rate_rgrpo", "seconds")
 RTOL = 1e-6
 
 
@@ -191,7 +193,7 @@ def run_experiment(config, *, n_instances: int | None = None, toy: bool | None =
         toy = not config.quick
         if not toy:
             notes.append("Claim 3 (R-GRPO toy) runs with --full only: its SFT cold start and 30 GRPO steps with the "
-                         "search tool take tens of minutes on 2 CPU cores.")
+                         "search tool take about 2 minutes per seed on 2 CPU cores, over three seeds.")
     if toy:
         try:
             from icml26.eval.optminer_toy import run_toy
@@ -205,15 +207,18 @@ def run_experiment(config, *, n_instances: int | None = None, toy: bool | None =
                 device = "cuda" if torch.cuda.is_available() else "cpu"
             for s in config.seeds:
                 out = run_toy(s, config.mode, device)
-                toy_rows.append({"seed": s, **{k: out[k] for k in ("reward_sft", "reward_rgrpo", "reward_notool")},
-                                 "reward_curve": list(out["reward_curve"])})
-            med = {k: statistics.median(r[k] for r in toy_rows) for k in ("reward_sft", "reward_rgrpo", "reward_notool")}
-            metrics.update({f"toy_{k}": v for k, v in med.items()})
+                toy_rows.append({"seed": s, **{k: out[k] for k in TOY_KEYS}, "reward_curve": list(out["reward_curve"])})
+            med = {k: statistics.median(r[k] for r in toy_rows) for k in TOY_KEYS}
+            gain = statistics.median(r["reward_rgrpo"] - r["reward_sft"] for r in toy_rows)
+            metrics.update({f"toy_{k}": v for k, v in med.items()}, toy_gain=gain)
             what = "median over seeds" if len(toy_rows) > 1 else f"seed {toy_rows[0]['seed']}"
-            claims.append(Claim.greater(f"R-GRPO toy: held-out reward after R-GRPO vs SFT only ({what})",
-                                        med["reward_rgrpo"], med["reward_sft"]))
+            claims.append(Claim.at_least(f"R-GRPO toy: held-out reward gain of R-GRPO over SFT only ({what})",
+                                         gain, 0.1))
             claims.append(Claim.less(f"R-GRPO toy: held-out reward with the search tool disabled vs enabled ({what})",
                                      med["reward_notool"], med["reward_rgrpo"]))
+            notes.append("Claim 3's cold start imitates a scripted teacher that searches for the right document 40% "
+                         "of the time (the spec's toy, with the search choice left for RL); gold_rate is the share "
+                         "of held-out rollouts whose search returned the capacity document.")
             tables["toy"] = [{k: v for k, v in r.items() if k != "reward_curve"} for r in toy_rows]
     # 4. harness check on the real benchmarks
     folder = resolve_folder(bench_folder)
