@@ -293,8 +293,9 @@ def run_toy(seed: int, mode: str = "quick", device: str = "cpu", *, recipe: ToyR
     Returns ``reward_sft`` (SFT only), ``reward_rgrpo`` (SFT + R-GRPO), ``reward_notool`` (SFT + R-GRPO evaluated
     with the search tool disabled: it answers "No document matched"), ``reward_sft_notool``, ``reward_curve``
     (TRL's mean training reward per GRPO step), ``tool_rate_sft`` / ``tool_rate_rgrpo`` (fraction of held-out
-    rollouts that searched), ``masked_fraction`` (share of completion tokens excluded from the loss as retrieved),
-    and ``seconds``.
+    rollouts that searched), ``gold_rate_sft`` / ``gold_rate_rgrpo`` (fraction whose search returned the capacity
+    document), ``masked_fraction`` (share of completion tokens excluded from the loss as retrieved), ``seconds``
+    and each phase's seconds (``setup_s``, ``sft_s``, ``eval_sft_s``, ``grpo_s``, ``eval_rgrpo_s``).
     """
     import tempfile
 
