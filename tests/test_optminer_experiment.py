@@ -34,7 +34,7 @@ def test_optminer_experiment_is_registered():
 
 @pytest.mark.slow
 def test_optminer_experiment_with_toy_over_three_seeds(tmp_path):
-    """Claim 3 as ``--full`` runs it (three seeds of the toy, about 7 minutes), with fewer synthesis instances."""
+    """Claim 3 as ``--full`` runs it (three seeds of the toy, about 10 minutes), with fewer synthesis instances."""
     from icml26.eval.experiments.optminer import run_experiment
 
     result = run_experiment(RunConfig(out_dir=tmp_path, device="cpu", mode="full", seeds=(0, 1, 2)), n_instances=40,

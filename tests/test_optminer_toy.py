@@ -28,6 +28,9 @@ def test_constant_is_fogged_out_of_the_question_and_only_in_its_document(world):
         assert not any(c.isdigit() for c in task.question.replace(task.plant, "")), task.question
         holders = [d for d in documents if f"Plant {task.plant} makes {task.capacity} units" in d.text]
         assert [d.id for d in holders] == [task.gold_doc.strip("[]")]
+    # the distractor never carries the capacity's number, so reading it can never be rewarded by chance
+    staff = {d.id.split("-")[0]: int(d.text.split("employs ")[1].split()[0]) for d in documents if "-staff" in d.id}
+    assert staff.keys() == capacities.keys() and all(staff[p] != capacities[p] for p in capacities)
 
 
 def test_bm25_finds_the_fogged_document_first(world):
