@@ -142,7 +142,7 @@ def _check_positive_int(name: str, value: Any) -> None:
 
 def _validate(
     family: str,
-    vocab_size: int,
+    vocab_size: int | None,
     hidden_size: int,
     num_layers: int,
     num_heads: int,
@@ -154,7 +154,7 @@ def _validate(
     if family not in FAMILIES:
         raise ValueError(f"unknown family {family!r}; allowed values: {', '.join(sorted(FAMILIES))}")
     for name, value in (
-        ("vocab_size", vocab_size),
+        *((("vocab_size", vocab_size),) if vocab_size is not None else ()),
         ("hidden_size", hidden_size),
         ("num_layers", num_layers),
         ("num_heads", num_heads),
@@ -165,7 +165,7 @@ def _validate(
         _check_positive_int(name, value)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-    if vocab_size < _MIN_VOCAB:
+    if vocab_size is not None and vocab_size < _MIN_VOCAB:  # None: the vocabulary comes from a given tokenizer
         raise ValueError(
             f"vocab_size must be at least {_MIN_VOCAB} (256 byte tokens + {len(SPECIAL_TOKENS)} special "
             f"tokens), got {vocab_size}"
@@ -473,7 +473,7 @@ def tiny_model_for_tokenizer(tokenizer, family: str = "qwen3", *, hidden_size: i
     The same initialisation as :func:`build_tiny_model`, for a tokenizer built elsewhere, e.g. by
     :func:`build_word_tokenizer`.
     """
-    _validate(family, max(len(tokenizer), _MIN_VOCAB), hidden_size, num_layers, num_heads, num_kv_heads,
+    _validate(family, None, hidden_size, num_layers, num_heads, num_kv_heads,
               intermediate_size, max_position_embeddings, seed)
     args = {"hidden_size": hidden_size, "num_layers": num_layers, "num_heads": num_heads,
             "num_kv_heads": num_kv_heads, "intermediate_size": intermediate_size,
