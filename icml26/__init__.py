@@ -6,9 +6,10 @@ and benchmark registry, the run configuration and the seeding utility.
 
 __version__ = "0.1.0"
 
+from .errors import InputError  # noqa: E402
 from .registry import benchmark, experiment  # noqa: E402
 from .results import Claim, Result  # noqa: E402
 from .runner import RunConfig  # noqa: E402
 from .utils import set_seed  # noqa: E402
 
-__all__ = ["Claim", "Result", "RunConfig", "benchmark", "experiment", "set_seed", "__version__"]
+__all__ = ["Claim", "InputError", "Result", "RunConfig", "benchmark", "experiment", "set_seed", "__version__"]

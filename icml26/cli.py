@@ -178,7 +178,7 @@ def _cmd_env(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
-    from .runner import UsageError
+    from .errors import InputError
 
     try:
         if args.command == "list":
@@ -188,7 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command in METHOD_COMMANDS:
             return int(_method_module(args.command).run(args) or 0)
         return _cmd_run(args, "experiment" if args.command == "reproduce" else "benchmark", argv)
-    except UsageError as exc:
+    except InputError as exc:
         print(f"icml26 {args.command}: error: {exc}", file=sys.stderr)
         return 2
 

@@ -17,16 +17,13 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from . import __version__
+from .errors import InputError, input_error
 from .registry import Entry, entries
 from .report import render_markdown, summary_text
 from .results import Result
 from .utils import atomic_write_json, atomic_write_text, set_seed
 
 MODES = ("quick", "full")
-
-
-class UsageError(Exception):
-    """Bad input from the command line: reported in one line, exit code 2."""
 
 
 @dataclass
@@ -46,10 +43,10 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+            raise input_error("RunConfig", "mode", f"one of {MODES}", self.mode)
         self.seeds = tuple(self.seeds)
         if not self.seeds or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in self.seeds):
-            raise ValueError(f"seeds must be a non-empty sequence of non-negative ints, got {self.seeds!r}")
+            raise input_error("RunConfig", "seeds", "a non-empty sequence of non-negative ints", self.seeds)
         self.out_dir = Path(self.out_dir)
 
     @property
@@ -74,7 +71,7 @@ def package_versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
     out = {"python": sys.version.split()[0], "icml26": __version__}
-    for name in ("torch", "transformers", "trl", "peft", "triton"):
+    for name in ("torch", "transformers", "trl", "peft", "accelerate", "datasets", "triton", "vllm"):
         try:
             out[name] = version(name)
         except PackageNotFoundError:
@@ -99,7 +96,7 @@ def new_run_dir(base: str | os.PathLike | None, kind: str) -> Path:
         probe.write_text("ok")
         probe.unlink()
     except OSError as exc:
-        raise UsageError(f"cannot write to output folder {str(path)!r}: {exc.strerror or exc}") from None
+        raise InputError(f"cannot write to output folder {str(path)!r}: {exc.strerror or exc}") from None
     return path
 
 
@@ -115,10 +112,10 @@ def select(kind: str, keys: Sequence[str]) -> list[Entry]:
         if key in found:
             chosen.append(found[key])
         elif kind == "experiment" and key in PAPERS_BY_KEY:
-            raise UsageError(f"experiment {key!r} is not implemented yet (paper status: "
+            raise InputError(f"experiment {key!r} is not implemented yet (paper status: "
                              f"{PAPERS_BY_KEY[key].status}; registered: {', '.join(found) or 'none'})")
         else:
-            raise UsageError(f"unknown {kind} {key!r} (registered: {', '.join(found) or 'none'})")
+            raise InputError(f"unknown {kind} {key!r} (registered: {', '.join(found) or 'none'})")
     return chosen
 
 

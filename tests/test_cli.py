@@ -179,7 +179,7 @@ def test_env_reports_versions_device_and_triton_mode(run_cli):
     proc = run_cli(["env", "--json"])
     assert proc.returncode == 0, proc.stderr
     info = json.loads(proc.stdout)
-    for key in ("python", "torch", "transformers", "trl", "peft", "triton", "device", "triton_mode"):
+    for key in ("python", "torch", "transformers", "trl", "peft", "accelerate", "datasets", "triton", "vllm", "device", "triton_mode"):
         assert key in info
     interp = run_cli(["env"], env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
     assert "interpreted" in interp.stdout

@@ -18,13 +18,21 @@ def test_paper_table_is_generated_from_the_catalogue():
     assert len(PAPERS) == 19
 
 
-def test_ci_runs_exactly_the_quickstart_commands():
+def test_ci_runs_the_quickstart_commands_in_a_fresh_venv():
     block = _between(README, "<!-- quickstart:begin -->", "<!-- quickstart:end -->")
     commands = [line for line in re.sub(r"```\w*", "", block).splitlines() if line.strip()]
     assert len(commands) == 2, commands
-    ci = [line for line in (ROOT / ".ci" / "run").read_text().splitlines()
-          if line.strip() and not line.startswith(("#", "set ", "cd "))]
-    assert ci == commands
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()
+          if line.strip() and not line.lstrip().startswith("#")]
+    venv = [i for i, line in enumerate(ci) if re.search(r"-m venv\b", line)]
+    activate = [i for i, line in enumerate(ci) if re.match(r"(source|\.) .*/bin/activate\"?$", line)]
+    assert venv and activate and venv[0] < activate[0], "CI must create and activate its own venv first"
+    assert "system-site-packages" not in " ".join(ci)
+    where = [ci.index(command) for command in commands]  # ValueError: a quick-start command is not in CI
+    assert activate[0] < where[0] < where[1], "CI must run the quick-start commands in order, inside the venv"
+    # Nothing after the venv lines but the commands themselves and CI's own timing lines.
+    extra = [line for line in ci[activate[0] + 1:] if line not in commands]
+    assert all(line.startswith(("t0=", "mark", "trap")) for line in extra), extra
 
 
 def test_every_working_paper_has_an_experiment():

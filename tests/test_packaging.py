@@ -1,0 +1,68 @@
+"""The wheel holds every subpackage: build it, install it into a scratch folder, import every module from there."""
+
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FOLDERS = {"icml26": "icml26", "kernels": "icml26.kernels", "models": "icml26.models",
+           "training": "icml26.training", "agents": "icml26.agents", "eval": "icml26.eval"}
+
+
+def packages_in_checkout() -> set[str]:
+    """Every folder with an ``__init__.py`` under the mapped roots, as an ``icml26.*`` name (git-tracked or not)."""
+    found = set()
+    for folder, name in FOLDERS.items():
+        for init in (ROOT / folder).rglob("__init__.py"):
+            rel = init.parent.relative_to(ROOT / folder)
+            if "__pycache__" not in rel.parts:
+                found.add(".".join((name, *rel.parts)))
+    return found
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    # Build from a copy: a stale build/ folder in the checkout would otherwise slip old packages into the wheel.
+    source = out / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", "runs", ".cache",
+                                                                "__pycache__", ".venv", ".pytest_cache"))
+    # No build isolation: the build backend (setuptools) is already installed, and CI needs no extra download.
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out),
+                    str(source)], check=True, capture_output=True, text=True)
+    (path,) = out.glob("icml26-*.whl")
+    return path
+
+
+def test_wheel_has_every_package_of_the_checkout(wheel):
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+    in_wheel = {name.rsplit("/", 1)[0].replace("/", ".") for name in names if name.endswith("/__init__.py")}
+    assert packages_in_checkout() - in_wheel == set(), "subpackages missing from the wheel"
+    assert "icml26/py.typed" in names
+    assert not [n for n in names if n.startswith(("tests/", "kernels/", "models/"))], "folders outside icml26/"
+
+
+def test_every_module_imports_from_the_installed_wheel(wheel, tmp_path):
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-compile", "-q", "--target", str(target),
+                    str(wheel)], check=True, capture_output=True, text=True)
+    modules = sorted(".".join(p.relative_to(target).with_suffix("").parts).removesuffix(".__init__")
+                     for p in (target / "icml26").rglob("*.py") if p.name != "__main__.py")
+    assert "icml26.kernels.naevit" in modules and len(modules) > 50
+    script = (
+        "import importlib, sys\n"
+        f"sys.path.insert(0, {str(target)!r})\n"
+        "import icml26\n"
+        f"assert icml26.__file__.startswith({str(target)!r}), icml26.__file__\n"
+        f"for name in {modules!r}:\n"
+        "    module = importlib.import_module(name)\n"
+        f"    assert module.__file__.startswith({str(target)!r}), (name, module.__file__)\n"
+    )
+    # Run from an empty folder so the checkout's own folders (a top-level `kernels/`) are not on the path.
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
