@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import sys
 import time
 import traceback
@@ -18,12 +19,15 @@ from typing import Any, Sequence
 
 from . import __version__
 from .errors import InputError, input_error
+from .progress import listening
 from .registry import Entry, entries
 from .report import render_markdown, summary_text
 from .results import Result
 from .utils import atomic_write_json, atomic_write_text, set_seed
 
 MODES = ("quick", "full")
+#: While an experiment reports progress, ``results.json`` is rewritten at least this often (its heartbeat).
+HEARTBEAT_SECONDS = 30.0
 
 
 @dataclass
@@ -184,6 +188,11 @@ def run_all(
     record: dict[str, Any] = {
         "kind": kind,
         "state": "running",
+        # Who writes this file and when it last did: `icml26 status DIR` tells a killed run (pid gone, or
+        # no heartbeat for long) from one still going.
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "heartbeat": now(),
         "mode": mode,
         "seeds": list(seeds),
         "device": device,
@@ -198,9 +207,13 @@ def run_all(
         ],
     }
 
+    last_write = [0.0]
+
     def write() -> None:
+        record["heartbeat"] = now()
         atomic_write_json(run_dir / "results.json", record)
         atomic_write_text(run_dir / "report.md", render_markdown(record))
+        last_write[0] = time.monotonic()
 
     write()
     bar = None
@@ -208,8 +221,36 @@ def run_all(
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(selected), desc=kind + "s", unit=kind[:3], file=sys.stderr, dynamic_ncols=True)
+    current: dict[str, Any] = {}
+    phase_bars: dict[int, Any] = {}
+
+    def on_phase(tracker, event: str) -> None:
+        """Show an experiment's phases as a second bar and keep the heartbeat fresh (main thread only)."""
+        slot = current.get("slot")
+        if slot is None:
+            return
+        slot["phase"] = None if event == "close" else tracker.describe()
+        if progress:
+            from tqdm.auto import tqdm
+
+            key = id(tracker)
+            if event == "open" and key not in phase_bars:
+                phase_bars[key] = tqdm(total=tracker.total, initial=tracker.n, desc=f"{current['key']}: {tracker.name}",
+                                       position=1 + len(phase_bars), leave=False, file=sys.stderr,
+                                       dynamic_ncols=True, mininterval=1.0 if sys.stderr.isatty() else 30.0)
+            elif key in phase_bars:
+                phase_bar = phase_bars[key]
+                if tracker.total != phase_bar.total:
+                    phase_bar.total = tracker.total
+                phase_bar.update(tracker.n - phase_bar.n)
+                if event == "close":
+                    phase_bars.pop(key).close()
+        if event != "update" or time.monotonic() - last_write[0] > HEARTBEAT_SECONDS:
+            write()
+
     try:
         for entry, slot in zip(selected, record["experiments"]):
+            current.update(slot=slot, key=entry.key)
             if bar is not None:
                 bar.set_postfix_str(entry.key)
             exp_dir = run_dir / entry.key
@@ -220,7 +261,8 @@ def run_all(
             try:
                 exp_dir.mkdir(parents=True, exist_ok=True)
                 set_seed(seeds[0])
-                result = entry.run(config)
+                with listening(on_phase):
+                    result = entry.run(config)
                 if not isinstance(result, Result):
                     raise TypeError(f"{kind} {entry.key!r} returned {type(result).__name__}, expected icml26.Result")
                 result.figures = _save_figures(result, exp_dir, run_dir)
@@ -235,6 +277,11 @@ def run_all(
                 slot["error_summary"] = _error_summary(exc)
             finally:
                 slot["seconds"] = time.perf_counter() - start
+                slot.pop("phase", None)
+                for phase_bar in phase_bars.values():
+                    phase_bar.close()
+                phase_bars.clear()
+                current.clear()
                 write()
             if bar is not None:
                 bar.update(1)

@@ -61,3 +61,8 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
 def atomic_write_json(path: str | os.PathLike, data: Any) -> Path:
     """:func:`atomic_write_text` of ``data`` as indented, strict JSON (no NaN)."""
     return atomic_write_text(path, json.dumps(data, indent=2, allow_nan=False) + "\n")
+
+
+#: The label that losses skip: ``torch.nn.CrossEntropyLoss``'s default ``ignore_index``, which HF models
+#: and TRL collators use for prompt, padding and image positions. Import this rather than writing -100.
+IGNORE_INDEX = -100
