@@ -9,10 +9,12 @@ import argparse
 import importlib
 import importlib.util
 import sys
+from pathlib import Path
 from typing import Sequence
 
 from . import __version__
 from .argtypes import positive_int
+from .errors import InputError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -75,6 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("keys", nargs="*", metavar="NAME", help="benchmark names (default: every registered one)")
     _add_run_options(p, "benchmark")
 
+    p = sub.add_parser("status", help="what a run folder holds, and whether its run is still alive")
+    p.add_argument("run_dir", metavar="DIR", help="a run folder (holding results.json)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
     p = sub.add_parser("env", help="versions, device and Triton mode")
     p.add_argument("--json", action="store_true", help="print JSON")
 
@@ -128,9 +134,21 @@ def _cmd_run(args: argparse.Namespace, kind: str, argv: Sequence[str]) -> int:
     import signal
     import threading
 
-    from .runner import new_run_dir, run_all, select
+    from .runner import check_device, new_run_dir, run_all, run_folder_status, select
 
     selected = select(kind, args.keys)
+    check_device(args.device, args.command)
+    if args.out and (Path(args.out) / "results.json").is_file():
+        try:
+            before = run_folder_status(args.out)
+        except InputError:
+            before = {}
+        if before.get("alive") is False and before.get("state") == "running":
+            print(f"icml26: {args.out} held a run that never finished ({before['reason']}); it is replaced",
+                  file=sys.stderr)
+        elif before.get("alive"):
+            raise InputError(args.command, "--out", "a folder no live run is writing to",
+                             f"{args.out} (pid {before['record'].get('pid')} is still running there)")
     run_dir = new_run_dir(args.out, kind)
     if not selected:
         print(f"icml26: no {kind}s are registered yet; wrote an empty report to {run_dir}", file=sys.stderr)
@@ -161,6 +179,33 @@ def _cmd_run(args: argparse.Namespace, kind: str, argv: Sequence[str]) -> int:
     return 0
 
 
+def _cmd_status(args: argparse.Namespace) -> int:
+    import json
+
+    from .runner import run_folder_status
+
+    status = run_folder_status(args.run_dir)
+    record = status.pop("record")
+    state = status["state"]
+    if state == "running" and status["alive"] is False:
+        state = "stale"
+    if args.json:
+        rows = [{"key": e["key"], "status": e["status"], "phase": e.get("phase"), "seconds": e.get("seconds")}
+                for e in record.get("experiments", [])]
+        print(json.dumps({**status, "state": state, "experiments": rows}, indent=2))
+    else:
+        age = status["heartbeat_age_s"]
+        beat = f", last heartbeat {age:.0f} s ago" if age is not None else ""
+        print(f"{args.run_dir}: {state} (started {record.get('started')}{beat})")
+        if status["reason"]:
+            print(f"  {status['reason']}")
+        for exp in record.get("experiments", []):
+            phase = f"  [{exp['phase']}]" if exp.get("phase") else ""
+            took = f"  {exp['seconds']:.0f} s" if exp.get("seconds") is not None else ""
+            print(f"  {exp['key']:<12} {exp['status']:<11}{took}{phase}")
+    return 0 if state != "stale" else 1
+
+
 def _cmd_env(args: argparse.Namespace) -> int:
     import json
 
@@ -178,13 +223,13 @@ def _cmd_env(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
-    from .errors import InputError
-
     try:
         if args.command == "list":
             return _cmd_list(args)
         if args.command == "env":
             return _cmd_env(args)
+        if args.command == "status":
+            return _cmd_status(args)
         if args.command in METHOD_COMMANDS:
             return int(_method_module(args.command).run(args) or 0)
         return _cmd_run(args, "experiment" if args.command == "reproduce" else "benchmark", argv)

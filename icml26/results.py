@@ -13,6 +13,8 @@ import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
+from .errors import input_error
+
 # relation -> (symbol shown in reports, verdict(measured, reference, factor, rtol, atol))
 _RELATIONS = {
     "less": ("<", lambda m, r, f, rt, at: m < f * r),
@@ -29,9 +31,9 @@ def _as_float(name: str, value: Any) -> float:
         try:
             value = value.item()
         except (ValueError, RuntimeError) as exc:
-            raise TypeError(f"claim {name} must be a single number, got an array ({exc})") from None
+            raise TypeError(f"Claim: {name}: expected a single number, got an array ({exc})") from None
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"claim {name} must be a real number, got {type(value).__name__}: {value!r}")
+        raise TypeError(f"Claim: {name}: expected a real number, got {type(value).__name__} {value!r:.80}")
     return float(value)
 
 
@@ -56,13 +58,20 @@ class Claim:
 
     def __post_init__(self) -> None:
         if self.relation not in _RELATIONS:
-            raise ValueError(f"claim relation must be one of {sorted(_RELATIONS)}, got {self.relation!r}")
+            raise input_error("Claim", "relation", f"one of {sorted(_RELATIONS)}", self.relation)
         if not isinstance(self.statement, str) or not self.statement.strip():
-            raise ValueError("a claim needs a non-empty statement")
+            raise input_error("Claim", "statement", "a non-empty string", self.statement)
         for name in ("measured", "reference", "factor", "rtol", "atol"):
             object.__setattr__(self, name, _as_float(name, getattr(self, name)))
-        if self.rtol < 0 or self.atol < 0:
-            raise ValueError(f"claim tolerances must be >= 0, got rtol={self.rtol}, atol={self.atol}")
+        # A measurement may be NaN (never holds) or infinite (e.g. "never reached"); the terms of the
+        # comparison may not: a NaN or negative factor would turn the test around, an infinite one makes
+        # every verdict trivial.
+        if not (math.isfinite(self.factor) and self.factor > 0):
+            raise input_error("Claim", "factor", "a positive finite number", self.factor)
+        for name in ("rtol", "atol"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise input_error("Claim", name, "a non-negative finite number", value)
 
     # -- constructors: the only intended way to make a claim ---------------------------------
     @classmethod
@@ -111,8 +120,8 @@ class Claim:
     def to_dict(self) -> dict[str, Any]:
         return {
             "statement": self.statement,
-            "measured": _json_number(self.measured),
-            "reference": _json_number(self.reference),
+            "measured": _claim_number(self.measured),
+            "reference": _claim_number(self.reference),
             "relation": self.relation,
             "factor": self.factor,
             "rtol": self.rtol,
@@ -126,11 +135,26 @@ class Claim:
     def from_dict(cls, data: dict[str, Any]) -> Claim:
         """Rebuild a claim from :meth:`to_dict`; the verdict is recomputed, never read back."""
         def num(x: Any) -> float:
-            return float("nan") if x is None else float(x)
+            if x is None:
+                return float("nan")
+            if isinstance(x, str) and x in ("inf", "-inf"):
+                return float(x)
+            return x
 
         return cls(data["statement"], num(data["measured"]), num(data["reference"]), data["relation"],
                    factor=data.get("factor", 1.0), rtol=data.get("rtol", 0.0), atol=data.get("atol", 0.0),
                    unit=data.get("unit", ""))
+
+
+def _claim_number(x: float) -> float | str | None:
+    """A claim's value in strict JSON: NaN as null, infinities as ``"inf"``/``"-inf"`` so a round trip keeps them.
+
+    ``inf < 5`` and ``nan < 5`` have different verdicts: writing both as null would change a claim's verdict
+    when :meth:`Claim.from_dict` reads it back.
+    """
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return _json_number(x)
 
 
 def _json_number(x: float) -> float | None:

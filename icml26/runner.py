@@ -66,6 +66,72 @@ class RunConfig:
         return torch.device(self.device)
 
 
+def check_device(device: str, function: str = "reproduce") -> None:
+    """Refuse a device this machine does not have now, rather than failing inside the first experiment."""
+    base, _, index = device.partition(":")
+    if base in ("auto", "cpu"):
+        return
+    import torch
+
+    available = {"cuda": torch.cuda.is_available, "xpu": lambda: hasattr(torch, "xpu") and torch.xpu.is_available(),
+                 "mps": lambda: torch.backends.mps.is_available()}.get(base)
+    if available is None or not available():
+        raise input_error(function, "--device", f"a device torch can see here (auto or cpu; {base} is not available)",
+                          device)
+    if base == "cuda" and index and int(index) >= torch.cuda.device_count():
+        raise input_error(function, "--device", f"cuda:0 .. cuda:{torch.cuda.device_count() - 1}", device)
+
+
+#: A run whose ``results.json`` says ``running`` but whose heartbeat is older than this is reported as stale
+#: even when its pid cannot be checked (another host).
+STALE_SECONDS = 15 * 60
+
+
+def run_folder_status(run_dir: str | os.PathLike) -> dict[str, Any]:
+    """What ``results.json`` in ``run_dir`` says, and whether a ``running`` run is still alive.
+
+    Returns the record's ``state`` plus ``alive`` (``True``/``False``/``None`` when it cannot be told),
+    ``reason`` (why a run counts as dead) and ``heartbeat_age_s``. A run killed with SIGKILL cannot close its
+    report, so its file says ``running`` for ever: its pid is gone (same host) or its heartbeat is old.
+    """
+    import json
+
+    path = Path(run_dir) / "results.json"
+    if not path.is_file():
+        raise input_error("status", "DIR", "a run folder holding results.json", str(run_dir))
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise input_error("status", "DIR", "a readable results.json", f"{path}: {exc}") from None
+    out: dict[str, Any] = {"state": record.get("state"), "record": record, "alive": None, "reason": None,
+                           "heartbeat_age_s": None}
+    beat = record.get("heartbeat")
+    if beat:
+        try:
+            out["heartbeat_age_s"] = (datetime.now(timezone.utc) - datetime.fromisoformat(beat)).total_seconds()
+        except ValueError:
+            pass
+    if out["state"] != "running":
+        out["alive"] = False
+        return out
+    pid, host = record.get("pid"), record.get("host")
+    if isinstance(pid, int) and host == socket.gethostname():
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            out.update(alive=False, reason=f"process {pid} that wrote it is gone (killed before it could close "
+                                           "the report)")
+            return out
+        except PermissionError:
+            pass
+        out["alive"] = True
+        return out
+    age = out["heartbeat_age_s"]
+    if age is not None and age > STALE_SECONDS:
+        out.update(alive=False, reason=f"no heartbeat for {age / 60:.0f} min (pid {pid} on {host})")
+    return out
+
+
 def default_seeds(mode: str) -> tuple[int, ...]:
     return (0,) if mode == "quick" else (0, 1, 2)
 

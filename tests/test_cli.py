@@ -1,4 +1,5 @@
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -172,7 +173,49 @@ def test_killed_run_keeps_what_finished(plugin_env, tmp_path):
     data = _results(out)  # still valid JSON: written atomically after each experiment
     assert data["state"] == "running"
     assert [e["status"] for e in data["experiments"]] == ["ok", "running", "pending"]
+    assert re.fullmatch(r"waiting [01]/3", data["experiments"][1]["phase"])  # where it was when it died
+    assert data["pid"] == proc.pid
     assert "sample mean is near 1" in (out / "report.md").read_text()
+    # `icml26 status` tells the dead run from a live one (exit 1), and a new run into the folder says so.
+    status = subprocess.run([sys.executable, "-m", "icml26", "status", str(out)], capture_output=True, text=True,
+                            timeout=60)
+    assert status.returncode == 1, status.stderr
+    assert "stale" in status.stdout and f"process {proc.pid}" in status.stdout and "[waiting " in status.stdout
+    again = subprocess.run([sys.executable, "-m", "icml26", "reproduce", "t_ok", "--out", str(out), "--no-progress"],
+                           env=plugin_env, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert "never finished" in again.stderr and _results(out)["state"] == "complete"
+
+
+def test_status_of_a_live_run_and_refusal_to_share_its_folder(plugin_env, tmp_path, run_cli):
+    proc, out = _start_slow_run(plugin_env, tmp_path)
+    try:
+        status = run_cli(["status", str(out), "--json"])
+        assert status.returncode == 0, status.stderr
+        data = json.loads(status.stdout)
+        assert data["state"] == "running" and data["alive"] is True
+        assert [(e["phase"] or "")[:8] for e in data["experiments"]] == ["", "waiting ", ""]
+        clash = run_cli(["reproduce", "t_ok", "--out", str(out)], env=plugin_env)
+        assert clash.returncode == 2 and "still running there" in clash.stderr
+    finally:
+        proc.kill()
+        proc.communicate(timeout=60)
+
+
+def test_status_of_a_folder_without_results_is_a_usage_error(run_cli, tmp_path):
+    proc = run_cli(["status", str(tmp_path)])
+    assert proc.returncode == 2 and "status: DIR: expected a run folder holding results.json" in proc.stderr
+
+
+def test_device_that_is_not_there_is_refused_before_running(plugin_env, run_cli, tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    proc = run_cli(["reproduce", "t_ok", "--device", "cuda", "--out", str(tmp_path / "r")], env=plugin_env)
+    assert proc.returncode == 2, proc.stderr
+    assert "reproduce: --device: expected a device torch can see here" in proc.stderr
+    assert not (tmp_path / "r").exists()
 
 
 def test_env_reports_versions_device_and_triton_mode(run_cli):

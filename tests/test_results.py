@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from icml26 import Claim, Result
+from icml26 import Claim, InputError, Result
 
 
 @pytest.mark.parametrize(
@@ -74,8 +74,30 @@ def test_rejects_bad_statement_relation_and_tolerance():
         Claim.less("  ", 1.0, 2.0)
     with pytest.raises(ValueError, match="relation"):
         Claim("s", 1.0, 2.0, "roughly")
-    with pytest.raises(ValueError, match="tolerances"):
+    with pytest.raises(InputError, match="Claim: rtol: expected a non-negative finite number, got -1.0"):
         Claim.close("s", 1.0, 2.0, rtol=-1)
+
+
+@pytest.mark.parametrize("factor", [math.nan, -1.0, 0.0, math.inf])
+def test_rejects_a_factor_that_would_turn_or_trivialise_the_test(factor):
+    with pytest.raises(InputError, match="Claim: factor: expected a positive finite number"):
+        Claim.less("s", 1.0, 2.0, factor=factor)
+
+
+@pytest.mark.parametrize("rtol, atol", [(math.nan, 0.0), (0.1, math.nan), (math.inf, 0.0), (0.0, -0.5)])
+def test_rejects_nan_infinite_or_negative_tolerances(rtol, atol):
+    with pytest.raises(InputError, match="Claim: (rtol|atol)"):
+        Claim.close("s", 1.0, 2.0, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("measured", [math.inf, -math.inf, math.nan, 3.0])
+@pytest.mark.parametrize("relation", ["less", "greater", "at_most", "at_least"])
+def test_verdict_survives_a_json_round_trip(measured, relation):
+    claim = getattr(Claim, relation)("s", measured, 5.0)
+    data = json.loads(json.dumps(claim.to_dict(), allow_nan=False))
+    back = Claim.from_dict(data)
+    assert back.holds == claim.holds
+    assert (math.isnan(back.measured) and math.isnan(measured)) or back.measured == measured
 
 
 def test_result_is_json_serialisable():

@@ -47,8 +47,12 @@ def run_raise(config):
 
 @experiment("t_slow", title="test: waits until interrupted", paper=None)
 def run_slow(config):
-    Path(os.environ["ICML26_TEST_MARKER"]).write_text("started")
-    time.sleep(120)
+    from icml26.progress import phase
+
+    with phase("waiting", total=3) as bar:
+        bar.update()
+        Path(os.environ["ICML26_TEST_MARKER"]).write_text("started")
+        time.sleep(120)
     return Result(metrics={"slept": 120.0})
 
 
@@ -59,3 +63,14 @@ def run_bench(config):
     seconds = time.perf_counter() - start
     return Result(metrics={"seconds": seconds, "checksum": total},
                   claims=[Claim.less("loop takes under 10 s", seconds, 10.0, unit="s")])
+
+
+@experiment("t_phases", title="test: reports two phases", paper=None)
+def run_phases(config):
+    from icml26.progress import phase
+
+    for name in ("stage 1", "stage 2"):
+        with phase(name, total=4) as bar:
+            for _ in range(4):
+                bar.update()
+    return Result(metrics={"phases": 2})
