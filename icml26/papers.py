@@ -9,6 +9,7 @@ resolved). Update the status here when a method lands, then regenerate the READM
 from __future__ import annotations
 
 from dataclasses import dataclass
+from .errors import input_error
 
 STATUSES = ("planned", "partial", "working")
 
@@ -24,7 +25,7 @@ class Paper:
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
-            raise ValueError(f"paper {self.key!r}: status must be one of {STATUSES}, got {self.status!r}")
+            raise input_error(f"Paper({self.key!r})", "status", f"one of {STATUSES}", self.status)
 
 
 PAPERS: tuple[Paper, ...] = (

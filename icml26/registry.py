@@ -24,6 +24,7 @@ import os
 import pkgutil
 from dataclasses import dataclass
 from typing import Callable
+from .errors import InputError, described, input_error
 
 KINDS = ("experiment", "benchmark")
 PLUGIN_ENV = "ICML26_PLUGINS"
@@ -48,7 +49,7 @@ _discovered = False
 
 def _register(kind: str, key: str, title: str, paper: str | None) -> Callable[[Callable], Callable]:
     if not isinstance(key, str) or not key.replace("_", "").replace("-", "").isalnum():
-        raise ValueError(f"{kind} key must be a word of letters, digits, '_' or '-', got {key!r}")
+        raise input_error(kind, "key", "a word of letters, digits, '_' or '-'", key)
 
     def decorator(fn: Callable) -> Callable:
         if not callable(fn):
@@ -56,7 +57,8 @@ def _register(kind: str, key: str, title: str, paper: str | None) -> Callable[[C
         existing = _REGISTRY[kind].get(key)
         module = getattr(fn, "__module__", "")
         if existing is not None and existing.module != module:
-            raise ValueError(f"{kind} {key!r} is registered twice: in {existing.module} and in {module}")
+            raise InputError(kind, "key", f"a key no other module registers ({key!r} is in {existing.module})",
+                             described(module))
         _REGISTRY[kind][key] = Entry(kind, key, title, fn, paper, module)
         return fn
 
@@ -107,7 +109,7 @@ def discover() -> None:
 def entries(kind: str) -> dict[str, Entry]:
     """All registered entries of ``kind`` ("experiment" or "benchmark"), sorted by key."""
     if kind not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+        raise input_error("entries", "kind", f"one of {KINDS}", kind)
     discover()
     return dict(sorted(_REGISTRY[kind].items()))
 

@@ -47,6 +47,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .errors import described, input_error
+
 if TYPE_CHECKING:  # heavy imports stay out of module import; a cached build needs none of them
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
@@ -135,9 +137,9 @@ def _version(dist: str) -> str:
         return "missing"
 
 
-def _check_positive_int(name: str, value: Any) -> None:
+def _check_positive_int(function: str, name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        raise input_error(function, name, "a positive integer", value)
 
 
 def _validate(
@@ -150,9 +152,10 @@ def _validate(
     intermediate_size: int,
     max_position_embeddings: int,
     seed: int,
+    function: str = "build_tiny_model",
 ) -> None:
     if family not in FAMILIES:
-        raise ValueError(f"unknown family {family!r}; allowed values: {', '.join(sorted(FAMILIES))}")
+        raise input_error(function, "family", f"one of {', '.join(sorted(FAMILIES))}", family)
     for name, value in (
         *((("vocab_size", vocab_size),) if vocab_size is not None else ()),
         ("hidden_size", hidden_size),
@@ -162,28 +165,23 @@ def _validate(
         ("intermediate_size", intermediate_size),
         ("max_position_embeddings", max_position_embeddings),
     ):
-        _check_positive_int(name, value)
+        _check_positive_int(function, name, value)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        raise input_error(function, "seed", "a non-negative integer", seed)
     if vocab_size is not None and vocab_size < _MIN_VOCAB:  # None: the vocabulary comes from a given tokenizer
-        raise ValueError(
-            f"vocab_size must be at least {_MIN_VOCAB} (256 byte tokens + {len(SPECIAL_TOKENS)} special "
-            f"tokens), got {vocab_size}"
-        )
+        raise input_error(function, "vocab_size", f"at least {_MIN_VOCAB} (256 byte tokens + "
+                                                  f"{len(SPECIAL_TOKENS)} special tokens)", vocab_size)
     if hidden_size % num_heads:
-        raise ValueError(
-            f"num_heads ({num_heads}) must divide hidden_size ({hidden_size}); head_dim = hidden_size // num_heads"
-        )
+        raise input_error(function, "num_heads", f"a divisor of hidden_size ({hidden_size}), since head_dim = "
+                                                 "hidden_size // num_heads", num_heads)
     if num_heads % num_kv_heads:
-        raise ValueError(
-            f"num_kv_heads ({num_kv_heads}) must divide num_heads ({num_heads}) for grouped-query attention"
-        )
+        raise input_error(function, "num_kv_heads", f"a divisor of num_heads ({num_heads}) for grouped-query "
+                                                    "attention", num_kv_heads)
     head_dim = hidden_size // num_heads
     if head_dim % 2:
-        raise ValueError(
-            f"head_dim = hidden_size // num_heads = {hidden_size} // {num_heads} = {head_dim} must be even "
-            "(rotary embeddings rotate pairs of channels)"
-        )
+        raise input_error(function, "hidden_size", "an even head_dim = hidden_size // num_heads (rotary embeddings "
+                                                   "rotate pairs of channels)",
+                          described(f"{hidden_size} // {num_heads} = {head_dim}"))
 
 
 def _cache_key(args: dict[str, Any]) -> str:
@@ -438,8 +436,8 @@ WORD_PATTERN = r"\s|\d|[A-Za-z]+|[^\sA-Za-z\d]"
 def build_word_tokenizer(texts, *, model_max_length: int = 1024, chat_template: str | None = None):
     """A word-level tokenizer whose vocabulary is every token of ``texts`` (see :data:`WORD_PATTERN`).
 
-    For toy tasks with a small closed vocabulary (a few hundred words, as the Opt-Miner spec's
-    R-GRPO toy asks for): the special and tool tokens, the chat template (TRL's Qwen2.5 one unless
+    For toy tasks with a small closed vocabulary (a few hundred words, as Opt-Miner's
+    R-GRPO toy needs): the special and tool tokens, the chat template (TRL's Qwen2.5 one unless
     ``chat_template`` is given) and the response template are those of :func:`build_tiny_model`'s
     tokenizer, every printable ASCII character is in the vocabulary, and ``decode`` concatenates
     tokens exactly, so ``decode(encode(text)) == text`` for any text made of known words. Words not
@@ -474,7 +472,7 @@ def tiny_model_for_tokenizer(tokenizer, family: str = "qwen3", *, hidden_size: i
     :func:`build_word_tokenizer`.
     """
     _validate(family, None, hidden_size, num_layers, num_heads, num_kv_heads,
-              intermediate_size, max_position_embeddings, seed)
+              intermediate_size, max_position_embeddings, seed, "tiny_model_for_tokenizer")
     args = {"hidden_size": hidden_size, "num_layers": num_layers, "num_heads": num_heads,
             "num_kv_heads": num_kv_heads, "intermediate_size": intermediate_size,
             "max_position_embeddings": max_position_embeddings, "seed": seed}

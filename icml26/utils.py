@@ -8,6 +8,7 @@ import random
 import tempfile
 from pathlib import Path
 from typing import Any
+from .errors import input_error
 
 
 def set_seed(seed: int, *, deterministic: bool = False) -> None:
@@ -17,7 +18,7 @@ def set_seed(seed: int, *, deterministic: bool = False) -> None:
     This is the one place the project seeds its random number generators.
     """
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+        raise input_error("set_seed", "seed", "a non-negative int", seed)
     random.seed(seed)
     try:
         import numpy as np

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from icml26 import tiny
+from icml26 import InputError, tiny
 from icml26.tiny import SPECIAL_TOKENS, build_tiny_model, default_cache_dir, load_tiny_model
 
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -297,17 +297,17 @@ def test_trl_recognises_template_and_parses_tool_calls(loaded):
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"family": "gpt2"}, r"unknown family 'gpt2'; allowed values: llama, qwen3"),
-        ({"hidden_size": 64, "num_heads": 5}, r"num_heads \(5\) must divide hidden_size \(64\)"),
-        ({"num_heads": 4, "num_kv_heads": 3}, r"num_kv_heads \(3\) must divide num_heads \(4\)"),
-        ({"hidden_size": 60, "num_heads": 4}, r"head_dim .* = 15 must be even"),
-        ({"vocab_size": 100}, r"vocab_size must be at least 263"),
-        ({"num_layers": 0}, r"num_layers must be a positive integer"),
-        ({"seed": -1}, r"seed must be a non-negative integer"),
+        ({"family": "gpt2"}, r"build_tiny_model: family: expected one of llama, qwen3, got 'gpt2'"),
+        ({"hidden_size": 64, "num_heads": 5}, r"num_heads: expected a divisor of hidden_size \(64\).*got 5$"),
+        ({"num_heads": 4, "num_kv_heads": 3}, r"num_kv_heads: expected a divisor of num_heads \(4\).*got 3$"),
+        ({"hidden_size": 60, "num_heads": 4}, r"hidden_size: expected an even head_dim.*got 60 // 4 = 15$"),
+        ({"vocab_size": 100}, r"vocab_size: expected at least 263 .*got 100$"),
+        ({"num_layers": 0}, r"num_layers: expected a positive integer, got 0$"),
+        ({"seed": -1}, r"seed: expected a non-negative integer, got -1$"),
     ],
 )
 def test_bad_arguments_raise(kwargs, message, tmp_path):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(InputError, match=message):
         build_tiny_model(cache_dir=tmp_path, **kwargs)
     assert list(tmp_path.iterdir()) == []
 
@@ -368,5 +368,5 @@ def test_tiny_model_for_tokenizer_fits_and_is_seeded(word_tok):
     assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
     ids = torch.tensor([word_tok.encode("Plant K73 makes 42", add_special_tokens=False)])
     assert a(input_ids=ids).logits.shape == (1, ids.shape[1], a.config.vocab_size)
-    with pytest.raises(ValueError, match="num_heads"):
+    with pytest.raises(InputError, match="tiny_model_for_tokenizer: num_heads"):
         tiny.tiny_model_for_tokenizer(word_tok, "qwen3", hidden_size=64, num_heads=5)
