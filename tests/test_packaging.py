@@ -1,6 +1,7 @@
 """The wheel holds every subpackage: build it, install it into a scratch folder, import every module from there."""
 
 import shutil
+import site
 import subprocess
 import sys
 import zipfile
@@ -24,15 +25,29 @@ def packages_in_checkout() -> set[str]:
     return found
 
 
+def copy_of_checkout(dest: Path) -> Path:
+    """The checkout without git, build outputs and caches: a stale build/ folder would slip old files into a build."""
+    shutil.copytree(ROOT, dest, ignore=shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", "runs", ".cache",
+                                                              "__pycache__", ".venv", ".pytest_cache"))
+    return dest
+
+
+def isolation_flags() -> list[str]:
+    """Build without isolation (no download) when this environment's setuptools is new enough for pyproject.toml."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        major = int(version("setuptools").split(".")[0])
+    except (PackageNotFoundError, ValueError):
+        return []
+    return ["--no-build-isolation"] if major >= 77 else []
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    # Build from a copy: a stale build/ folder in the checkout would otherwise slip old packages into the wheel.
-    source = out / "source"
-    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", "runs", ".cache",
-                                                                "__pycache__", ".venv", ".pytest_cache"))
-    # No build isolation: the build backend (setuptools) is already installed, and CI needs no extra download.
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out),
+    source = copy_of_checkout(out / "source")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", *isolation_flags(), "-q", "-w", str(out),
                     str(source)], check=True, capture_output=True, text=True)
     (path,) = out.glob("icml26-*.whl")
     return path
@@ -66,3 +81,24 @@ def test_every_module_imports_from_the_installed_wheel(wheel, tmp_path):
     # Run from an empty folder so the checkout's own folders (a top-level `kernels/`) are not on the path.
     done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_mypy_follows_icml26_kernels_in_a_strict_editable_install(tmp_path):
+    """The README's IDE recipe: with ``editable_mode=strict`` static tools see ``icml26.kernels`` -> ``kernels/``."""
+    pytest.importorskip("mypy")
+    source = copy_of_checkout(tmp_path / "source")
+    venv = tmp_path / "venv"
+    # A new venv that sees this one's packages (mypy, setuptools, pip) through a .pth path line, which does not
+    # run this environment's own editable-install hook; only icml26 is installed into it, in strict mode.
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    child_site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                check=True, capture_output=True, text=True).stdout.strip()
+    Path(child_site, "parent-env.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    subprocess.run([str(python), "-m", "pip", "install", "--no-deps", *isolation_flags(), "-q", "-e", str(source),
+                    "--config-settings", "editable_mode=strict"], check=True, capture_output=True, text=True)
+    probe = tmp_path / "probe.py"
+    probe.write_text("from icml26.kernels.naevit import naevit_attention\nreveal_type(naevit_attention)\n")
+    done = subprocess.run([str(python), "-m", "mypy", "--follow-imports=silent", "--ignore-missing-imports",
+                           "--no-incremental", str(probe)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert 'Revealed type is "def (q:' in done.stdout, done.stdout + done.stderr
