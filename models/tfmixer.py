@@ -427,9 +427,9 @@ class TFMixerPreTrainedModel(PreTrainedModel):
             init.ones_(module.linear.weight)
             init.zeros_(module.linear.bias)
         elif isinstance(module, NUDFT):
-            # NUDFT holds the initial-frequency rule; transformers skips this module when its one
-            # tensor (raw) was loaded from a checkpoint.
-            module.reset_parameters()
+            # NUDFT holds the initial-frequency rule; a raw loaded from a checkpoint is flagged and kept.
+            if not getattr(module.raw, "_is_hf_initialized", False):
+                module.reset_parameters()
         elif isinstance(module, InverseNUDFT) and isinstance(module.coef, nn.Parameter):
             init.constant_(module.coef, self.config.seasonal_coef)
         elif isinstance(module, (LocalTimeModule, GlobalFrequencyModule)):

@@ -73,7 +73,7 @@ def run(batch, backend, grad_out=None, **kwargs):
     return out, lse, grads, grad_out
 
 
-# The grid: a varlen batch of 3 with prefixes {0, 5}, visual counts {0, 16, 33}, text {1, 7, 20}.
+# Awkward layouts: a varlen batch of 3 with prefixes {0, 5}, visual counts {0, 16, 33}, text {1, 7, 20}.
 VARLEN_CASES = [
     [(0, 16, 1), (5, 33, 7), (5, 0, 20)],
     [(5, 0, 1), (0, 33, 20), (0, 16, 7)],

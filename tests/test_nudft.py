@@ -204,7 +204,7 @@ def test_reference_chunking_does_not_change_the_result():
 
 
 def test_learns_an_off_grid_frequency():
-    """Spec check 5: one sinusoid at 4.37 cycles, irregular samples, 50% missing, reconstruction loss."""
+    """Frequency learning: one sinusoid at 4.37 cycles, irregular samples, 50% missing, reconstruction loss."""
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(10)
     n, f_true = 200, 4.37
