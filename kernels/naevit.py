@@ -119,15 +119,20 @@ def _check_heads(hq: int, hkv: int, d_q: int, d_k: int) -> None:
         fail(OP, "head dim", f"q and k to share the head dim ({d_q})", d_k)
 
 
+def _check_ranks(q, k, v, rank: int, q_form: str, k_form: str) -> None:
+    if q.dim() != rank:
+        fail(OP, "q", q_form, describe(q))
+    if k.dim() != rank:
+        fail(OP, "k", k_form, describe(k))
+    if v.shape != k.shape:
+        fail(OP, "v", f"the shape of k {tuple(k.shape)}", describe(v))
+
+
 def _validate_padded(q, k, v, q_pos, key_padding_mask) -> _Layout:
     import torch
 
-    if q.dim() != 4:
-        fail(OP, "q", "rank 4 [B, Hq, Tq, D] (or rank 3 with cu_seqlens_q/k for the packed form)", describe(q))
-    if k.dim() != 4:
-        fail(OP, "k", "rank 4 [B, Hkv, Tk, D]", describe(k))
-    if v.shape != k.shape:
-        fail(OP, "v", f"the shape of k {tuple(k.shape)}", describe(v))
+    _check_ranks(q, k, v, 4, "rank 4 [B, Hq, Tq, D] (or rank 3 with cu_seqlens_q/k for the packed form)",
+                 "rank 4 [B, Hkv, Tk, D]")
     b, hq, tq, d = q.shape
     if k.shape[0] != b:
         fail(OP, "k", f"batch size {b} (from q)", describe(k))
@@ -183,12 +188,8 @@ def _validate_packed(q, k, v, q_pos, key_padding_mask, cu_q, cu_k, max_seqlen_q,
     if key_padding_mask is not None:
         fail(OP, "key_padding_mask", "None in the packed form (leave padding keys out of the pack)",
              describe(key_padding_mask))
-    if q.dim() != 3:
-        fail(OP, "q", "rank 3 [total_q, Hq, D] in the packed form", describe(q))
-    if k.dim() != 3:
-        fail(OP, "k", "rank 3 [total_k, Hkv, D] in the packed form", describe(k))
-    if v.shape != k.shape:
-        fail(OP, "v", f"the shape of k {tuple(k.shape)}", describe(v))
+    _check_ranks(q, k, v, 3, "rank 3 [total_q, Hq, D] in the packed form",
+                 "rank 3 [total_k, Hkv, D] in the packed form")
     _check_heads(q.shape[1], k.shape[1], q.shape[2], k.shape[2])
     offsets_q = _validate_cu("cu_seqlens_q", cu_q, q.shape[0])
     offsets_k = _validate_cu("cu_seqlens_k", cu_k, k.shape[0])

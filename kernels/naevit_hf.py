@@ -1,5 +1,9 @@
 """NAEViT attention as a transformers attention implementation (``attn_implementation="naevit"``).
 
+NAEViT is the attention rule of SAISA (arXiv 2502.02458): text queries only, each seeing the keys
+up to ``q_pos`` (see :mod:`icml26.kernels.naevit`). Reconstruction: routing it through
+transformers' ``AttentionInterface`` with a key-padding mask function is our design.
+
 Nothing here runs at import time: :func:`register_naevit_attention` adds the attention function
 to transformers' ``AttentionInterface`` and a matching mask function to its
 ``AttentionMaskInterface`` when the user (or a model) calls it, as Liger's
@@ -78,6 +82,8 @@ def naevit_mask(batch_size, q_length, kv_length, q_offset=0, kv_offset=0, mask_f
         fail(_MASK, "attention_mask", f"a column for each of the {filled} keys the layer holds (past and "
              "current tokens)", describe(mask))
     mask = mask[:, :filled]  # as in sdpa_mask, column j is key j; later columns are future cache slots
+    # Reads the mask (a sync on CUDA), once per model forward, not per layer, as sdpa_mask does:
+    # dropping an all-True mask keeps the mask-free paths (sdpa_split, no key test in Triton) open.
     if filled == kv_length and bool(mask.all()):
         return None
     return mask

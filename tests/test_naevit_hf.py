@@ -219,7 +219,7 @@ def test_bad_inputs_say_what_was_expected(llama, ids):
         naevit_attention_forward(module, q, k, v, None, q_pos=torch.arange(4))
     with pytest.raises(InputError, match="naevit_attention_forward: softcap: expected None"):
         naevit_attention_forward(module, q, k, v, None, softcap=30.0)
-    with pytest.raises(InputError, match="naevit_attention_forward: attention_mask: expected None or a 2D padding mask"):
+    with pytest.raises(InputError, match="naevit_attention_forward: attention_mask: expected None or a 2D"):
         _logits(llama, "naevit", ids, attention_mask=_dense_mask(torch.arange(ids.shape[1]).repeat(2, 1),
                                                                   ids.shape[1]))
     with pytest.raises(InputError, match="register_naevit_attention: backend: expected None or one of"):
