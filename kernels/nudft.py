@@ -28,9 +28,9 @@ mask. Phases are computed in float32 at least, whatever the input dtype.
 
 **Phase precision.** A float32 phase ``theta = omega t`` carries an absolute error of up to
 ``|theta| 2^-24`` rad, and every cos/sin inherits it. Measured against float64 (random data, N = 64,
-K = 8), the relative error of the float32 result is about ``0.2 |theta| 2^-24``: 1.6e-5 at
+K = 8), the relative error of the float32 result is 0.2 to 0.4 times ``|theta| 2^-24``: 1.6e-5 at
 ``max|theta| = 1e3``, 1e-4 at 1e4, 2e-3 at 1e5, 1.7e-2 at 1e6 and 12% at 1e7. So, when the phases
-are computed in float32 (no float64 input among the times and frequencies):
+are computed in float32 (no float64 input):
 
 - ``max |omega| |t| > 2^14`` (phase error up to 2^-10 rad) warns with :class:`PhasePrecisionWarning`;
 - ``max |omega| |t| > 2^20`` (phase error up to 2^-4 rad, results off by a percent or more) raises
@@ -232,7 +232,7 @@ def _check_phases(op: str, times, time_name: str, omega, compute) -> None:
              f"|phase| * 2^-24 rad); {fix}", described(f"max |omega {time_name}| = {largest:.3g}"))
     if largest > PHASE_WARN:
         warnings.warn(f"{op}: float32 phases up to |omega {time_name}| = {largest:.3g} > 2^14 lose accuracy "
-                      f"(about {0.2 * largest * 2.0**-24:.1e} relative); {fix}", PhasePrecisionWarning, stacklevel=3)
+                      f"(phase error up to {largest * 2.0**-24:.1e} rad); {fix}", PhasePrecisionWarning, stacklevel=3)
 
 
 def _group_layout(batch: tuple[int, ...], phase_tensors) -> tuple[list[int], list[int]]:

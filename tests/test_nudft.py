@@ -340,6 +340,26 @@ def test_float32_phases_beyond_what_float32_holds(backend):
         assert torch.allclose(r.double(), want.real, atol=1e-4) and torch.allclose(i.double(), want.imag, atol=1e-4)
 
 
+def test_the_phase_bounds_follow_the_measured_float32_error():
+    """Below the warning bound float32 is good to ~1e-4; past the refusal bound it is off by percents."""
+    from icml26.kernels.nudft import PHASE_LIMIT, PHASE_WARN
+
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randn(1, 16, 64, generator=gen, dtype=torch.float64)
+    t = torch.rand(1, 64, generator=gen, dtype=torch.float64)
+
+    def relative_error(top):
+        omega = torch.linspace(top / 8, top, 8, dtype=torch.float64)[None]
+        want = trig_sums_reference(omega, t, x, x)
+        got = trig_sums_reference(omega.float(), t.float(), x.float(), x.float())
+        scale = torch.sqrt(want[0] ** 2 + want[1] ** 2).max()
+        return max((g.double() - w).abs().max() / scale for g, w in zip(got, want)).item()
+
+    assert relative_error(PHASE_WARN / 4) < 1e-4
+    assert relative_error(PHASE_WARN) < 1e-3
+    assert relative_error(4 * PHASE_LIMIT) > 1e-2
+
+
 def test_phase_warning_can_be_filtered():
     x, t, omega = torch.randn(2, 8), torch.rand(2, 8), torch.tensor([3e4])
     with warnings.catch_warnings():
