@@ -117,6 +117,7 @@ class InverseNUDFT(nn.Module):
         super().__init__()
         if backend not in BACKENDS:
             fail("InverseNUDFT", "backend", f"one of {BACKENDS}", backend)
+        check_finite("InverseNUDFT", "coef", coef)
         if learnable_scale:
             if not isinstance(num_frequencies, int) or num_frequencies < 1:
                 fail("InverseNUDFT", "num_frequencies", "a positive int with learnable_scale=True", num_frequencies)

@@ -244,6 +244,8 @@ def test_modules_validate_and_keep_omega_bounded():
         NUDFT(8, max_cycles=float("inf"))
     with pytest.raises(TypeError, match="NUDFT: num_frequencies"):
         NUDFT(4.0)
+    with pytest.raises(InputError, match="InverseNUDFT: coef: expected a finite number, got nan"):
+        InverseNUDFT(4, coef=float("nan"))
     synth = InverseNUDFT(4, learnable_scale=True)
     y = synth(r, i, layer.omega, torch.rand(2, 1, 5))
     y.sum().backward()
@@ -409,3 +411,17 @@ def test_agrees_with_finufft_type3_if_installed():
     got = finufft.nufft1d3(t[0].numpy(), x[0].numpy().astype(np.complex128), omega[0].numpy(), isign=-1, eps=1e-12)
     np.testing.assert_allclose(r[0].numpy(), got.real, atol=1e-8)
     np.testing.assert_allclose(i[0].numpy(), got.imag, atol=1e-8)
+
+
+@pytest.mark.parametrize("init", ["harmonic", "log"])
+def test_reset_parameters_holds_the_initial_frequency_rule(init):
+    layer = NUDFT(6, init=init, per_channel=True, num_channels=2)
+    fresh = layer.raw.detach().clone()
+    with torch.no_grad():
+        layer.raw.add_(3.0)
+    layer.reset_parameters()
+    assert torch.equal(layer.raw, fresh) and torch.equal(layer.raw[0], layer.raw[1])
+    cycles = torch.arange(1.0, 7.0) if init == "harmonic" else torch.logspace(math.log10(0.5), math.log10(6), 6)
+    torch.testing.assert_close(layer.omega[0], 2 * math.pi * cycles)
+    with torch.device("meta"):
+        assert NUDFT(6, init=init).raw.is_meta  # the rule runs on the meta device too
