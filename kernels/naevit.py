@@ -1,9 +1,13 @@
 """NAEViT attention: text queries attend to every earlier key, visual tokens issue no queries.
 
-SAISA's attention rule (``No AttEntion from Visual Tokens``): only text rows are queries; keys and
-values are all rows, text and visual, in sequence order; a query may see key ``j`` of its own
-sequence iff ``j <= q_pos`` (its position among the keys). A text token after the image thus sees
-the whole image, a text token before it sees none of it, and visual keys still receive gradients.
+SAISA (arXiv 2502.02458) aligns the image with the LLM in the attention's input space and drops
+attention *from* visual tokens ("No AttEntion from Visual Tokens", NAEViT): only text rows are
+queries; keys and values are all rows, text and visual, in sequence order; a query may see key
+``j`` of its own sequence iff ``j <= q_pos`` (its position among the keys). A text token after the
+image thus sees the whole image, a text token before it sees none of it, and visual keys still
+receive gradients. The rule is the one of the released code (``icip-cas/SAISA``,
+``llava/model/language_model/llava_llama.py``: visual tokens issue no queries, the mask is
+``pos_k <= pos_q``), which builds it as a dense boolean mask for SDPA.
 
 Four backends compute the same function:
 
@@ -18,28 +22,40 @@ Four backends compute the same function:
 - ``"auto"``: Triton on CUDA; elsewhere ``sdpa_split`` when the inputs have the one-image layout
   (and no key padding or lse is asked for), otherwise the reference.
 
+Reconstruction: the packed (varlen) interface, ``q_pos`` as the visibility bound per query and
+the two-SDPA decomposition are our design; the paper's code supports one image per batch of one.
+
 Written by hand because no maintained library offers this mask without a dense mask tensor:
 FlashAttention supports only (bottom-right) causal masks, SDPA with an explicit mask falls off the
 flash path, and FlexAttention recompiles per shape.
+
+Validation follows :func:`icml26.kernels.values_checked`: shapes, dtypes and devices are always
+checked; the checks that read ``q_pos`` and ``cu_seqlens`` values (positions within the keys,
+monotone offsets) run on CPU tensors, and on CUDA only with ``ICML26_CHECK_VALUES=1``.
 """
 
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
+from numbers import Real
 from typing import TYPE_CHECKING
+
+from icml26.errors import check_finite, describe, described
+
+from ._backend import fail, fail_type, resolve_backend, values_checked
 
 if TYPE_CHECKING:
     import torch
 
+OP = "naevit_attention"
 BACKENDS = ("auto", "triton", "torch", "sdpa_split")
 _FLOAT_DTYPES = ("torch.float16", "torch.bfloat16", "torch.float32", "torch.float64")
 
 
 @dataclass(frozen=True)
 class _Layout:
-    """Sizes of a validated call; ``packed`` for the varlen form."""
+    """Sizes of a validated call; ``packed`` for the varlen form, with its offsets when they were read."""
 
     packed: bool
     batch: int
@@ -48,14 +64,8 @@ class _Layout:
     head_dim: int
     max_seqlen_q: int
     max_seqlen_k: int
-
-
-def _fail(argument: str, expected: str, got) -> None:
-    raise ValueError(f"naevit_attention: {argument}: expected {expected}, got {got}")
-
-
-def _shape(t) -> str:
-    return f"shape {tuple(t.shape)}"
+    cu_q: list[int] | None = None
+    cu_k: list[int] | None = None
 
 
 def _validate(q, k, v, q_pos, key_padding_mask, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
@@ -63,111 +73,140 @@ def _validate(q, k, v, q_pos, key_padding_mask, cu_seqlens_q, cu_seqlens_k, max_
     import torch
 
     if backend not in BACKENDS:
-        _fail("backend", f"one of {BACKENDS}", repr(backend))
+        fail(OP, "backend", f"one of {BACKENDS}", backend)
     for name, t in (("q", q), ("k", k), ("v", v), ("q_pos", q_pos)):
         if not isinstance(t, torch.Tensor):
-            _fail(name, "a torch.Tensor", type(t).__name__)
+            fail_type(OP, name, "a torch.Tensor", t)
     if str(q.dtype) not in _FLOAT_DTYPES:
-        _fail("q.dtype", "float16, bfloat16, float32 (or float64 with backend='torch')", q.dtype)
+        fail(OP, "q.dtype", "float16, bfloat16, float32 (or float64 with backend='torch')", q.dtype)
     for name, t in (("k", k), ("v", v)):
         if t.dtype != q.dtype:
-            _fail(f"{name}.dtype", f"the dtype of q ({q.dtype})", t.dtype)
+            fail(OP, f"{name}.dtype", f"the dtype of q ({q.dtype})", t.dtype)
     extras = [("q_pos", q_pos), ("key_padding_mask", key_padding_mask), ("cu_seqlens_q", cu_seqlens_q),
               ("cu_seqlens_k", cu_seqlens_k)]
     for name, t in [("k", k), ("v", v)] + extras:
         if t is not None and t.device != q.device:
-            _fail(f"{name}.device", f"the device of q ({q.device})", t.device)
+            fail(OP, f"{name}.device", f"the device of q ({q.device})", t.device)
     if q_pos.dtype.is_floating_point or q_pos.dtype == torch.bool or q_pos.is_complex():
-        _fail("q_pos.dtype", "an integer dtype", q_pos.dtype)
-    if softmax_scale is not None and not (isinstance(softmax_scale, (int, float)) and softmax_scale > 0):
-        _fail("softmax_scale", "a positive number or None", repr(softmax_scale))
+        fail(OP, "q_pos.dtype", "an integer dtype", q_pos.dtype)
+    if softmax_scale is not None:
+        if isinstance(softmax_scale, bool) or not isinstance(softmax_scale, Real):
+            fail_type(OP, "softmax_scale", "a positive finite number or None", softmax_scale)
+        check_finite(OP, "softmax_scale", softmax_scale, positive=True)
 
     packed = cu_seqlens_q is not None or cu_seqlens_k is not None
     if packed:
-        layout = _validate_packed(q, k, v, q_pos, key_padding_mask, cu_seqlens_q, cu_seqlens_k)
+        layout = _validate_packed(q, k, v, q_pos, key_padding_mask, cu_seqlens_q, cu_seqlens_k,
+                                  max_seqlen_q, max_seqlen_k)
     else:
         layout = _validate_padded(q, k, v, q_pos, key_padding_mask)
     for name, given, actual in (("max_seqlen_q", max_seqlen_q, layout.max_seqlen_q),
                                 ("max_seqlen_k", max_seqlen_k, layout.max_seqlen_k)):
-        if given is not None and (not isinstance(given, int) or given < actual):
-            _fail(name, f"an int >= the longest sequence ({actual})", repr(given))
+        if given is not None and (isinstance(given, bool) or not isinstance(given, int)):
+            fail_type(OP, name, "an int or None", given)
+        if given is not None and given < actual:
+            fail(OP, name, f"an int >= the longest sequence ({actual})", given)
     if q.dtype == torch.float64 and backend not in ("torch", "auto"):
-        _fail("q.dtype", f"float16, bfloat16 or float32 for backend={backend!r} (float64 needs 'torch')", q.dtype)
+        fail(OP, "q.dtype", f"float16, bfloat16 or float32 for backend={backend!r} (float64 needs 'torch')", q.dtype)
     return layout
 
 
 def _check_heads(hq: int, hkv: int, d_q: int, d_k: int) -> None:
     if hkv == 0 or hq % hkv:
-        _fail("number of heads", f"q heads ({hq}) to be a multiple of k/v heads ({hkv}) (GQA/MQA)", f"{hq} and {hkv}")
+        fail(OP, "number of heads", f"q heads ({hq}) to be a multiple of k/v heads ({hkv}) (GQA/MQA)",
+             described(f"{hq} and {hkv}"))
     if d_q != d_k:
-        _fail("head dim", f"q and k to share the head dim ({d_q})", d_k)
+        fail(OP, "head dim", f"q and k to share the head dim ({d_q})", d_k)
+
+
+def _check_ranks(q, k, v, rank: int, q_form: str, k_form: str) -> None:
+    if q.dim() != rank:
+        fail(OP, "q", q_form, describe(q))
+    if k.dim() != rank:
+        fail(OP, "k", k_form, describe(k))
+    if v.shape != k.shape:
+        fail(OP, "v", f"the shape of k {tuple(k.shape)}", describe(v))
 
 
 def _validate_padded(q, k, v, q_pos, key_padding_mask) -> _Layout:
     import torch
 
-    if q.dim() != 4:
-        _fail("q", "rank 4 [B, Hq, Tq, D] (or rank 3 with cu_seqlens_q/k for the packed form)", _shape(q))
-    if k.dim() != 4:
-        _fail("k", "rank 4 [B, Hkv, Tk, D]", _shape(k))
-    if v.shape != k.shape:
-        _fail("v", f"the shape of k {tuple(k.shape)}", _shape(v))
+    _check_ranks(q, k, v, 4, "rank 4 [B, Hq, Tq, D] (or rank 3 with cu_seqlens_q/k for the packed form)",
+                 "rank 4 [B, Hkv, Tk, D]")
     b, hq, tq, d = q.shape
     if k.shape[0] != b:
-        _fail("k", f"batch size {b} (from q)", _shape(k))
+        fail(OP, "k", f"batch size {b} (from q)", describe(k))
     _check_heads(hq, k.shape[1], d, k.shape[3])
     tk = k.shape[2]
     if tuple(q_pos.shape) != (b, tq):
-        _fail("q_pos", f"shape [B, Tq] = ({b}, {tq})", _shape(q_pos))
+        fail(OP, "q_pos", f"shape [B, Tq] = ({b}, {tq})", describe(q_pos))
     if key_padding_mask is not None:
+        if not isinstance(key_padding_mask, torch.Tensor):
+            fail_type(OP, "key_padding_mask", "a bool tensor [B, Tk] or None", key_padding_mask)
         if key_padding_mask.dtype != torch.bool:
-            _fail("key_padding_mask.dtype", "torch.bool (True = real key)", key_padding_mask.dtype)
+            fail(OP, "key_padding_mask.dtype", "torch.bool (True = real key)", key_padding_mask.dtype)
         if tuple(key_padding_mask.shape) != (b, tk):
-            _fail("key_padding_mask", f"shape [B, Tk] = ({b}, {tk})", _shape(key_padding_mask))
-    if q_pos.numel() and int(q_pos.max()) >= tk:
-        _fail("q_pos", f"values < Tk = {tk} (the key index each query sees up to)", f"max {int(q_pos.max())}")
+            fail(OP, "key_padding_mask", f"shape [B, Tk] = ({b}, {tk})", describe(key_padding_mask))
+    if q_pos.numel() and values_checked(q_pos):
+        top = int(q_pos.max())
+        if top >= tk:
+            fail(OP, "q_pos", f"values < Tk = {tk} (the key index each query sees up to)", described(f"max {top}"))
     return _Layout(False, b, hq, k.shape[1], d, tq, tk)
 
 
-def _validate_cu(name: str, cu, total: int):
+def _validate_cu(name: str, cu, total: int) -> list[int] | None:
+    """Check the offsets' shape and dtype; read and check their values when the rule allows."""
     import torch
 
     if cu is None:
-        _fail(name, "a tensor (the packed form needs both cu_seqlens_q and cu_seqlens_k)", None)
+        fail(OP, name, "a tensor (the packed form needs both cu_seqlens_q and cu_seqlens_k)", None)
+    if not isinstance(cu, torch.Tensor):
+        fail_type(OP, name, "an int32 tensor [B+1]", cu)
     if cu.dim() != 1 or cu.numel() < 2 or cu.dtype not in (torch.int32, torch.int64):
-        _fail(name, "an int32 tensor [B+1]", f"{_shape(cu)}, dtype {cu.dtype}")
+        fail(OP, name, "an int32 tensor [B+1]", describe(cu))
+    if not values_checked(cu):
+        return None
     values = cu.tolist()
     if values[0] != 0 or values[-1] != total:
-        _fail(name, f"to start at 0 and end at the packed length {total}", f"{values[0]} ... {values[-1]}")
+        fail(OP, name, f"to start at 0 and end at the packed length {total}",
+             described(f"{values[0]} ... {values[-1]}"))
     if any(b < a for a, b in zip(values, values[1:])):
-        _fail(name, "non-decreasing offsets", values)
+        fail(OP, name, "non-decreasing offsets", values)
     return values
 
 
-def _validate_packed(q, k, v, q_pos, key_padding_mask, cu_q, cu_k) -> _Layout:
+def _longest(cu, offsets: list[int] | None, given: int | None) -> int:
+    """The longest sequence of a pack: from the offsets read, else ``given``, else read (one sync)."""
+    if offsets is not None:
+        return max(b - a for a, b in zip(offsets, offsets[1:]))
+    if given is not None:
+        return given
+    return int((cu[1:] - cu[:-1]).max())
+
+
+def _validate_packed(q, k, v, q_pos, key_padding_mask, cu_q, cu_k, max_seqlen_q, max_seqlen_k) -> _Layout:
     if key_padding_mask is not None:
-        _fail("key_padding_mask", "None in the packed form (leave padding keys out of the pack)", "a tensor")
-    if q.dim() != 3:
-        _fail("q", "rank 3 [total_q, Hq, D] in the packed form", _shape(q))
-    if k.dim() != 3:
-        _fail("k", "rank 3 [total_k, Hkv, D] in the packed form", _shape(k))
-    if v.shape != k.shape:
-        _fail("v", f"the shape of k {tuple(k.shape)}", _shape(v))
+        fail(OP, "key_padding_mask", "None in the packed form (leave padding keys out of the pack)",
+             describe(key_padding_mask))
+    _check_ranks(q, k, v, 3, "rank 3 [total_q, Hq, D] in the packed form",
+                 "rank 3 [total_k, Hkv, D] in the packed form")
     _check_heads(q.shape[1], k.shape[1], q.shape[2], k.shape[2])
     offsets_q = _validate_cu("cu_seqlens_q", cu_q, q.shape[0])
     offsets_k = _validate_cu("cu_seqlens_k", cu_k, k.shape[0])
-    if len(offsets_q) != len(offsets_k):
-        _fail("cu_seqlens_k", f"{len(offsets_q)} offsets like cu_seqlens_q", len(offsets_k))
+    if cu_q.numel() != cu_k.numel():
+        fail(OP, "cu_seqlens_k", f"{cu_q.numel()} offsets like cu_seqlens_q", cu_k.numel())
     if tuple(q_pos.shape) != (q.shape[0],):
-        _fail("q_pos", f"shape [total_q] = ({q.shape[0]},)", _shape(q_pos))
-    lens_q = [b - a for a, b in zip(offsets_q, offsets_q[1:])]
-    lens_k = [b - a for a, b in zip(offsets_k, offsets_k[1:])]
-    for i, (start, end) in enumerate(zip(offsets_q, offsets_q[1:])):
-        if end > start:
-            top = int(q_pos[start:end].max())
-            if top >= lens_k[i]:
-                _fail("q_pos", f"values < {lens_k[i]} (the keys of sequence {i})", f"{top}")
-    return _Layout(True, len(lens_q), q.shape[1], k.shape[1], q.shape[2], max(lens_q), max(lens_k))
+        fail(OP, "q_pos", f"shape [total_q] = ({q.shape[0]},)", describe(q_pos))
+    if offsets_q is not None and offsets_k is not None and values_checked(q_pos):
+        for i, (start, end) in enumerate(zip(offsets_q, offsets_q[1:])):
+            keys = offsets_k[i + 1] - offsets_k[i]
+            if end > start:
+                top = int(q_pos[start:end].max())
+                if top >= keys:
+                    fail(OP, "q_pos", f"values < {keys} (the keys of sequence {i})", top)
+    return _Layout(True, cu_q.numel() - 1, q.shape[1], k.shape[1], q.shape[2],
+                   _longest(cu_q, offsets_q, max_seqlen_q), _longest(cu_k, offsets_k, max_seqlen_k),
+                   offsets_q, offsets_k)
 
 
 # --------------------------------------------------------------------------------------------
@@ -294,14 +333,6 @@ def _sdpa_split(q, k, v, splits: list[int], layout: _Layout, cu_q, cu_k, scale: 
 # --------------------------------------------------------------------------------------------
 # Public op
 # --------------------------------------------------------------------------------------------
-def _triton_usable(device) -> bool:
-    from importlib.util import find_spec
-
-    if find_spec("triton") is None:
-        return False
-    return device.type == "cuda" or os.environ.get("TRITON_INTERPRET", "0") == "1"
-
-
 def naevit_attention(q, k, v, q_pos, *, key_padding_mask=None, cu_seqlens_q=None, cu_seqlens_k=None,
                      max_seqlen_q=None, max_seqlen_k=None, softmax_scale=None, return_lse=False,
                      backend="auto"):
@@ -314,51 +345,53 @@ def naevit_attention(q, k, v, q_pos, *, key_padding_mask=None, cu_seqlens_q=None
 
     Packed (varlen) form: ``q [total_q, Hq, D]``, ``k, v [total_k, Hkv, D]``, ``cu_seqlens_q``,
     ``cu_seqlens_k`` (int32 ``[B+1]`` offsets), ``q_pos [total_q]`` indexing keys within the
-    query's own sequence.
+    query's own sequence. On CUDA pass ``max_seqlen_q`` and ``max_seqlen_k`` too (as
+    FlashAttention's varlen API asks): otherwise they are read from the offsets, one device sync.
 
     ``Hq`` must be a multiple of ``Hkv`` (GQA/MQA). fp16/bf16/fp32 inputs accumulate in fp32 and
     return the input dtype. ``softmax_scale`` defaults to ``1/sqrt(D)``. With ``return_lse=True``
     returns ``(out, lse)`` where ``lse`` (fp32, q's shape without the head dim) is the log-sum-exp
     of each row's scaled scores (``-inf`` for a row that sees no key). ``backend``: see the module
     docstring. Differentiable in q, k and v on every backend.
-    """
-    import torch
 
+    Raises :class:`icml26.InputError` for bad shapes, dtypes, devices, a non-finite or
+    non-positive ``softmax_scale``, and (on CPU, or with ``ICML26_CHECK_VALUES=1``) ``q_pos``
+    beyond the keys or offsets that do not describe the pack; ``TypeError`` for arguments of the
+    wrong type.
+    """
     layout = _validate(q, k, v, q_pos, key_padding_mask, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                        max_seqlen_k, softmax_scale, backend)
     scale = float(softmax_scale) if softmax_scale is not None else 1.0 / math.sqrt(layout.head_dim)
-    cu_q = cu_seqlens_q.tolist() if layout.packed else None
-    cu_k = cu_seqlens_k.tolist() if layout.packed else None
+    chosen = resolve_backend(OP, backend, q.device, q.dtype, choices=BACKENDS)
 
-    if backend == "auto":
-        if q.device.type == "cuda" and _triton_usable(q.device) and q.dtype != torch.float64:
-            backend = "triton"
-        elif key_padding_mask is None and not return_lse and _sdpa_split_plan(q_pos, layout, cu_q, cu_k):
-            backend = "sdpa_split"
-        else:
-            backend = "torch"
-
-    if backend == "triton":
-        if not _triton_usable(q.device):
-            _fail("backend='triton'", "CUDA tensors, or TRITON_INTERPRET=1 for the CPU interpreter, "
-                  "and triton installed", f"{q.device} tensors")
+    if chosen == "triton":
         from .naevit_triton import naevit_triton
 
         out, lse = naevit_triton(q, k, v, q_pos, key_padding_mask=key_padding_mask,
                                  cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
                                  max_seqlen_q=max_seqlen_q or layout.max_seqlen_q,
                                  max_seqlen_k=max_seqlen_k or layout.max_seqlen_k, softmax_scale=scale)
-    elif backend == "sdpa_split":
+        return (out, lse) if return_lse else out
+
+    # The PyTorch paths loop over sequences in Python: they need the offsets as numbers.
+    cu_q = layout.cu_q if layout.cu_q is not None or not layout.packed else cu_seqlens_q.tolist()
+    cu_k = layout.cu_k if layout.cu_k is not None or not layout.packed else cu_seqlens_k.tolist()
+    if chosen == "sdpa_split":
         if key_padding_mask is not None:
-            _fail("backend='sdpa_split'", "no key_padding_mask (use 'torch' or 'triton')", "a key_padding_mask")
+            fail(OP, "key_padding_mask", "None with backend='sdpa_split' (use 'torch' or 'triton')",
+                 describe(key_padding_mask))
         if return_lse:
-            _fail("backend='sdpa_split'", "return_lse=False (SDPA returns no lse; use 'torch' or 'triton')", True)
-        splits = _sdpa_split_plan(q_pos, layout, cu_q, cu_k)
-        if splits is None:
-            _fail("backend='sdpa_split'", "the one-image layout in every sequence (q_pos = 0..P-1 for the prefix, "
-                  "then consecutive positions ending at the last key)", "another layout")
+            fail(OP, "return_lse", "False with backend='sdpa_split' (SDPA returns no lse; use 'torch' or 'triton')",
+                 return_lse)
+    splits = None
+    if chosen == "sdpa_split" or (backend == "auto" and key_padding_mask is None and not return_lse):
+        splits = _sdpa_split_plan(q_pos, layout, cu_q, cu_k)  # reads q_pos: the layout decides the path
+        if splits is None and chosen == "sdpa_split":
+            fail(OP, "q_pos", "the one-image layout in every sequence with backend='sdpa_split' (q_pos = 0..P-1 for "
+                 "the prefix, then consecutive positions ending at the last key)", described("another layout"))
+    if splits:
         return _sdpa_split(q, k, v, splits, layout, cu_q, cu_k, scale)
-    elif layout.packed:
+    if layout.packed:
         out, lse = _packed_reference(q, k, v, q_pos, cu_q, cu_k, scale)
     else:
         out, lse = naevit_reference(q, k, v, q_pos, key_padding_mask, scale)

@@ -1,5 +1,9 @@
 """NAEViT attention as a transformers attention implementation (``attn_implementation="naevit"``).
 
+NAEViT is the attention rule of SAISA (arXiv 2502.02458): text queries only, each seeing the keys
+up to ``q_pos`` (see :mod:`icml26.kernels.naevit`). Reconstruction: routing it through
+transformers' ``AttentionInterface`` with a key-padding mask function is our design.
+
 Nothing here runs at import time: :func:`register_naevit_attention` adds the attention function
 to transformers' ``AttentionInterface`` and a matching mask function to its
 ``AttentionMaskInterface`` when the user (or a model) calls it, as Liger's
@@ -22,6 +26,9 @@ than the key tensor only with a static cache, whose unfilled slots are then mask
 
 from __future__ import annotations
 
+from icml26.errors import describe, described
+
+from ._backend import fail
 from .naevit import BACKENDS
 
 DEFAULT_BACKEND = "auto"
@@ -35,13 +42,13 @@ _UNSUPPORTED_KWARGS = {
 }
 
 
-def _error(what: str, expected: str, got) -> ValueError:
-    return ValueError(f"naevit attention (transformers): {what}: expected {expected}, got {got}")
-
-
 # --------------------------------------------------------------------------------------------
 # Mask function (AttentionMaskInterface)
 # --------------------------------------------------------------------------------------------
+_MASK = "naevit_mask"
+_FORWARD = "naevit_attention_forward"
+
+
 def naevit_mask(batch_size, q_length, kv_length, q_offset=0, kv_offset=0, mask_function=None,
                 attention_mask=None, device="cpu", **kwargs):
     """Key padding mask for :func:`naevit_attention_forward`: bool ``[B, L]`` (True = real key) or None.
@@ -56,25 +63,27 @@ def naevit_mask(batch_size, q_length, kv_length, q_offset=0, kv_offset=0, mask_f
 
     if mask_function is not None and mask_function is not causal_mask_function:
         name = getattr(mask_function, "__qualname__", repr(mask_function))
-        raise _error("mask pattern", "the plain causal mask (full-attention decoder layers; pass q_pos for "
-                     "NAEViT's rule). Sliding windows, bidirectional layers, packed sequences and overlaid "
-                     "mask functions are not supported", f"another pattern ({name})")
+        fail(_MASK, "mask pattern", "the plain causal mask (full-attention decoder layers; pass q_pos for "
+             "NAEViT's rule). Sliding windows, bidirectional layers, packed sequences and overlaid "
+             "mask functions are not supported", described(f"another pattern ({name})"))
     if int(kv_offset) != 0:
-        raise _error("kv_offset", "0 (a full-attention cache layer; sliding caches are not supported)", kv_offset)
+        fail(_MASK, "kv_offset", "0 (a full-attention cache layer; sliding caches are not supported)", kv_offset)
     filled = int(q_offset) + int(q_length)  # keys the layer holds after this step's cache update
     if filled > kv_length:
-        raise _error("cache sizes", f"at most kv_length = {kv_length} keys", f"{filled}")
+        fail(_MASK, "cache sizes", f"at most kv_length = {kv_length} keys", described(f"{filled} keys"))
     if attention_mask is None:
         if filled == kv_length:
             return None
         return torch.ones(batch_size, filled, dtype=torch.bool, device=device)
     if attention_mask.dim() != 2:
-        raise _error("attention_mask", "a 2D padding mask [B, keys]", f"shape {tuple(attention_mask.shape)}")
+        fail(_MASK, "attention_mask", "a 2D padding mask [B, keys]", describe(attention_mask))
     mask = attention_mask.to(device=device, dtype=torch.bool)
     if mask.shape[-1] < filled:
-        raise _error("attention_mask", f"a column for each of the {filled} keys the layer holds (past and "
-                     "current tokens)", f"shape {tuple(mask.shape)}")
+        fail(_MASK, "attention_mask", f"a column for each of the {filled} keys the layer holds (past and "
+             "current tokens)", describe(mask))
     mask = mask[:, :filled]  # as in sdpa_mask, column j is key j; later columns are future cache slots
+    # Reads the mask (a sync on CUDA), once per model forward, not per layer, as sdpa_mask does:
+    # dropping an all-True mask keeps the mask-free paths (sdpa_split, no key test in Triton) open.
     if filled == kv_length and bool(mask.all()):
         return None
     return mask
@@ -90,15 +99,14 @@ def _key_padding_mask(attention_mask, batch: int, n_keys: int):
     if attention_mask is None:
         return None, n_keys
     if not isinstance(attention_mask, torch.Tensor) or attention_mask.dim() != 2:
-        shape = tuple(attention_mask.shape) if hasattr(attention_mask, "shape") else type(attention_mask).__name__
-        raise _error("attention_mask", "None or a 2D padding mask [B, keys] (NAEViT takes q_pos instead of a "
-                     "4D mask; pass the 2D attention_mask and q_pos to the model)", f"shape {shape}")
+        fail(_FORWARD, "attention_mask", "None or a 2D padding mask [B, keys] (NAEViT takes q_pos instead of "
+             "a 4D mask; pass the 2D attention_mask and q_pos to the model)", describe(attention_mask))
     if attention_mask.dtype.is_floating_point:
-        raise _error("attention_mask.dtype", "bool or integer 0/1 (True = real token)", attention_mask.dtype)
+        fail(_FORWARD, "attention_mask.dtype", "bool or integer 0/1 (True = real token)",
+             attention_mask.dtype)
     mask = attention_mask.to(torch.bool)
     if mask.shape[0] != batch or mask.shape[1] > n_keys:
-        raise _error("attention_mask", f"shape [B, <= Tk] with B = {batch}, Tk = {n_keys}",
-                     f"shape {tuple(mask.shape)}")
+        fail(_FORWARD, "attention_mask", f"shape [B, <= Tk] with B = {batch}, Tk = {n_keys}", describe(mask))
     filled = mask.shape[1]
     if filled < n_keys:  # static cache: slots past the filled keys hold no token yet
         mask = torch.nn.functional.pad(mask, (0, n_keys - filled), value=False)
@@ -113,8 +121,8 @@ def _q_pos(given, key_padding_mask, filled: int, batch: int, n_queries: int, dev
         if q_pos.dim() == 1:
             q_pos = q_pos.expand(batch, -1)
         if tuple(q_pos.shape) != (batch, n_queries):
-            raise _error("q_pos", f"shape [B, Tq] = ({batch}, {n_queries}) or [Tq] (the key index each query "
-                         "sees up to; with a KV cache, an index into the cache's keys)", f"shape {tuple(q_pos.shape)}")
+            fail(_FORWARD, "q_pos", f"shape [B, Tq] = ({batch}, {n_queries}) or [Tq] (the key index each "
+                 "query sees up to; with a KV cache, an index into the cache's keys)", describe(q_pos))
         return q_pos
     # An ordinary causal LM: the queries are the last Tq of the `filled` keys, bottom-right aligned.
     q_pos = torch.arange(filled - n_queries, filled, device=device).expand(batch, -1)
@@ -150,18 +158,20 @@ def naevit_attention_forward(module, query, key, value, attention_mask, dropout:
     from .naevit import naevit_attention
 
     if dropout:
-        raise _error("dropout", "0.0 (NAEViT attention has no attention dropout; set "
-                     "config.attention_dropout = 0.0 or call model.eval())", dropout)
+        fail(_FORWARD, "dropout", "0.0 (NAEViT attention has no attention dropout; set "
+             "config.attention_dropout = 0.0 or call model.eval())", dropout)
     for name, feature in _UNSUPPORTED_KWARGS.items():
         if kwargs.get(name) is not None:
-            raise _error(name, f"None ({feature} is not supported by NAEViT attention)", type(kwargs[name]).__name__)
+            fail(_FORWARD, name, f"None ({feature} is not supported by NAEViT attention)",
+                 described(type(kwargs[name]).__name__))
     if is_causal is None:
         is_causal = getattr(module, "is_causal", True)
     if not is_causal and kwargs.get("q_pos") is None:
-        raise _error("is_causal", "a causal self-attention layer, or an explicit q_pos", "a non-causal layer")
+        fail(_FORWARD, "is_causal", "a causal self-attention layer, or an explicit q_pos",
+             described("a non-causal layer"))
     chosen = kwargs.get("naevit_backend") or backend or DEFAULT_BACKEND
     if chosen not in BACKENDS:
-        raise _error("naevit_backend", f"one of {BACKENDS}", repr(chosen))
+        fail(_FORWARD, "naevit_backend", f"one of {BACKENDS}", chosen)
 
     batch, _, n_queries, _ = query.shape
     key_padding_mask, filled = _key_padding_mask(attention_mask, batch, key.shape[2])
@@ -189,10 +199,10 @@ def register_naevit_attention(name: str = "naevit", backend: str | None = None) 
     from transformers.masking_utils import AttentionMaskInterface
 
     if not isinstance(name, str) or not name or "/" in name:
-        raise _error("name", "a non-empty attention implementation name without '/' (that marks hub kernels)",
-                     repr(name))
+        fail("register_naevit_attention", "name",
+             "a non-empty attention implementation name without '/' (that marks hub kernels)", name)
     if backend is not None and backend not in BACKENDS:
-        raise _error("backend", f"None or one of {BACKENDS}", repr(backend))
+        fail("register_naevit_attention", "backend", f"None or one of {BACKENDS}", backend)
     forward = naevit_attention_forward if backend is None else partial(naevit_attention_forward, backend=backend)
     AttentionInterface.register(name, forward)
     AttentionMaskInterface.register(name, naevit_mask)

@@ -17,18 +17,30 @@ No Tq x Tk tensor is ever stored. Both layouts share the kernels: a padded tenso
 is addressed with a batch stride, a packed one ``[total, H, D]`` with a batch stride of 0 and the
 sequence start read from ``cu_seqlens``.
 
-The kernels are jitted on first use for the current mode (see :mod:`._triton_jit`).
+Every launch runs inside :func:`icml26.kernels._backend.cuda_device_guard`, and the kernels are
+jitted on first use for the current mode (see :func:`icml26.kernels._backend.jit`).
+
+Reference: FlashAttention-2 (Dao, arXiv 2307.08691, Algorithm 1 for the forward, Algorithm 2 for
+the backward); the visibility rule is SAISA's NAEViT attention (arXiv 2502.02458; the released
+code ``icip-cas/SAISA``, ``llava/model/language_model/llava_llama.py``, builds it as a dense mask).
+Reconstruction: the full-tile skip below ``min(q_pos)`` and the dK/dV parallelisation over key
+tiles (queries are few next to keys) are our choices.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 import triton
 import triton.language as tl
 
-from ._triton_jit import interpreting, jit
+from ._backend import cuda_device_guard, interpreting, jit
 
-LOG2E = 1.4426950408889634  # the kernels work in base 2: exp(x) = exp2(x * LOG2E)
+# The kernels work in base 2 (exp2/log2 are the fast instructions): exp(x) = exp2(x * LOG2_E) and
+# ln(y) = log2(y) * LN_2. Kernels read globals only as constexpr.
+LOG2_E: tl.constexpr = tl.constexpr(1 / math.log(2))
+LN_2: tl.constexpr = tl.constexpr(math.log(2))
 
 
 def _naevit_fwd_kernel(
@@ -103,7 +115,7 @@ def _naevit_fwd_kernel(
         sees = row_ok & (l_i > 0.0)
         out = acc / tl.where(sees, l_i, 1.0)[:, None]
         out = tl.where(sees[:, None], out, 0.0)
-        lse = tl.where(sees, (m_i + tl.math.log2(tl.where(sees, l_i, 1.0))) * 0.6931471805599453, float("-inf"))
+        lse = tl.where(sees, (m_i + tl.math.log2(tl.where(sees, l_i, 1.0))) * LN_2, float("-inf"))
         tl.store(O + b * stride_ob + (q_start + offs_m)[:, None] * stride_ot + h * stride_oh + offs_d[None, :],
                  out.to(O.dtype.element_ty), mask=row_in[:, None] & d_in[None, :])
         tl.store(LSE + b * stride_lb + (q_start + offs_m) * stride_lt + h * stride_lh, lse, mask=row_in)
@@ -170,7 +182,7 @@ def _naevit_bwd_dkdv_kernel(
                                   mask=row_in, other=0.0)
                     delta = tl.load(DELTA + b * stride_lb + (q_start + rows) * stride_lt + h * stride_lh,
                                     mask=row_in, other=0.0)
-                    lse2 = tl.where(lse == float("-inf"), 0.0, lse * 1.4426950408889634)
+                    lse2 = tl.where(lse == float("-inf"), 0.0, lse * LOG2_E)
                     s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale
                     seen = (offs_n[None, :] <= qpos[:, None]) & key_ok[None, :]
                     p = tl.where(seen, tl.math.exp2(s - lse2[:, None]), 0.0)
@@ -228,7 +240,7 @@ def _naevit_bwd_dq_kernel(
         lse = tl.load(LSE + b * stride_lb + (q_start + offs_m) * stride_lt + h * stride_lh, mask=row_in, other=0.0)
         delta = tl.load(DELTA + b * stride_lb + (q_start + offs_m) * stride_lt + h * stride_lh,
                         mask=row_in, other=0.0)
-        lse2 = tl.where(lse == float("-inf"), 0.0, lse * 1.4426950408889634)
+        lse2 = tl.where(lse == float("-inf"), 0.0, lse * LOG2_E)
         k_base = K + b * stride_kb + hk * stride_kh
         v_base = V + b * stride_vb + hk * stride_vh
         hi = tl.minimum(tl.max(qpos, 0) + 1, k_len)
@@ -265,8 +277,6 @@ def _blocks(head_dim: int, interpret: bool) -> tuple[int, int, int]:
     """(BLOCK_M, BLOCK_N, num_warps) for the forward; the backward uses the same tiles."""
     if interpret:
         return 32, 32, 4
-    if head_dim <= 64:
-        return 64, 64, 4
     if head_dim <= 128:
         return 64, 64, 4
     return 32, 32, 8
@@ -285,7 +295,7 @@ class _Call:
         self.seqlen_q = max_q
         self.seqlen_k = max_k
         self.scale = scale
-        self.qk_scale = scale * LOG2E
+        self.qk_scale = scale * LOG2_E.value
         block_m, block_n, warps = blocks if blocks is not None else _blocks(self.head_dim, interpreting())
         self.block_m, self.block_n, self.num_warps = block_m, block_n, warps
         self.block_d = max(16, triton.next_power_of_2(self.head_dim))
@@ -316,13 +326,14 @@ def _forward(call: _Call, q, k, v):
     o = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
     grid = (triton.cdiv(call.seqlen_q, call.block_m), call.batch * call.heads_q)
-    jit(_naevit_fwd_kernel)[grid](
-        q, k, v, call.q_pos, call.kv_mask, call.cu_q, call.cu_k, o, lse,
-        *call.s(q), *call.s(k), *call.s(v), *call.s(o), *call.s(lse),
-        call.stride_pb, call.stride_mb,
-        call.seqlen_q, call.seqlen_k, call.heads_q, call.group, call.head_dim, call.qk_scale,
-        **call.meta(),
-    )
+    with cuda_device_guard(q):
+        jit(_naevit_fwd_kernel)[grid](
+            q, k, v, call.q_pos, call.kv_mask, call.cu_q, call.cu_k, o, lse,
+            *call.s(q), *call.s(k), *call.s(v), *call.s(o), *call.s(lse),
+            call.stride_pb, call.stride_mb,
+            call.seqlen_q, call.seqlen_k, call.heads_q, call.group, call.head_dim, call.qk_scale,
+            **call.meta(),
+        )
     return o, lse
 
 
@@ -337,19 +348,20 @@ def _backward(call: _Call, q, k, v, o, lse, do, dlse):
     dv = torch.empty_like(v, memory_format=torch.contiguous_format)
     common = (call.stride_pb, call.stride_mb, call.seqlen_q, call.seqlen_k)
     grid_kv = (triton.cdiv(call.seqlen_k, call.block_n), call.batch * call.heads_kv)
-    jit(_naevit_bwd_dkdv_kernel)[grid_kv](
-        q, k, v, do, lse, delta, call.q_pos, call.kv_mask, call.cu_q, call.cu_k, dk, dv,
-        *call.s(q), *call.s(k), *call.s(v), *call.s(do), *call.s(lse), *call.s(dk), *call.s(dv),
-        *common, call.heads_kv, call.group, call.head_dim, call.qk_scale, call.scale,
-        **call.meta(),
-    )
     grid_q = (triton.cdiv(call.seqlen_q, call.block_m), call.batch * call.heads_q)
-    jit(_naevit_bwd_dq_kernel)[grid_q](
-        q, k, v, do, lse, delta, call.q_pos, call.kv_mask, call.cu_q, call.cu_k, dq,
-        *call.s(q), *call.s(k), *call.s(v), *call.s(do), *call.s(lse), *call.s(dq),
-        *common, call.heads_q, call.group, call.head_dim, call.qk_scale, call.scale,
-        **call.meta(),
-    )
+    with cuda_device_guard(q):
+        jit(_naevit_bwd_dkdv_kernel)[grid_kv](
+            q, k, v, do, lse, delta, call.q_pos, call.kv_mask, call.cu_q, call.cu_k, dk, dv,
+            *call.s(q), *call.s(k), *call.s(v), *call.s(do), *call.s(lse), *call.s(dk), *call.s(dv),
+            *common, call.heads_kv, call.group, call.head_dim, call.qk_scale, call.scale,
+            **call.meta(),
+        )
+        jit(_naevit_bwd_dq_kernel)[grid_q](
+            q, k, v, do, lse, delta, call.q_pos, call.kv_mask, call.cu_q, call.cu_k, dq,
+            *call.s(q), *call.s(k), *call.s(v), *call.s(do), *call.s(lse), *call.s(dq),
+            *common, call.heads_q, call.group, call.head_dim, call.qk_scale, call.scale,
+            **call.meta(),
+        )
     return dq, dk, dv
 
 

@@ -1,4 +1,9 @@
-"""``nn.Module`` wrappers of the NUDFT ops: learnable frequencies and synthesis (see :mod:`.nudft`)."""
+"""``nn.Module`` wrappers of the NUDFT ops: learnable frequencies and synthesis (see :mod:`.nudft`).
+
+TFMixer (arXiv 2602.00582) learns the frequencies of its Global Frequency Module. Reconstruction:
+the bounded ``sigmoid`` parameterisation and the two initial rules (harmonics of the window, or
+log-spaced) are our choices; the paper body was not available.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,10 @@ import math
 import torch
 from torch import nn
 
-from .nudft import BACKENDS, NORMS, inudft, nudft
+from icml26.errors import check_finite
+
+from ._backend import BACKENDS, fail, fail_type
+from .nudft import NORMS, inudft, nudft
 
 INITS = ("harmonic", "log")
 
@@ -36,29 +44,52 @@ class NUDFT(nn.Module):
                  per_channel: bool = False, num_channels: int | None = None, max_cycles: float | None = None,
                  norm: str = "mean", backend: str = "auto"):
         super().__init__()
-        if not isinstance(num_frequencies, int) or num_frequencies < 1:
-            raise ValueError(f"NUDFT: num_frequencies: expected a positive int, got {num_frequencies!r}")
+        if isinstance(num_frequencies, bool) or not isinstance(num_frequencies, int):
+            fail_type("NUDFT", "num_frequencies", "a positive int", num_frequencies)
+        if num_frequencies < 1:
+            fail("NUDFT", "num_frequencies", "a positive int", num_frequencies)
         if init not in INITS:
-            raise ValueError(f"NUDFT: init: expected one of {INITS}, got {init!r}")
+            fail("NUDFT", "init", f"one of {INITS}", init)
         if per_channel and (not isinstance(num_channels, int) or num_channels < 1):
-            raise ValueError(f"NUDFT: num_channels: expected a positive int with per_channel=True, got {num_channels!r}")
-        if norm not in NORMS or backend not in BACKENDS:
-            raise ValueError(f"NUDFT: norm/backend: expected {NORMS} / {BACKENDS}, got {norm!r} / {backend!r}")
+            fail("NUDFT", "num_channels", "a positive int with per_channel=True", num_channels)
+        if norm not in NORMS:
+            fail("NUDFT", "norm", f"one of {NORMS}", norm)
+        if backend not in BACKENDS:
+            fail("NUDFT", "backend", f"one of {BACKENDS}", backend)
         k = num_frequencies
+        if max_cycles is not None:
+            check_finite("NUDFT", "max_cycles", max_cycles, positive=True)
         self.max_cycles = float(max_cycles) if max_cycles is not None else 2.0 * k
-        cycles = torch.arange(1, k + 1, dtype=torch.float32) if init == "harmonic" else \
-            torch.logspace(math.log10(0.5), math.log10(k), k)
-        if k >= self.max_cycles:  # both inits end at K cycles (a plain number: works on the meta device too)
-            raise ValueError(f"NUDFT: max_cycles: expected more than the largest initial frequency "
-                             f"({k} cycles), got {self.max_cycles:g}")
-        raw = torch.logit(cycles / self.max_cycles)
-        if per_channel:
-            raw = raw.repeat(num_channels, 1)
+        if not k < self.max_cycles:  # both inits end at K cycles (plain numbers: works on the meta device too)
+            fail("NUDFT", "max_cycles", f"more than the largest initial frequency ({k} cycles)", max_cycles)
+        self.init = init
+        shape = (num_channels, k) if per_channel else (k,)
+        raw = torch.empty(shape)
         if learnable:
             self.raw = nn.Parameter(raw)
         else:
             self.register_buffer("raw", raw)
         self.norm, self.backend = norm, backend
+        self.reset_parameters()
+
+    def initial_raw(self) -> torch.Tensor:
+        """The initial ``raw`` (shape of :attr:`raw`, on the default device): the one initial rule.
+
+        ``"harmonic"``: ``omega_k = 2 pi k`` for k = 1..K; ``"log"``: K frequencies log-spaced from
+        half a cycle to K cycles per unit time; then ``raw = logit(cycles / max_cycles)``, the
+        inverse of :attr:`omega`'s parameterisation.
+        """
+        k = self.raw.shape[-1]
+        if self.init == "harmonic":
+            cycles = torch.arange(1, k + 1, dtype=torch.float32)
+        else:
+            cycles = torch.logspace(math.log10(0.5), math.log10(k), k)
+        return torch.logit(cycles / self.max_cycles).expand(self.raw.shape)
+
+    def reset_parameters(self) -> None:
+        """Set :attr:`raw` to :meth:`initial_raw` (the constructor calls it; so does TFMixer's init)."""
+        with torch.no_grad():
+            self.raw.copy_(self.initial_raw())
 
     @property
     def omega(self) -> torch.Tensor:
@@ -85,11 +116,11 @@ class InverseNUDFT(nn.Module):
                  backend: str = "auto"):
         super().__init__()
         if backend not in BACKENDS:
-            raise ValueError(f"InverseNUDFT: backend: expected one of {BACKENDS}, got {backend!r}")
+            fail("InverseNUDFT", "backend", f"one of {BACKENDS}", backend)
+        check_finite("InverseNUDFT", "coef", coef)
         if learnable_scale:
             if not isinstance(num_frequencies, int) or num_frequencies < 1:
-                raise ValueError("InverseNUDFT: num_frequencies: expected a positive int with learnable_scale=True, "
-                                 f"got {num_frequencies!r}")
+                fail("InverseNUDFT", "num_frequencies", "a positive int with learnable_scale=True", num_frequencies)
             self.coef = nn.Parameter(torch.full((num_frequencies,), float(coef)))
         else:
             self.coef = float(coef)

@@ -7,7 +7,10 @@ with ``tl.dot`` (tensor cores on a GPU), so rows that share their phases (channe
 row with a shared ``omega``) cost one cos/sin evaluation per phase, and nothing of size L x I is
 ever stored. Accumulation is fp32; float64 inputs belong to the torch reference.
 
-The kernel is jitted on first use for the current mode (see :mod:`._triton_jit`).
+The launch runs inside :func:`icml26.kernels._backend.cuda_device_guard`, and the kernel is jitted
+on first use for the current mode (see :func:`icml26.kernels._backend.jit`).
+Reconstruction: the grouped trigonometric-sum formulation and its tiling are our design; TFMixer
+(arXiv 2602.00582) specifies the transform, not a kernel.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._triton_jit import interpreting, jit
+from ._backend import cuda_device_guard, interpreting, jit
 
 
 def _trig_sums_kernel(
@@ -69,11 +72,12 @@ def trig_sums_triton(p, q, u, v, blocks: tuple[int, int, int] | None = None):
         blocks = (block_m, 32, 32) if interpreting() else (block_m, 64, 32)
     block_m, block_i, block_l = blocks
     grid = (g, triton.cdiv(i, block_i), triton.cdiv(m, block_m))
-    jit(_trig_sums_kernel)[grid](
-        p, q, u, v, c, s,
-        p.stride(0), q.stride(0), u.stride(0), u.stride(1), v.stride(0), v.stride(1),
-        c.stride(0), c.stride(1), s.stride(0), s.stride(1),
-        m, i, length,
-        BLOCK_M=block_m, BLOCK_I=block_i, BLOCK_L=block_l,
-    )
+    with cuda_device_guard(u):
+        jit(_trig_sums_kernel)[grid](
+            p, q, u, v, c, s,
+            p.stride(0), q.stride(0), u.stride(0), u.stride(1), v.stride(0), v.stride(1),
+            c.stride(0), c.stride(1), s.stride(0), s.stride(1),
+            m, i, length,
+            BLOCK_M=block_m, BLOCK_I=block_i, BLOCK_L=block_l,
+        )
     return c.to(out_dtype), s.to(out_dtype)

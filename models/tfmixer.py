@@ -427,19 +427,14 @@ class TFMixerPreTrainedModel(PreTrainedModel):
             init.ones_(module.linear.weight)
             init.zeros_(module.linear.bias)
         elif isinstance(module, NUDFT):
-            init.copy_(module.raw, _initial_raw_frequencies(module, self.config))
+            # NUDFT holds the initial-frequency rule; a raw loaded from a checkpoint is flagged and kept.
+            if not getattr(module.raw, "_is_hf_initialized", False):
+                module.reset_parameters()
         elif isinstance(module, InverseNUDFT) and isinstance(module.coef, nn.Parameter):
             init.constant_(module.coef, self.config.seasonal_coef)
         elif isinstance(module, (LocalTimeModule, GlobalFrequencyModule)):
             for name, param in module.named_parameters(recurse=False):
                 init.normal_(param, mean=0.0, std=std)
-
-
-def _initial_raw_frequencies(module: NUDFT, config: TFMixerConfig) -> torch.Tensor:
-    k = config.num_frequencies
-    cycles = torch.arange(1, k + 1, dtype=torch.float32) if config.frequency_init == "harmonic" else \
-        torch.logspace(math.log10(0.5), math.log10(k), k)
-    return torch.logit(cycles / module.max_cycles).expand(module.raw.shape).clone()
 
 
 class TFMixerForForecasting(TFMixerPreTrainedModel):

@@ -91,7 +91,7 @@ def test_gpu_code_path_runs_on_cpu_with_the_interpreter(tiny_sizes, monkeypatch)
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     monkeypatch.setattr(tiny_sizes._Candidate, "time_gpu", fake_time_gpu)
     cpu = torch.device("cpu")
-    # the interpreter's dots are wrong on bf16 operands (see DESIGN.md): fp16 here, bf16 only on a GPU
+    # Triton 3.9's interpreter computes tl.dot wrongly on bf16 operands: fp16 here, bf16 only on a GPU
     varlen = tiny_sizes._varlen_check(cpu, dict(sequences=((3, 10, 5), (0, 16, 1), (2, 0, 7)), heads_q=4,
                                                 heads_kv=2, head_dim=32, dtype="float16"), seed=0)
     assert [r["error"] for r in varlen] == ["", "", ""]

@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from icml26 import InputError
 from icml26.kernels import naevit_attention, naevit_reference
 
 HQ, HKV, D = 4, 2, 32
@@ -72,7 +73,7 @@ def run(batch, backend, grad_out=None, **kwargs):
     return out, lse, grads, grad_out
 
 
-# The issue's grid: a varlen batch of 3 with prefixes {0, 5}, visual counts {0, 16, 33}, text {1, 7, 20}.
+# Awkward layouts: a varlen batch of 3 with prefixes {0, 5}, visual counts {0, 16, 33}, text {1, 7, 20}.
 VARLEN_CASES = [
     [(0, 16, 1), (5, 33, 7), (5, 0, 20)],
     [(5, 0, 1), (0, 33, 20), (0, 16, 7)],
@@ -269,7 +270,11 @@ BAD = {
     "mask dtype": (lambda a: a.update(key_padding_mask=torch.ones(2, 9)), "key_padding_mask.dtype"),
     "mask shape": (lambda a: a.update(key_padding_mask=torch.ones(2, 8, dtype=torch.bool)), "key_padding_mask: expected shape"),
     "backend": (lambda a: a.update(backend="cuda"), "backend: expected one of"),
-    "scale": (lambda a: a.update(softmax_scale=-1.0), "softmax_scale"),
+    "scale": (lambda a: a.update(softmax_scale=-1.0),
+              "softmax_scale: expected a positive finite number, got -1.0"),
+    "scale inf": (lambda a: a.update(softmax_scale=float("inf")), "softmax_scale: expected a positive finite number"),
+    "scale nan": (lambda a: a.update(softmax_scale=float("nan")), "softmax_scale: expected a positive finite number"),
+    "scale zero": (lambda a: a.update(softmax_scale=0), "softmax_scale: expected a positive finite number"),
     "head dim": (lambda a: a.update(k=torch.randn(2, 2, 9, 16), v=torch.randn(2, 2, 9, 16)), "head dim"),
 }
 BAD_PACKED = {
@@ -288,20 +293,62 @@ def test_bad_input_names_the_argument(case):
     change, message = BAD[case] if case in BAD else BAD_PACKED[case]
     args = _valid() if case in BAD else _packed()
     change(args)
-    with pytest.raises(ValueError, match="naevit_attention") as info:
+    with pytest.raises(InputError, match="^naevit_attention: ") as info:
         naevit_attention(**args)
     assert message in str(info.value)
+
+
+@pytest.mark.parametrize("backend", ["torch", "sdpa_split", "triton"])
+def test_infinite_softmax_scale_is_refused_on_every_backend(backend, monkeypatch):
+    """softmax_scale=inf gave NaN from the reference and a finite result from Triton: now an error."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    for scale in (float("inf"), -float("inf"), float("nan"), 0.0, -0.5):
+        with pytest.raises(InputError, match="naevit_attention: softmax_scale: expected a positive finite number"):
+            naevit_attention(**_valid(), softmax_scale=scale, backend=backend)
+
+
+def test_wrong_types_are_type_errors():
+    with pytest.raises(TypeError, match="naevit_attention: softmax_scale: expected a positive finite number or "
+                                        "None, got str"):
+        naevit_attention(**_valid(), softmax_scale="0.1")
+    with pytest.raises(TypeError, match="softmax_scale"):
+        naevit_attention(**_valid(), softmax_scale=True)
+    with pytest.raises(TypeError, match="naevit_attention: q: expected a torch.Tensor, got list"):
+        naevit_attention(**dict(_valid(), q=[[0.0]]))
+
+
+def test_validation_reads_no_values_off_the_cpu(monkeypatch):
+    """On CUDA (values_checked False) validation reads no tensor value, so it never syncs the GPU."""
+    import importlib
+
+    naevit = importlib.import_module("icml26.kernels.naevit")
+    monkeypatch.delenv("ICML26_CHECK_VALUES", raising=False)
+    monkeypatch.setattr(naevit, "values_checked", lambda tensor: False)
+
+    def synchronising(*args, **kwargs):
+        raise AssertionError("a tensor value was read")
+
+    padded = dict(_valid(), q_pos=torch.arange(5, 10).repeat(2, 1))  # beyond the keys: only a value check sees it
+    packed = dict(_packed(), max_seqlen_q=3, max_seqlen_k=6)
+    for name in ("item", "tolist", "__bool__", "__int__", "__float__"):
+        monkeypatch.setattr(torch.Tensor, name, synchronising)
+    args = ("key_padding_mask", "cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k")
+    for call in (padded, packed):
+        layout = naevit._validate(call["q"], call["k"], call["v"], call["q_pos"],
+                                  *[call.get(name) for name in args], None, "auto")
+        assert layout.max_seqlen_k in (9, 6)
+    monkeypatch.undo()
 
 
 def test_backend_requirements_are_explained(monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     if not torch.cuda.is_available():
-        with pytest.raises(ValueError, match="TRITON_INTERPRET=1"):
+        with pytest.raises(InputError, match="naevit_attention: backend: .*TRITON_INTERPRET=1"):
             naevit_attention(**_valid(), backend="triton")
-    with pytest.raises(ValueError, match="one-image layout"):
+    with pytest.raises(InputError, match="naevit_attention: q_pos: expected the one-image layout"):
         naevit_attention(**dict(_valid(), q_pos=torch.tensor([[0, 4, 5, 6, 7]] * 2)), backend="sdpa_split")
-    with pytest.raises(ValueError, match="return_lse"):
+    with pytest.raises(InputError, match="naevit_attention: return_lse: expected False"):
         naevit_attention(**_valid(), backend="sdpa_split", return_lse=True)
-    with pytest.raises(ValueError, match="float64"):
+    with pytest.raises(InputError, match="float64"):
         naevit_attention(**{k: v.double() if v.is_floating_point() else v for k, v in _valid().items()},
                          backend="sdpa_split")

@@ -13,6 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from icml26 import InputError  # noqa: E402
 from icml26.kernels.naevit_hf import (  # noqa: E402
     naevit_attention_forward,
     naevit_mask,
@@ -198,31 +199,33 @@ def _qkv(batch=1, heads_q=4, heads_kv=2, n=5, dim=8):
 def test_dropout_is_rejected():
     q, k, v = _qkv()
     module = torch.nn.Module()
-    with pytest.raises(ValueError, match=r"dropout: expected 0\.0"):
+    with pytest.raises(InputError, match=r"^naevit_attention_forward: dropout: expected 0\.0"):
         naevit_attention_forward(module, q, k, v, None, dropout=0.1)
     out, weights = naevit_attention_forward(module, q, k, v, None, dropout=0.0)
     assert out.shape == (1, 5, 4, 8) and weights is None
 
     model = _build(_llama_config(attention_dropout=0.1))
     model.train()
-    with pytest.raises(ValueError, match="dropout"):
+    with pytest.raises(InputError, match="dropout"):
         model(torch.randint(1, VOCAB, (1, 4)))
 
 
 def test_bad_inputs_say_what_was_expected(llama, ids):
     q, k, v = _qkv()
     module = torch.nn.Module()
-    with pytest.raises(ValueError, match="naevit_backend"):
+    with pytest.raises(InputError, match="naevit_attention_forward: naevit_backend: expected one of"):
         naevit_attention_forward(module, q, k, v, None, naevit_backend="cuda")
-    with pytest.raises(ValueError, match=r"q_pos: expected shape \[B, Tq\]"):
+    with pytest.raises(InputError, match=r"naevit_attention_forward: q_pos: expected shape \[B, Tq\]"):
         naevit_attention_forward(module, q, k, v, None, q_pos=torch.arange(4))
-    with pytest.raises(ValueError, match="softcap"):
+    with pytest.raises(InputError, match="naevit_attention_forward: softcap: expected None"):
         naevit_attention_forward(module, q, k, v, None, softcap=30.0)
-    with pytest.raises(ValueError, match="2D padding mask"):
+    with pytest.raises(InputError, match="naevit_attention_forward: attention_mask: expected None or a 2D"):
         _logits(llama, "naevit", ids, attention_mask=_dense_mask(torch.arange(ids.shape[1]).repeat(2, 1),
                                                                   ids.shape[1]))
-    with pytest.raises(ValueError, match="backend"):
+    with pytest.raises(InputError, match="register_naevit_attention: backend: expected None or one of"):
         register_naevit_attention("naevit_bad", backend="fast")
+    with pytest.raises(InputError, match="register_naevit_attention: name"):
+        register_naevit_attention("hub/kernel")
 
 
 def test_sliding_window_layers_are_refused():
@@ -230,6 +233,6 @@ def test_sliding_window_layers_are_refused():
                                       num_attention_heads=4, num_key_value_heads=2, head_dim=16, vocab_size=VOCAB,
                                       use_sliding_window=True, sliding_window=4, max_window_layers=0)
     model = _build(config)
-    with pytest.raises(ValueError, match="mask pattern|sliding"):
+    with pytest.raises(InputError, match="naevit_mask: mask pattern: expected the plain causal mask"):
         with torch.no_grad():
             model(torch.randint(1, VOCAB, (1, 6)))

@@ -1,5 +1,7 @@
 """``icml26 bench naevit``: NAEViT attention against the attention a LLaVA-style model pays.
 
+NAEViT is SAISA's attention rule (arXiv 2502.02458): visual tokens issue no queries.
+
 One sequence is ``[P text][n_visual image][n_text - P text]`` (``T = n_visual + n_text`` tokens).
 NAEViT computes queries for the ``n_text`` text rows only, over all ``T`` keys; a LLaVA-style model
 runs full causal attention with a query for every token (``Tq = Tk = T``). Backends:
@@ -26,6 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from icml26.errors import input_error
 from icml26.eval.measure import peak_alloc_mb
 from icml26.registry import benchmark
 from icml26.results import Claim, Result
@@ -343,7 +346,7 @@ def _suite(kind: str, backends, device, size: dict, reps: tuple[int, int], seed:
 # ------------------------------------------------------------------------------------------------
 # GPU correctness of the Triton kernel on a packed (varlen) batch in bf16
 # ------------------------------------------------------------------------------------------------
-def _varlen_check(device, spec: dict, seed: int) -> list[dict[str, Any]]:
+def _varlen_check(device, setup: dict, seed: int) -> list[dict[str, Any]]:
     """Output and dq/dk/dv of Triton and stock SDPA (``sdpa_split``) in bf16 against the fp32 reference.
 
     The last row is the error of merely rounding the fp32 reference to bf16: the floor no bf16
@@ -353,21 +356,23 @@ def _varlen_check(device, spec: dict, seed: int) -> list[dict[str, Any]]:
 
     from icml26.kernels.naevit import naevit_attention
 
-    dtype = getattr(torch, spec["dtype"])
+    dtype = getattr(torch, setup["dtype"])
     cu_q, cu_k, q_pos = [0], [0], []
-    for prefix, n_visual, n_after in spec["sequences"]:
+    for prefix, n_visual, n_after in setup["sequences"]:
         n = prefix + n_visual + n_after
         q_pos += list(range(prefix)) + list(range(prefix + n_visual, n))
         cu_q.append(cu_q[-1] + prefix + n_after)
         cu_k.append(cu_k[-1] + n)
     gen = torch.Generator(device=device).manual_seed(seed)
-    hq, hkv, d = spec["heads_q"], spec["heads_kv"], spec["head_dim"]
+    hq, hkv, d = setup["heads_q"], setup["heads_kv"], setup["head_dim"]
     q, k, v = (torch.randn(n, h, d, generator=gen, device=device).to(dtype)
                for n, h in ((cu_q[-1], hq), (cu_k[-1], hkv), (cu_k[-1], hkv)))
     grad_out = torch.randn(cu_q[-1], hq, d, generator=gen, device=device).to(dtype)
     packing = dict(q_pos=torch.tensor(q_pos, device=device),
                    cu_seqlens_q=torch.tensor(cu_q, dtype=torch.int32, device=device),
-                   cu_seqlens_k=torch.tensor(cu_k, dtype=torch.int32, device=device))
+                   cu_seqlens_k=torch.tensor(cu_k, dtype=torch.int32, device=device),
+                   max_seqlen_q=max(b - a for a, b in zip(cu_q, cu_q[1:])),
+                   max_seqlen_k=max(b - a for a, b in zip(cu_k, cu_k[1:])))
 
     def run(backend: str, cast):
         leaves = [t.detach().to(cast).requires_grad_() for t in (q, k, v)]
@@ -386,7 +391,7 @@ def _varlen_check(device, spec: dict, seed: int) -> list[dict[str, Any]]:
         except Exception as exc:  # a crash of our kernel leaves NaN, so its claims fail
             row["error"] = _error_text(exc)
         rows.append(row)
-    rows.append({"backend": f"fp32 reference rounded to {spec['dtype']}",
+    rows.append({"backend": f"fp32 reference rounded to {setup['dtype']}",
                  **{n: _max_abs(r.to(dtype), r) for n, r in zip(names, ref)}, "error": ""})
     return rows
 
@@ -518,7 +523,8 @@ def run(config) -> Result:
         gpu = torch.device("cuda") if torch.cuda.is_available() else None
     elif config.device.startswith("cuda"):
         if not torch.cuda.is_available():
-            raise RuntimeError(f"--device {config.device} was asked for, but torch.cuda.is_available() is False")
+            raise input_error("icml26 bench naevit", "--device", "'auto' or 'cpu' on a machine without a GPU",
+                              config.device)
         gpu = torch.device(config.device)
     else:
         gpu = None

@@ -1,15 +1,18 @@
 """``icml26 bench nudft``: time and peak memory of the NUDFT forward+backward against N and K.
 
+The op is the non-uniform DFT of TFMixer's Global Frequency Module (arXiv 2602.00582).
 CPU: the torch reference with the whole twiddle tile materialised (``chunk_size = N``) against the
 chunked reference (bounded memory). GPU (when present): the Triton kernel against the materialised
-reference at the issue's size (S = 3072 series, N = 256, K = 64, shared omega, fp32). Every path is
-checked against the materialised reference before it is timed.
+reference at the size of a batch of irregular series (S = 3072 series = 96 rows x 32 channels,
+N = 256 samples, K = 64 shared frequencies, fp32). Every path is checked against the
+materialised reference before it is timed.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from icml26.errors import input_error
 from icml26.registry import benchmark
 from icml26.results import Claim, Result
 
@@ -94,6 +97,9 @@ def run(config):
     import torch
 
     device = config.torch_device()
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise input_error("icml26 bench nudft", "--device", "'auto' or 'cpu' on a machine without a GPU",
+                          config.device)
     repeats = 3 if config.quick else 10
     cpu = SIZES["cpu"]
     rows = _suite(torch.device("cpu"), cpu, lambda n: [
