@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..models.tfmixer import TFMixerForecastOutput, TimeEncoding, check_imts_inputs, masked_mse
+from icml26.models.tfmixer import TFMixerForecastOutput, TimeEncoding, check_imts_inputs, masked_mse
 
 KEYS = ("values", "times", "mask", "query_times", "targets", "target_mask")
 
