@@ -17,6 +17,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from icml26.errors import InputError  # noqa: E402
 from icml26.models.saisa import (  # noqa: E402
     ARCHITECTURES,
     SaisaConfig,
@@ -518,7 +519,7 @@ def test_shared_projectors_use_projector_zero_and_untie_copies_it():
     untied = _logits(model, ids, image_features=features)
     assert (untied[:, -5:] - shared[:, -5:]).abs().max() > 1e-4  # now layer 1 uses its own projector
 
-    with pytest.raises(ValueError, match="per-layer projectors"):
+    with pytest.raises(InputError, match="untie_projectors: architecture: expected 'saisa'.*got 'llava'"):
         _build("llava").untie_projectors()
 
 
@@ -587,27 +588,55 @@ def test_analytic_flops_match_a_measured_count():
 def test_bad_inputs_name_the_problem(models):
     model = models["saisa"]
     ids = torch.tensor([_sequence(2, 3, seed=41)])
-    with pytest.raises(ValueError, match="neither pixel_values nor image_features"):
+    with pytest.raises(InputError, match="SaisaForConditionalGeneration: pixel_values: expected pixel_values or "
+                                         "image_features for the 16 image placeholder"):
         model(ids)
     too_many = torch.tensor([_sequence(2, 3, n_images=2, seed=41)])
-    with pytest.raises(ValueError, match="32 image placeholders"):
+    with pytest.raises(InputError, match="32 image placeholders.*got 1 image"):
         model(too_many, pixel_values=_pixels(1, seed=42))
-    with pytest.raises(ValueError, match="16 image placeholders"):
+    with pytest.raises(InputError, match="16 image placeholders.*got 2 image"):
         model(ids, image_features=_features(2, seed=42))
-    with pytest.raises(ValueError, match="vision_config.hidden_size"):
+    with pytest.raises(InputError, match="image_features: expected shape .*vision_config.hidden_size"):
         model(ids, image_features=torch.randn(1, N_V, D_V + 1))
-    with pytest.raises(ValueError, match="inputs_embeds"):
+    with pytest.raises(InputError, match="inputs_embeds"):
         model(ids, inputs_embeds=torch.randn(1, ids.shape[1], 64))
-    with pytest.raises(ValueError, match="attention_mask"):
+    with pytest.raises(InputError, match="attention_mask: expected shape"):
         model(ids, image_features=_features(1, seed=42), attention_mask=torch.ones(1, ids.shape[1] + 1))
 
 
+def test_token_ids_past_the_vocabulary_and_labels_of_the_wrong_length(models, monkeypatch):
+    features = _features(1, seed=42)
+    for architecture in ARCHITECTURES:
+        model = models[architecture]
+        ids = torch.tensor([_sequence(2, 3, seed=41)])
+        past = ids.clone()
+        past[0, -1] = IMAGE + 1  # past the text vocabulary and not the placeholder (IMAGE = VOCAB)
+        with pytest.raises(InputError, match=rf"input_ids: expected token ids in \[0, {VOCAB}\).*got {IMAGE + 1}"):
+            model(past, image_features=features)
+        negative = ids.clone()
+        negative[0, 0] = -3
+        with pytest.raises(InputError, match="input_ids: expected token ids.*got -3"):
+            model(negative, image_features=features)
+        # labels are checked by shape, always (no value read)
+        with pytest.raises(InputError, match=r"labels: expected the shape of input_ids \(1, \d+\), got a int64 "
+                                             r"tensor of shape \(1, 3\)"):
+            model(ids, image_features=features, labels=ids[:, :3])
+    # The value check reads the ids (a device sync): it runs on CPU or when ICML26_CHECK_VALUES=1 only.
+    import icml26.models.saisa as saisa_module
+
+    cuda_like = torch.tensor([0]).to("meta")
+    monkeypatch.delenv("ICML26_CHECK_VALUES", raising=False)
+    assert saisa_module._values_checked(torch.tensor([0])) and not saisa_module._values_checked(cuda_like)
+    monkeypatch.setenv("ICML26_CHECK_VALUES", "1")
+    assert saisa_module._values_checked(cuda_like)
+
+
 def test_bad_configs_name_the_problem():
-    with pytest.raises(ValueError, match="architecture.*'blip'"):
+    with pytest.raises(InputError, match="SaisaConfig: architecture: expected one of .*got 'blip'"):
         SaisaConfig(text_config=_text_config(), architecture="blip")
     gpt2 = transformers.GPT2Config(n_embd=64, n_layer=2, n_head=4, vocab_size=VOCAB)
     for architecture in ("saisa", "naevit_llava"):
-        with pytest.raises(ValueError, match="gpt2"):
+        with pytest.raises(InputError, match="SaisaConfig: text_config: expected a text config of type.*got 'gpt2'"):
             SaisaConfig(text_config=gpt2, architecture=architecture)
     # LLaVA drives no decoder layer itself: any causal LM will do.
     config = SaisaConfig(text_config=gpt2, architecture="llava")
