@@ -37,13 +37,15 @@ def _models(size: dict, device, dtype, seed: int):
 
     text = dict(size["text"])
     text_config = AutoConfig.for_model(text.pop("model_type"), **text)
-    torch.manual_seed(seed)
-    llm = AutoModelForCausalLM.from_config(text_config).to(device=device, dtype=dtype).eval()
-    vision = SaisaPatchEncoder(SaisaPatchEncoderConfig(hidden_size=size["vision_dim"], image_size=24, patch_size=1))
-    models = {}
-    for arch in ARCHS:  # the same backbone object: identical weights, only the wiring differs
-        torch.manual_seed(seed + 1)
-        models[arch] = SaisaForConditionalGeneration.from_text_model(llm, vision, architecture=arch).eval()
+    with torch.random.fork_rng():  # seeded initialisation that leaves the caller's global RNG alone
+        torch.manual_seed(seed)
+        llm = AutoModelForCausalLM.from_config(text_config).to(device=device, dtype=dtype).eval()
+        vision = SaisaPatchEncoder(SaisaPatchEncoderConfig(hidden_size=size["vision_dim"], image_size=24,
+                                                           patch_size=1))
+        models = {}
+        for arch in ARCHS:  # the same backbone object: identical weights, only the wiring differs
+            torch.manual_seed(seed + 1)
+            models[arch] = SaisaForConditionalGeneration.from_text_model(llm, vision, architecture=arch).eval()
     return models
 
 
