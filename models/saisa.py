@@ -1,6 +1,6 @@
 """SAISA: a multimodal LLM whose visual tokens are keys and values only, fed by per-layer projectors.
 
-SAISA (Self-Attention Input Space Alignment, arXiv 2502.02458, section 3 and the official code
+SAISA (Self-Attention Input Space Alignment, arXiv 2502.02458, its method section and the official code
 ``icip-cas/SAISA``) and its NAEViT attention ("no attention among visual tokens").
 
 Three architectures share one class, chosen by ``SaisaConfig.architecture``:

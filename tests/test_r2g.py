@@ -36,7 +36,7 @@ def _gpt2(vocab=40, hidden=24, seed=0):
 
 
 # --- the term: closed forms, sign, edge cases ----------------------------------------------------
-def test_closed_forms_from_the_spec():
+def test_closed_forms_of_the_term():
     v = torch.tensor([[[0.0, 0.0]], [[3.0, 4.0]]])
     assert r2g_distance(v, perm=SWAP, reduction="sum").item() == pytest.approx(10.0)
     assert r2g_term(v, perm=SWAP, reduction="sum").item() == pytest.approx(0.1)
@@ -45,7 +45,7 @@ def test_closed_forms_from_the_spec():
     u = torch.tensor([[[1.0, 0.0]], [[0.0, 1.0]]])
     assert r2g_distance(u, perm=SWAP, reduction="sum", distance="angular").item() == pytest.approx(2.0)
     assert r2g_term(u, perm=SWAP, reduction="sum", distance="angular").item() == pytest.approx(0.5)
-    assert r2g_term(u, perm=SWAP, reduction="sum", distance="cosine").item() == pytest.approx(0.5)  # spec alias
+    assert r2g_term(u, perm=SWAP, reduction="sum", distance="cosine").item() == pytest.approx(0.5)  # the alias
     # fp16 input, fp32 result; the default pairing of two examples is the swap
     assert r2g_term(v.half(), reduction="sum").dtype == torch.float32
     assert r2g_term(v, reduction="sum").item() == pytest.approx(0.1)

@@ -2,8 +2,8 @@
 
 Tiny random models (Llama / Qwen3 text configs: hidden 64, 2 layers, 4 heads, 2 KV heads, vocab 50)
 with the built-in patch encoder (8x8 single-channel images, 16 visual tokens of size 32) run the
-three architectures ``"saisa"``, ``"llava"`` and ``"naevit_llava"``. The checks follow the spec
-(``shared/specs/saisa.md`` section 6, check 3 and the reference-layer test of section 7): what the
+three architectures ``"saisa"``, ``"llava"`` and ``"naevit_llava"``. The checks follow the method of
+SAISA (arXiv 2502.02458, its method section, and the official code ``icip-cas/SAISA``): what the
 visual rows may and may not influence, which modules see which rows, and a slow plain
 re-implementation of one SAISA forward that a lazy implementation cannot match.
 """
@@ -18,6 +18,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from icml26.errors import InputError  # noqa: E402
+from icml26.utils import IGNORE_INDEX  # noqa: E402
 from icml26.models.saisa import (  # noqa: E402
     ARCHITECTURES,
     SaisaConfig,
@@ -103,7 +104,7 @@ def _logits(model, input_ids, **kwargs):
 
 
 # --------------------------------------------------------------------------------------------
-# 1. Structural invariants (spec check 3)
+# 1. Structural invariants
 # --------------------------------------------------------------------------------------------
 def _capture_kv(model, input_ids, **kwargs):
     """Per layer: (k_proj output, v_proj output) over the whole sequence, and the prefill cache."""
@@ -233,7 +234,7 @@ def test_saisa_text_rows_in_a_padded_batch_with_uneven_images():
 
 
 # --------------------------------------------------------------------------------------------
-# 2. An independent, slow SAISA forward (spec section 7: catches a lazy implementation)
+# 2. An independent, slow SAISA forward (catches a lazy implementation)
 # --------------------------------------------------------------------------------------------
 def _rms_norm(x, weight, eps):
     return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
@@ -255,10 +256,10 @@ LAZY_SHORTCUTS = ("shared_projector", "add_not_overwrite", "no_visual_norm", "no
 
 
 def _reference_saisa_logits(model, ids, features, shortcut=None):
-    """One SAISA forward for one unpadded sample, written from the spec with the raw weights.
+    """One SAISA forward for one unpadded sample, written from the paper's layer with the raw weights.
 
     Returns the logits at the text positions (in sequence order). ``shortcut`` (one of
-    :data:`LAZY_SHORTCUTS`) gets one of the spec's hidden details wrong on purpose.
+    :data:`LAZY_SHORTCUTS`) gets one of the method's easily missed details wrong on purpose.
     """
     cfg = model.config.text_config
     decoder = model.language_model.model
@@ -534,7 +535,7 @@ def test_analytic_flops_at_7b_scale():
     assert 0.80 <= counts["naevit_llava"] / counts["llava"] <= 0.86
     assert counts["projector_params_per_layer"] == 20_979_712
     assert counts["projector_params_total"] == 20_979_712 * 32
-    # The spec's table (8.53 / 7.10 / 2.86 TF) within 1%: its own formula gives 8.504 / 7.074 / 2.860.
+    # The hand-computed 7B table (8.53 / 7.10 / 2.86 TF) within 1%: the formula gives 8.504 / 7.074 / 2.860.
     assert counts["llava"] == pytest.approx(8.53e12, rel=1e-2)
     assert counts["naevit_llava"] == pytest.approx(7.10e12, rel=1e-2)
     assert counts["saisa"] == pytest.approx(2.86e12, rel=1e-2)
@@ -654,7 +655,7 @@ def test_labels_give_next_token_loss_on_answer_tokens_only(models):
     prefix, text = 2, 5
     ids = torch.tensor([_sequence(prefix, text, seed=46)])
     labels = ids.clone()
-    labels[:, :prefix + N_V + 2] = -100  # the answer: the last 3 tokens
+    labels[:, :prefix + N_V + 2] = IGNORE_INDEX  # the answer: the last 3 tokens
     kept = labels.clone()
     features = _features(1, seed=47)
     with torch.no_grad():
@@ -675,8 +676,8 @@ def test_a_few_adamw_steps_reduce_the_answer_loss_and_train_the_projectors():
     model = _build("saisa", seed=48).train()
     sequences = [_sequence(2, 6, seed=49), _sequence(3, 5, seed=50)]
     ids, mask = _left_pad(sequences)
-    labels = ids.masked_fill(mask == 0, -100)
-    labels[:, :-3] = -100  # the last 3 tokens of each sample are the answer
+    labels = ids.masked_fill(mask == 0, IGNORE_INDEX)
+    labels[:, :-3] = IGNORE_INDEX  # the last 3 tokens of each sample are the answer
     pixels = _pixels(2, seed=51)
 
     loss = model(ids, attention_mask=mask, pixel_values=pixels, labels=labels).loss

@@ -12,6 +12,7 @@ pytest.importorskip("sklearn")
 pytest.importorskip("datasets")
 
 from icml26.errors import InputError  # noqa: E402
+from icml26.utils import IGNORE_INDEX  # noqa: E402
 from icml26.eval.tasks import digits_vqa  # noqa: E402
 from icml26.eval.tasks.digits_vqa import (  # noqa: E402
     DIGIT_WORDS,
@@ -70,11 +71,11 @@ def test_collator_layout_and_label_masking(tokenizer):
     assert (mask[0, :len(expected)] == 1).all()
     for row in range(2):
         assert int((ids[row] == IMAGE_ID).sum()) == 16
-        labelled = labels[row] != -100
+        labelled = labels[row] != IGNORE_INDEX
         # only the answer tokens and eos carry labels, equal to the inputs there
         assert labels[row][labelled].tolist() == ids[row][labelled].tolist()
-    assert labels[0][labels[0] != -100].tolist() == enc("this is a seven") + [eos]
-    assert labels[1][labels[1] != -100].tolist() == enc("yes") + [eos]
+    assert labels[0][labels[0] != IGNORE_INDEX].tolist() == enc("this is a seven") + [eos]
+    assert labels[1][labels[1] != IGNORE_INDEX].tolist() == enc("yes") + [eos]
     # the placeholders sit right after the 3-token prefix
     assert (ids[:, 3:19] == IMAGE_ID).all()
 
@@ -87,7 +88,7 @@ def test_collator_left_padding_and_prompts_only(tokenizer):
     assert batch["attention_mask"][0].tolist()[:5] == [0] * 5
     no_eos = SaisaDataCollator(tokenizer, IMAGE_ID, 4, add_eos=False)
     labels = no_eos([_example(answer="yes")])["labels"][0]
-    assert labels[labels != -100].tolist() == tokenizer("yes", add_special_tokens=False)["input_ids"]
+    assert labels[labels != IGNORE_INDEX].tolist() == tokenizer("yes", add_special_tokens=False)["input_ids"]
     no_prefix = SaisaDataCollator(tokenizer, IMAGE_ID, 4, prefix_field=None)
     ids = no_prefix([{k: v for k, v in _example().items() if k != "prefix"}])["input_ids"][0]
     assert ids[:4].tolist() == [IMAGE_ID] * 4
