@@ -1,5 +1,8 @@
 """``icml26 bench saisa``: prefill latency and peak memory of SAISA, LLaVA and NAEViT-LLaVA.
 
+SAISA (arXiv 2502.02458) claims about a third of LLaVA-1.5's prefill FLOPs; this measures what
+that buys in time and memory at CLIP-L/336's 576 visual tokens.
+
 The three architectures share one random backbone (same weights) and get the same 576 visual
 features (CLIP-L/336-sized, d_v = 1024) after a short text prefix, then ``n_text`` text tokens.
 CPU (always): a small Llama backbone (hidden 256, 4 layers), fp32. GPU (when present): a
