@@ -1,5 +1,8 @@
 """SAISA: a multimodal LLM whose visual tokens are keys and values only, fed by per-layer projectors.
 
+SAISA (Self-Attention Input Space Alignment, arXiv 2502.02458, its method section and the official code
+``icip-cas/SAISA``) and its NAEViT attention ("no attention among visual tokens").
+
 Three architectures share one class, chosen by ``SaisaConfig.architecture``:
 
 - ``"saisa"`` (the paper): at every decoder layer ``l`` the visual slots are *overwritten* by
@@ -28,6 +31,7 @@ vocabulary size.
 from __future__ import annotations
 
 import math
+import os
 import sys
 from typing import Any
 
@@ -40,17 +44,30 @@ from transformers.cache_utils import Cache, DynamicCache
 from transformers.configuration_utils import SubConfigSpec
 from transformers.modeling_outputs import BaseModelOutput, CausalLMOutputWithPast
 
-from ..kernels.naevit import naevit_attention
+from icml26.errors import describe, described, input_error
+from icml26.kernels.naevit import naevit_attention
+from icml26.utils import IGNORE_INDEX
 
 ARCHITECTURES = ("saisa", "llava", "naevit_llava")
 LAYER_FAMILIES = ("llama", "mistral", "qwen2", "qwen3")  # whose decoder layers the SAISA loop drives
+
+
+def _values_checked(t: torch.Tensor) -> bool:
+    """Whether checks that read ``t``'s values may run: on CPU, or when ``ICML26_CHECK_VALUES=1``.
+
+    Reading values syncs a GPU, so on CUDA only shapes, dtypes and devices are checked by default.
+    """
+    return t.device.type == "cpu" or os.environ.get("ICML26_CHECK_VALUES") == "1"
 
 
 # ---------------------------------------------------------------------------------------------
 # A small frozen patch encoder (tests, quick experiments)
 # ---------------------------------------------------------------------------------------------
 class SaisaPatchEncoderConfig(PretrainedConfig):
-    """A fixed random patch embedding with 2-D sin-cos position codes (the spec's CPU "ViT").
+    """A fixed random patch embedding with 2-D sin-cos position codes: a CPU stand-in for CLIP.
+
+    Reconstruction: the paper uses a frozen CLIP ViT-L/14-336; this encoder is not contextual (each
+    visual token sees only its patch), which keeps tests and the quick experiment small.
 
     ``image_size`` x ``image_size`` images with ``num_channels`` channels are cut into
     ``patch_size`` x ``patch_size`` patches, each mapped by a seeded random linear map to
@@ -90,8 +107,8 @@ class SaisaPatchEncoder(PreTrainedModel):
     def __init__(self, config: SaisaPatchEncoderConfig):
         super().__init__(config)
         if config.image_size % config.patch_size:
-            raise ValueError(f"SaisaPatchEncoderConfig: patch_size ({config.patch_size}) must divide "
-                             f"image_size ({config.image_size})")
+            raise input_error("SaisaPatchEncoder", "config.patch_size",
+                              f"a divisor of image_size ({config.image_size})", config.patch_size)
         patch_dim = config.num_channels * config.patch_size ** 2
         self.proj = nn.Linear(patch_dim, config.hidden_size)
         grid = config.image_size // config.patch_size
@@ -114,8 +131,8 @@ class SaisaPatchEncoder(PreTrainedModel):
         if pixel_values.dim() == 3 and c == 1:
             pixel_values = pixel_values[:, None]
         if pixel_values.dim() != 4 or tuple(pixel_values.shape[1:]) != (c, size, size):
-            raise ValueError(f"SaisaPatchEncoder: pixel_values: expected [N, {c}, {size}, {size}], "
-                             f"got shape {tuple(pixel_values.shape)}")
+            raise input_error("SaisaPatchEncoder", "pixel_values", f"shape [N, {c}, {size}, {size}]",
+                              describe(pixel_values))
         n = pixel_values.shape[0]
         patches = pixel_values.reshape(n, c, size // p, p, size // p, p).permute(0, 2, 4, 1, 3, 5)
         patches = patches.reshape(n, (size // p) ** 2, c * p * p).to(self.proj.weight.dtype)
@@ -167,15 +184,17 @@ class SaisaConfig(PretrainedConfig):
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
         if self.architecture not in ARCHITECTURES:
-            raise ValueError(f"SaisaConfig.architecture: expected one of {ARCHITECTURES}, got {self.architecture!r}")
+            raise input_error("SaisaConfig", "architecture", f"one of {ARCHITECTURES}", self.architecture)
         if self.vision_feature_select_strategy not in ("default", "full"):
-            raise ValueError("SaisaConfig.vision_feature_select_strategy: expected 'default' or 'full', got "
-                             f"{self.vision_feature_select_strategy!r}")
+            raise input_error("SaisaConfig", "vision_feature_select_strategy", "'default' or 'full'",
+                              self.vision_feature_select_strategy)
         if self.image_token_id is None:
             self.image_token_id = self.text_config.vocab_size
         if self.architecture != "llava" and self.text_config.model_type not in LAYER_FAMILIES:
-            raise ValueError(f"SaisaConfig: architecture {self.architecture!r} drives the decoder layers itself and "
-                             f"supports text configs of type {LAYER_FAMILIES}, got {self.text_config.model_type!r}")
+            # "saisa" and "naevit_llava" drive the decoder layers themselves
+            raise input_error("SaisaConfig", "text_config",
+                              f"a text config of type {LAYER_FAMILIES} for architecture {self.architecture!r}",
+                              self.text_config.model_type)
         if not self.tie_word_embeddings and getattr(self.text_config, "tie_word_embeddings", False):
             self.tie_word_embeddings = True
 
@@ -255,7 +274,7 @@ class SaisaForConditionalGeneration(SaisaPreTrainedModel, GenerationMixin):
 
     ``forward(input_ids, attention_mask, pixel_values | image_features, labels)`` returns a
     :class:`~transformers.modeling_outputs.CausalLMOutputWithPast`; the loss is next-token cross
-    entropy on the labels that are not -100 (labels at visual slots, and labels whose predicting
+    entropy on the labels that are not ``IGNORE_INDEX`` (-100; labels at visual slots, and labels whose predicting
     row is a visual slot, are ignored: visual rows produce no output in SAISA). Logits at visual
     slots are 0 for ``"saisa"`` and ``"naevit_llava"``.
     """
@@ -297,7 +316,8 @@ class SaisaForConditionalGeneration(SaisaPreTrainedModel, GenerationMixin):
     def untie_projectors(self) -> None:
         """End stage 1: copy the shared projector into every layer's projector and stop sharing."""
         if self.config.architecture != "saisa":
-            raise ValueError(f"untie_projectors: only 'saisa' has per-layer projectors, got {self.config.architecture!r}")
+            raise input_error("untie_projectors", "architecture", "'saisa' (the one with per-layer projectors)",
+                              self.config.architecture)
         state = self.projectors[0].state_dict()
         for projector in self.projectors[1:]:
             projector.load_state_dict(state)
@@ -336,20 +356,32 @@ class SaisaForConditionalGeneration(SaisaPreTrainedModel, GenerationMixin):
         if n_slots == 0:  # text only (e.g. decode steps): any images given have no slot to fill
             return None
         if image_features is None and pixel_values is None:
-            raise ValueError(f"SaisaForConditionalGeneration: input_ids hold {n_slots} image placeholder(s) "
-                             f"(id {self.config.image_token_id}) but neither pixel_values nor image_features was given")
+            raise input_error("SaisaForConditionalGeneration", "pixel_values",
+                              f"pixel_values or image_features for the {n_slots} image placeholder(s) "
+                              f"(id {self.config.image_token_id}) in input_ids", None)
         if image_features is None:
             image_features = self.get_image_features(pixel_values)
         d_v = self.config.vision_config.hidden_size
         if image_features.dim() != 3 or image_features.shape[-1] != d_v:
-            raise ValueError(f"SaisaForConditionalGeneration: image_features: expected [n_images, n_visual, {d_v}] "
-                             f"(vision_config.hidden_size = {d_v}), got shape {tuple(image_features.shape)}")
+            raise input_error("SaisaForConditionalGeneration", "image_features",
+                              f"shape [n_images, n_visual, {d_v}] (vision_config.hidden_size = {d_v})",
+                              describe(image_features))
         n_feat = image_features.shape[0] * image_features.shape[1]
         if n_feat != n_slots:
-            raise ValueError(f"SaisaForConditionalGeneration: input_ids hold {n_slots} image placeholders but the "
-                             f"{image_features.shape[0]} image(s) give {n_feat} visual tokens "
-                             f"({image_features.shape[1]} each): one placeholder per visual token is expected")
+            raise input_error("SaisaForConditionalGeneration", "image_features",
+                              f"one visual token per image placeholder (input_ids hold {n_slots} image placeholders)",
+                              described(f"{image_features.shape[0]} image(s) giving {n_feat} visual tokens "
+                                        f"({image_features.shape[1]} each)"))
         return image_features.reshape(-1, d_v)
+
+    def _check_token_ids(self, input_ids: torch.Tensor, is_image: torch.Tensor) -> None:
+        """Every id that is not an image placeholder is a token of the text vocabulary (reads values)."""
+        vocab = self.config.text_config.vocab_size
+        text = input_ids[~is_image]
+        if text.numel() and (int(text.min()) < 0 or int(text.max()) >= vocab):
+            bad = int(text.max()) if int(text.max()) >= vocab else int(text.min())
+            raise input_error("SaisaForConditionalGeneration", "input_ids",
+                              f"token ids in [0, {vocab}) or the image placeholder {self.config.image_token_id}", bad)
 
     # -- forward ----------------------------------------------------------------------------------
     def forward(self, input_ids: torch.LongTensor | None = None, pixel_values: torch.Tensor | None = None,
@@ -359,12 +391,20 @@ class SaisaForConditionalGeneration(SaisaPreTrainedModel, GenerationMixin):
                 logits_to_keep: int = 0, inputs_embeds=None, past_key_values: Cache | None = None,
                 **kwargs) -> CausalLMOutputWithPast:
         if inputs_embeds is not None:
-            raise ValueError("SaisaForConditionalGeneration: inputs_embeds is not supported; pass input_ids with "
-                             "image placeholders")
+            raise input_error("SaisaForConditionalGeneration", "inputs_embeds",
+                              "None (pass input_ids with image placeholders)", described("a tensor"))
         if input_ids is None:
-            raise ValueError("SaisaForConditionalGeneration: input_ids is required")
+            raise input_error("SaisaForConditionalGeneration", "input_ids", "a [B, T] tensor of token ids", None)
+        if input_ids.dim() != 2:
+            raise input_error("SaisaForConditionalGeneration", "input_ids", "a [B, T] tensor of token ids",
+                              describe(input_ids))
+        if labels is not None and labels.shape != input_ids.shape:
+            raise input_error("SaisaForConditionalGeneration", "labels",
+                              f"the shape of input_ids {tuple(input_ids.shape)}", describe(labels))
         cache = cache if cache is not None else past_key_values
         is_image = input_ids == self.config.image_token_id
+        if _values_checked(input_ids):  # one check per forward, skipped on CUDA (it would sync)
+            self._check_token_ids(input_ids, is_image)
         features = self._visual_features(is_image, pixel_values, image_features)
         if use_cache is None:
             use_cache = self.config.text_config.use_cache if hasattr(self.config.text_config, "use_cache") else True
@@ -380,8 +420,8 @@ class SaisaForConditionalGeneration(SaisaPreTrainedModel, GenerationMixin):
                                                  use_cache, keep)
         loss = None
         if labels is not None:
-            labels = labels.masked_fill(is_image, -100)
-            labels[:, 1:] = labels[:, 1:].masked_fill(is_image[:, :-1], -100)  # predicted by a visual row
+            labels = labels.masked_fill(is_image, IGNORE_INDEX)
+            labels[:, 1:] = labels[:, 1:].masked_fill(is_image[:, :-1], IGNORE_INDEX)  # predicted by a visual row
             loss = self.language_model.loss_function(logits=logits, labels=labels,
                                                      vocab_size=self.config.text_config.vocab_size,
                                                      **{k: v for k, v in kwargs.items() if k == "num_items_in_batch"})
@@ -421,8 +461,8 @@ class SaisaForConditionalGeneration(SaisaPreTrainedModel, GenerationMixin):
         if attention_mask is not None:
             key_mask = attention_mask.bool()
             if key_mask.shape != (b, past + t):
-                raise ValueError(f"SaisaForConditionalGeneration: attention_mask: expected shape ({b}, {past + t}) "
-                                 f"(past {past} + new {t}), got {tuple(attention_mask.shape)}")
+                raise input_error("SaisaForConditionalGeneration", "attention_mask",
+                                  f"shape ({b}, {past + t}) (past {past} + new {t})", describe(attention_mask))
             query_real = _gather_rows(key_mask[:, past:], text_idx.clamp(max=t - 1)) & text_valid
         else:
             key_mask, query_real = None, text_valid
@@ -496,7 +536,8 @@ def flops(config: SaisaConfig | PretrainedConfig | dict[str, Any], n_visual: int
           vision_dim: int | None = None) -> dict[str, float]:
     """Prefill FLOPs (2 x multiply-accumulates) of the three architectures, and projector sizes.
 
-    Counts the decoder only (no vision tower, no ``lm_head``), with the spec's per-layer MACs, for
+    Reconstruction: the paper's own derivation is in an appendix we could not read; these are our
+    counts of the decoder only (no vision tower, no ``lm_head``), per layer, for
     ``N = n_visual + n_text``, hidden ``d``, FFN size ``m``, key/value width ``d_kv`` (= d without GQA)::
 
         llava         2Nd^2 + 2N d d_kv + 2N^2 d + 3Ndm

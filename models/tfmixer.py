@@ -1,8 +1,8 @@
 """TFMixer: joint time-frequency forecasting of irregular multivariate time series (IMTS).
 
-A reconstruction of "Bridging Time and Frequency: A Joint Modeling Framework for Irregular
-Multivariate Time Series Forecasting" (Qiu et al., arXiv 2602.00582). No official code exists;
-``shared/specs/tfmixer.md`` section 2 describes the pieces, and every ambiguous choice is a
+Reconstruction: of "Bridging Time and Frequency: A Joint Modeling Framework for Irregular
+Multivariate Time Series Forecasting" (Qiu et al., arXiv 2602.00582). No official code exists and
+the paper's abstract names the pieces below without their details; every ambiguous choice is a
 :class:`TFMixerConfig` field. Inputs follow the PyOmniTS/APN convention:
 
 - ``values [B, L, C]``, ``mask [B, L, C]`` (True = observed) and ``times [B, L]``: the union of
@@ -36,8 +36,8 @@ with the Triton backend no phase tensor of size N x K is built, forward or backw
 
 from __future__ import annotations
 
-import contextlib
 import math
+import os
 from dataclasses import dataclass
 
 import torch
@@ -47,8 +47,9 @@ from transformers import AutoConfig, AutoModel, PretrainedConfig, PreTrainedMode
 from transformers import initialization as init
 from transformers.utils import ModelOutput
 
-from ..kernels.nudft import BACKENDS, NORMS
-from ..kernels.nudft_layers import INITS, NUDFT, InverseNUDFT
+from icml26.errors import check_finite, describe, described, input_error
+from icml26.kernels.nudft import BACKENDS, NORMS
+from icml26.kernels.nudft_layers import INITS, NUDFT, InverseNUDFT
 
 FREQUENCY_LAYOUTS = ("shared", "per_channel")
 SEASONAL_COEFFICIENTS = ("refined", "raw")
@@ -59,7 +60,7 @@ FUSIONS = ("concat", "gate")
 # Config
 # ---------------------------------------------------------------------------------------------
 class TFMixerConfig(PretrainedConfig):
-    """Configuration of :class:`TFMixerForForecasting`. Defaults are the spec's "tiny" model.
+    """Configuration of :class:`TFMixerForForecasting`. Defaults are a tiny CPU model (our choice).
 
     Args:
         num_channels: C, the number of variables (variable mixing is over this axis).
@@ -70,13 +71,15 @@ class TFMixerConfig(PretrainedConfig):
         num_mixing_blocks: dual mixing blocks per branch.
         num_heads: heads of the patch pooling and of the query-patch attention.
         time_embedding_dim: size of the learnable time encoding ``[w0 t + b0, sin(W t + b)]``.
-        mlp_ratio: hidden width of every mixing MLP, as a multiple of its input width.
-        dropout: dropout inside the mixing MLPs and the decoder.
+        mlp_ratio: hidden width of every mixing MLP, as a multiple of its input width (> 0; the
+            hidden width is at least 2).
+        dropout: dropout inside the mixing MLPs and the decoder, in [0, 1).
         use_gfm: the frequency branch (GFM, seasonal extrapolation and reconstruction loss);
             False is the "no GFM" (LTM-only) ablation.
         use_ltm: the time branch; False is the "no LTM" (GFM-only) ablation.
         reconstruction_weight: lambda of the history reconstruction loss; 0 is the
-            "no reconstruction loss" ablation. Default 1.0 (the spec allows 0.1 or 1): on the synthetic
+            "no reconstruction loss" ablation; a finite number >= 0. Reconstruction: default 1.0 (0.1
+            and 1 are both plausible readings of the paper): on the synthetic
             task (150 steps, 2 seeds) it brought the learnt frequencies to within 0.003 cycles of
             the true ones, against 0.03 with 0.1 and 0.05 without the loss, at test MSE within 4%.
         frequency_layout: ``"shared"`` (one set of K frequencies, ``omega [K]``) or
@@ -132,28 +135,37 @@ class TFMixerConfig(PretrainedConfig):
                      "num_heads", "time_embedding_dim"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"TFMixerConfig.{name}: expected a positive int, got {value!r}")
+                raise input_error("TFMixerConfig", name, "a positive int", value)
         if isinstance(self.num_mixing_blocks, bool) or not isinstance(self.num_mixing_blocks, int) \
                 or self.num_mixing_blocks < 0:
-            raise ValueError(f"TFMixerConfig.num_mixing_blocks: expected an int >= 0, got {self.num_mixing_blocks!r}")
+            raise input_error("TFMixerConfig", "num_mixing_blocks", "an int >= 0", self.num_mixing_blocks)
         if self.d_model % self.num_heads:
-            raise ValueError(f"TFMixerConfig.num_heads: expected a divisor of d_model={self.d_model}, "
-                             f"got {self.num_heads}")
+            raise input_error("TFMixerConfig", "num_heads", f"a divisor of d_model={self.d_model}", self.num_heads)
         if self.time_embedding_dim < 2:
-            raise ValueError(f"TFMixerConfig.time_embedding_dim: expected >= 2, got {self.time_embedding_dim}")
+            raise input_error("TFMixerConfig", "time_embedding_dim", "an int >= 2", self.time_embedding_dim)
         if not (self.use_gfm or self.use_ltm):
-            raise ValueError("TFMixerConfig: use_gfm and use_ltm are both False; keep at least one branch")
-        if self.reconstruction_weight < 0:
-            raise ValueError(f"TFMixerConfig.reconstruction_weight: expected >= 0, got {self.reconstruction_weight}")
+            raise input_error("TFMixerConfig", "use_gfm/use_ltm", "at least one branch True",
+                              described("both False"))
+        # NaN passes every comparison: check_finite refuses it (a NaN weight would drop the loss silently)
+        self.reconstruction_weight = check_finite("TFMixerConfig", "reconstruction_weight",
+                                                  self.reconstruction_weight, non_negative=True)
+        self.mlp_ratio = check_finite("TFMixerConfig", "mlp_ratio", self.mlp_ratio, positive=True)
+        dropout = check_finite("TFMixerConfig", "dropout", self.dropout, non_negative=True)
+        if not dropout < 1:
+            raise input_error("TFMixerConfig", "dropout", "a number in [0, 1)", self.dropout)
+        check_finite("TFMixerConfig", "seasonal_coef", self.seasonal_coef)
+        check_finite("TFMixerConfig", "initializer_range", self.initializer_range, non_negative=True)
         choices = {"frequency_layout": FREQUENCY_LAYOUTS, "frequency_init": INITS, "nudft_norm": NORMS,
                    "seasonal_coefficients": SEASONAL_COEFFICIENTS, "fusion": FUSIONS, "nudft_backend": BACKENDS}
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
-                raise ValueError(f"TFMixerConfig.{name}: expected one of {allowed}, got {getattr(self, name)!r}")
-        if self.max_cycles is not None and self.max_cycles <= self.num_frequencies \
-                and self.frequency_init == "harmonic":
-            raise ValueError(f"TFMixerConfig.max_cycles: expected more than num_frequencies={self.num_frequencies} "
-                             f"with harmonic init, got {self.max_cycles}")
+                raise input_error("TFMixerConfig", name, f"one of {allowed}", getattr(self, name))
+        if self.max_cycles is not None:
+            check_finite("TFMixerConfig", "max_cycles", self.max_cycles, positive=True)
+            if self.max_cycles <= self.num_frequencies and self.frequency_init == "harmonic":
+                raise input_error("TFMixerConfig", "max_cycles",
+                                  f"more than num_frequencies={self.num_frequencies} with harmonic init",
+                                  self.max_cycles)
 
 
 AutoConfig.register(TFMixerConfig.model_type, TFMixerConfig, exist_ok=True)
@@ -161,7 +173,7 @@ AutoConfig.register(TFMixerConfig.model_type, TFMixerConfig, exist_ok=True)
 
 @dataclass
 class TFMixerForecastOutput(ModelOutput):
-    """Output of :class:`TFMixerForForecasting` (and of the baselines in :mod:`icml26.eval.imts`).
+    """Output of :class:`TFMixerForForecasting` (and of the baselines in :mod:`icml26.eval.tasks.imts`).
 
     - ``loss``: ``forecast_loss + reconstruction_weight * reconstruction_loss`` (with targets);
     - ``forecasts [B, H, C]``: predictions at ``query_times``;
@@ -182,52 +194,63 @@ class TFMixerForecastOutput(ModelOutput):
 # ---------------------------------------------------------------------------------------------
 # Input checks and masked losses (shared with the baselines)
 # ---------------------------------------------------------------------------------------------
-def _shape(t) -> str:
-    return f"shape {tuple(t.shape)}" if isinstance(t, torch.Tensor) else type(t).__name__
+def _values_checked(t: torch.Tensor) -> bool:
+    """Whether checks that read ``t``'s values may run: on CPU, or when ``ICML26_CHECK_VALUES=1``.
+
+    Reading values syncs a GPU, so on CUDA only shapes, dtypes and devices are checked by default.
+    """
+    return t.device.type == "cpu" or os.environ.get("ICML26_CHECK_VALUES") == "1"
 
 
-def check_imts_inputs(values, times, mask, query_times, targets=None, target_mask=None, num_channels=None):
+def check_imts_inputs(values, times, mask, query_times, targets=None, target_mask=None, num_channels=None, *,
+                      function: str = "check_imts_inputs"):
     """Validate the IMTS tensors; return ``(mask, target_mask)`` as bool tensors.
 
-    Raises ``ValueError`` naming the argument, what was expected and what came. ``mask`` and
-    ``target_mask`` may be bool or 0/1 numbers; ``target_mask`` defaults to "targets are finite".
+    Raises :class:`~icml26.errors.InputError` ``"<function>: <argument>: expected X, got Y"``
+    (``TypeError`` for a non-tensor). Shapes are always checked; the checks that read values (a series
+    with no observed point, NaN/Inf at observed slots) run on CPU tensors or with
+    ``ICML26_CHECK_VALUES=1``, so a CUDA forward never syncs for them. ``mask`` and ``target_mask``
+    may be bool or 0/1 numbers; ``target_mask`` defaults to "targets are finite".
     """
     for name, value in (("values", values), ("times", times), ("mask", mask), ("query_times", query_times)):
         if not isinstance(value, torch.Tensor):
-            raise ValueError(f"{name}: expected a torch.Tensor, got {type(value).__name__}")
+            raise TypeError(f"{function}: {name}: expected a torch.Tensor, got {type(value).__name__}")
     if values.dim() != 3:
-        raise ValueError(f"values: expected [batch, length, channels], got {_shape(values)}")
+        raise input_error(function, "values", "[batch, length, channels]", describe(values))
     b, length, c = values.shape
     if num_channels is not None and c != num_channels:
-        raise ValueError(f"values: expected {num_channels} channels (config.num_channels) in the last dim, "
-                         f"got {_shape(values)}")
+        raise input_error(function, "values", f"{num_channels} channels (config.num_channels) in the last dim",
+                          describe(values))
     if tuple(times.shape) != (b, length):
-        raise ValueError(f"times: expected [batch, length] = {(b, length)} like values, got {_shape(times)}")
+        raise input_error(function, "times", f"[batch, length] = {(b, length)} like values", describe(times))
     if tuple(mask.shape) != (b, length, c):
-        raise ValueError(f"mask: expected {(b, length, c)} like values, got {_shape(mask)}")
+        raise input_error(function, "mask", f"{(b, length, c)} like values", describe(mask))
     if query_times.dim() != 2 or query_times.shape[0] != b:
-        raise ValueError(f"query_times: expected [batch, horizon] with batch={b}, got {_shape(query_times)}")
+        raise input_error(function, "query_times", f"[batch, horizon] with batch={b}", describe(query_times))
     mask = mask if mask.dtype == torch.bool else mask != 0
-    observed_rows = mask.any(-1)  # [B, L]
-    empty = (~observed_rows.any(-1)).nonzero().flatten().tolist()
-    if empty:
-        raise ValueError(f"query_times: every series needs at least one observed point in its history to forecast "
-                         f"from; rows {empty[:10]} of the batch have none (mask all False)")
-    if not torch.isfinite(torch.where(observed_rows, times, 0.0)).all():
-        raise ValueError("times: expected finite timestamps wherever some channel is observed, got NaN/Inf")
-    if not torch.isfinite(torch.where(mask, values, 0.0)).all():
-        raise ValueError("values: expected finite numbers at observed slots (mask True), got NaN/Inf")
+    if _values_checked(values):
+        observed_rows = mask.any(-1)  # [B, L]
+        empty = (~observed_rows.any(-1)).nonzero().flatten().tolist()
+        if empty:
+            raise input_error(function, "mask", "at least one observed point in every series' history to forecast "
+                              "from", described(f"none in rows {empty[:10]} of the batch (mask all False)"))
+        if not torch.isfinite(torch.where(observed_rows, times, 0.0)).all():
+            raise input_error(function, "times", "finite timestamps wherever some channel is observed",
+                              described("NaN/Inf"))
+        if not torch.isfinite(torch.where(mask, values, 0.0)).all():
+            raise input_error(function, "values", "finite numbers at observed slots (mask True)",
+                              described("NaN/Inf"))
     if targets is not None:
         h = query_times.shape[1]
         if not isinstance(targets, torch.Tensor) or tuple(targets.shape) != (b, h, c):
-            raise ValueError(f"targets: expected [batch, horizon, channels] = {(b, h, c)}, got {_shape(targets)}")
+            raise input_error(function, "targets", f"[batch, horizon, channels] = {(b, h, c)}", describe(targets))
         if target_mask is None:
             target_mask = torch.isfinite(targets)
         elif not isinstance(target_mask, torch.Tensor) or tuple(target_mask.shape) != (b, h, c):
-            raise ValueError(f"target_mask: expected {(b, h, c)} like targets, got {_shape(target_mask)}")
+            raise input_error(function, "target_mask", f"{(b, h, c)} like targets", describe(target_mask))
         target_mask = target_mask if target_mask.dtype == torch.bool else target_mask != 0
     elif target_mask is not None:
-        raise ValueError("target_mask: given without targets")
+        raise input_error(function, "target_mask", "None without targets", described("a mask"))
     return mask, target_mask
 
 
@@ -382,13 +405,9 @@ class GlobalFrequencyModule(nn.Module):
         super().__init__()
         k, d = config.num_frequencies, config.d_model
         per_channel = config.frequency_layout == "per_channel"
-        # NUDFT's constructor checks its bound with a tensor comparison, which fails on the meta
-        # device that from_pretrained builds on: build it on the CPU then (its weights are loaded after)
-        on_meta = torch.get_default_device().type == "meta"
-        with torch.device("cpu") if on_meta else contextlib.nullcontext():
-            self.nudft = NUDFT(k, learnable=config.learnable_frequencies, init=config.frequency_init,
-                               per_channel=per_channel, num_channels=config.num_channels if per_channel else None,
-                               max_cycles=config.max_cycles, norm=config.nudft_norm, backend=config.nudft_backend)
+        self.nudft = NUDFT(k, learnable=config.learnable_frequencies, init=config.frequency_init,
+                           per_channel=per_channel, num_channels=config.num_channels if per_channel else None,
+                           max_cycles=config.max_cycles, norm=config.nudft_norm, backend=config.nudft_backend)
         self.coefficient_embed = nn.Linear(2, d)
         self.frequency_position = nn.Parameter(torch.zeros(k, d))
         self.channel_embedding = nn.Parameter(torch.zeros(config.num_channels, d))
@@ -443,7 +462,7 @@ class TFMixerForForecasting(TFMixerPreTrainedModel):
     Returns a :class:`TFMixerForecastOutput`; with ``targets`` its ``loss`` is the masked forecast
     MSE plus ``reconstruction_weight`` x the history reconstruction MSE, so ``Trainer`` trains it
     unchanged (use ``label_names=["targets", "target_mask"]`` and
-    :func:`icml26.eval.imts.compute_forecast_metrics` to early-stop on validation MSE).
+    :func:`icml26.eval.tasks.imts.compute_forecast_metrics` to early-stop on validation MSE).
     """
 
     def __init__(self, config: TFMixerConfig):
@@ -484,7 +503,7 @@ class TFMixerForForecasting(TFMixerPreTrainedModel):
         """
         cfg = self.config
         mask, target_mask = check_imts_inputs(values, times, mask, query_times, targets, target_mask,
-                                              num_channels=cfg.num_channels)
+                                              num_channels=cfg.num_channels, function="TFMixerForForecasting")
         dtype = self.decoder.state_in.weight.dtype
         observed_rows = mask.any(-1)
         t = torch.where(observed_rows, times, 0.0).to(dtype)

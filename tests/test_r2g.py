@@ -1,4 +1,4 @@
-"""Tests of R2G (icml26.training.r2g), its grokking tasks (icml26.eval.grokking) and experiment."""
+"""Tests of R2G (icml26.training.r2g), its grokking tasks (icml26.eval.tasks.grokking) and experiment."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from icml26.training.r2g import (
-    GrokfastEMA, R2GCallback, R2GConfig, R2GLoss, R2GTrainer, R2GTrainingArguments, alpha_at,
-    find_value_projections, r2g_distance, r2g_term, random_pairing, value_geometry,
-)
+from icml26.errors import InputError
+from icml26.training.grokfast import GrokfastEMA
+from icml26.training.r2g import R2GLoss, find_value_projections, r2g_distance, r2g_term, random_pairing, value_geometry
+from icml26.training.r2g_trainer import R2GCallback, R2GConfig, R2GTrainer, R2GTrainingArguments, alpha_at
 
 SWAP = torch.tensor([1, 0])
 
@@ -36,7 +36,7 @@ def _gpt2(vocab=40, hidden=24, seed=0):
 
 
 # --- the term: closed forms, sign, edge cases ----------------------------------------------------
-def test_closed_forms_from_the_spec():
+def test_closed_forms_of_the_term():
     v = torch.tensor([[[0.0, 0.0]], [[3.0, 4.0]]])
     assert r2g_distance(v, perm=SWAP, reduction="sum").item() == pytest.approx(10.0)
     assert r2g_term(v, perm=SWAP, reduction="sum").item() == pytest.approx(0.1)
@@ -45,7 +45,7 @@ def test_closed_forms_from_the_spec():
     u = torch.tensor([[[1.0, 0.0]], [[0.0, 1.0]]])
     assert r2g_distance(u, perm=SWAP, reduction="sum", distance="angular").item() == pytest.approx(2.0)
     assert r2g_term(u, perm=SWAP, reduction="sum", distance="angular").item() == pytest.approx(0.5)
-    assert r2g_term(u, perm=SWAP, reduction="sum", distance="cosine").item() == pytest.approx(0.5)  # spec alias
+    assert r2g_term(u, perm=SWAP, reduction="sum", distance="cosine").item() == pytest.approx(0.5)  # the alias
     # fp16 input, fp32 result; the default pairing of two examples is the swap
     assert r2g_term(v.half(), reduction="sum").dtype == torch.float32
     assert r2g_term(v, reduction="sum").item() == pytest.approx(0.1)
@@ -186,32 +186,63 @@ def test_positions_excluded_by_r2g_mask_receive_no_gradient():
 @pytest.mark.parametrize("kwargs, words", [
     ({"distance": "manhattan"}, ["distance", "euclidean", "manhattan"]),
     ({"layers": [2]}, ["layers", "[-2, 1]", "2"]),
-    ({"alpha": -0.1}, ["alpha", ">= 0", "-0.1"]),
+    ({"alpha": -0.1}, ["R2GLoss: alpha: expected", "non-negative", "-0.1"]),
     ({"form": "square"}, ["form", "inverse", "square"]),
     ({"reduction": "max"}, ["reduction", "max"]),
     ({"layer_weights": [1.0]}, ["layer_weights", "2", "1"]),
     ({"positions": [-1]}, ["positions", "-1"]),
 ])
 def test_bad_configuration_raises_a_clear_error(kwargs, words):
-    with pytest.raises(ValueError) as info:
+    with pytest.raises(InputError) as info:
         R2GLoss(_llama(layers=2), **kwargs)
     for word in words:
         assert word in str(info.value)
 
 
 def test_bad_config_fields_and_unsupported_models():
-    with pytest.raises(ValueError, match="r2g_distance"):
+    with pytest.raises(InputError, match="R2GConfig: r2g_distance: expected one of"):
         R2GConfig(r2g_distance="l1")
-    with pytest.raises(ValueError, match="r2g_alpha"):
+    with pytest.raises(InputError, match="R2GConfig: r2g_alpha: expected"):
         R2GConfig(r2g_alpha=-1.0)
-    with pytest.raises(ValueError, match="r2g_schedule"):
+    with pytest.raises(InputError, match="R2GConfig: r2g_alpha: expected"):
+        R2GConfig(r2g_alpha=float("nan"))
+    with pytest.raises(InputError, match="R2GConfig: r2g_schedule: expected"):
         R2GConfig(r2g_schedule="step")
-    with pytest.raises(ValueError, match="v_proj"):
+    with pytest.raises(InputError, match="find_value_projections: model: expected value projections named 'v_proj'"):
         R2GLoss(torch.nn.Linear(2, 2))
-    with pytest.raises(ValueError, match=r"\[B, S, d\]"):
+    with pytest.raises(InputError, match=r"r2g_distance: values: expected a floating \[B, S, d\] tensor, got a float"):
         r2g_term(torch.randn(4, 3))
-    with pytest.raises(ValueError, match="permutation"):
+    with pytest.raises(InputError, match=r"r2g_distance: perm: expected a permutation of range\(3\), got \[0, 0, 1\]"):
         r2g_term(torch.randn(3, 2, 2), perm=torch.tensor([0, 0, 1]))
+    with pytest.raises(InputError, match=r"r2g_distance: perm: expected a permutation of range\(3\), got a int64"):
+        r2g_term(torch.randn(3, 2, 2), perm=torch.tensor([0, 1]))
+
+
+def test_nan_values_give_a_nan_term_not_zero():
+    nan = torch.full((4, 3, 2), float("nan"))
+    for distance in ("euclidean", "angular"):
+        assert math.isnan(r2g_term(nan, distance=distance).item())
+        assert math.isnan(r2g_term(nan, distance=distance, form="negative").item())
+    partly = torch.randn(4, 3, 2)
+    partly[1, 2, 0] = float("nan")
+    assert math.isnan(r2g_term(partly).item())
+    # still 0, with a finite gradient, when there is nothing to repel
+    same = torch.ones(4, 3, 2, requires_grad=True)
+    term = r2g_term(same)
+    term.backward()
+    assert term.item() == 0.0 and torch.isfinite(same.grad).all()
+
+
+def test_the_trainers_and_grokfast_are_still_importable_from_r2g():
+    import icml26.training.grokfast as grokfast
+    import icml26.training.r2g as r2g
+    import icml26.training.r2g_trainer as trainer
+
+    for name in ("R2GCallback", "R2GConfig", "R2GDataCollator", "R2GTrainer", "R2GTrainerMixin",
+                 "R2GTrainingArguments", "alpha_at", "R2GSFTConfig", "R2GSFTTrainer"):
+        assert getattr(r2g, name) is getattr(trainer, name)
+    assert r2g.GrokfastEMA is grokfast.GrokfastEMA and r2g.GrokfastCallback is grokfast.GrokfastCallback
+    assert set(r2g.__all__) >= {"R2GLoss", "R2GTrainer", "GrokfastEMA"}
 
 
 def test_config_parses_with_hf_argument_parser():
@@ -257,7 +288,7 @@ def test_grokfast_ema_follows_the_reference_rule():
     model.weight.grad = g2.clone()
     filt(model)
     torch.testing.assert_close(model.weight.grad, g2 + 2.0 * (0.9 * g1 + 0.1 * g2))
-    with pytest.raises(ValueError, match="alpha"):
+    with pytest.raises(InputError, match=r"GrokfastEMA: alpha: expected a number in \[0, 1\), got 1.0"):
         GrokfastEMA(alpha=1.0)
 
 
@@ -298,7 +329,7 @@ def test_trainer_gradient_accumulation_uses_the_mean_term(tmp_path):
 def test_sft_trainer_trains_a_tiny_qwen3_and_logs(tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from icml26.eval.grokking import tense_accuracy, tense_dataset, tense_tokenize, tense_trainer
+    from icml26.eval.tasks.grokking import tense_accuracy, tense_dataset, tense_tokenize, tense_trainer
     from icml26.tiny import build_tiny_model
 
     path = build_tiny_model("qwen3")
@@ -325,7 +356,7 @@ def test_sft_trainer_trains_a_tiny_qwen3_and_logs(tmp_path):
 
 # --- tasks and analysis ---------------------------------------------------------------------------
 def test_modular_datasets_are_seeded_and_correct():
-    from icml26.eval.grokking import modular_dataset, modular_tensors
+    from icml26.eval.tasks.grokking import modular_dataset, modular_tensors
 
     a = modular_dataset(7, "mul", 0.5, seed=3)
     assert (len(a["train"]), len(a["test"])) == (24, 25)
@@ -337,12 +368,12 @@ def test_modular_datasets_are_seeded_and_correct():
     assert len(pairs) == 49
     x, y = modular_tensors(a["test"])
     assert x.shape == (25, 3) and (x[:, 2] == 7).all() and y.shape == (25,)
-    with pytest.raises(ValueError, match="op"):
+    with pytest.raises(InputError, match="modular_dataset: op: expected one of"):
         modular_dataset(7, "div")
 
 
 def test_fourier_sparsity_separates_a_clock_from_noise():
-    from icml26.eval.grokking import fourier_sparsity
+    from icml26.eval.tasks.grokking import fourier_sparsity
 
     p = 31
     a = torch.arange(p, dtype=torch.float32)[:, None]
@@ -353,7 +384,7 @@ def test_fourier_sparsity_separates_a_clock_from_noise():
 
 
 def test_tense_ood_split_holds_the_attractors():
-    from icml26.eval.grokking import NOUNS, tense_dataset
+    from icml26.eval.tasks.grokking import NOUNS, tense_dataset
 
     data = tense_dataset(n_train=200, n_val=20, n_ood=50, seed=1)
     number = {word: plural for pair in NOUNS for plural, word in enumerate(pair)}
@@ -370,11 +401,15 @@ def test_tense_ood_split_holds_the_attractors():
 def test_experiment_end_to_end_reduced(tmp_path):
     """The experiment harness with two arms for 200 steps: R2G lowers its own 1/D below what cross-entropy
     training leaves, and the geometry claim's direction holds."""
-    from icml26.eval.experiments.r2g import run_experiment
+    import dataclasses
+
+    from icml26.eval.experiments.r2g import SETTINGS, run_experiment
     from icml26.runner import RunConfig
 
-    result = run_experiment(RunConfig(mode="quick", seeds=(0,), out_dir=tmp_path, device="cpu"), steps=200,
-                            budget=200, arms=["cross-entropy", "R2G"], eval_every=100)
+    assert SETTINGS["quick"].steps == SETTINGS["quick"].budget == 1500 and SETTINGS["full"].steps == 20_000
+    settings = dataclasses.replace(SETTINGS["quick"], steps=200, budget=200, arms=("cross-entropy", "R2G"),
+                                   eval_every=100)
+    result = run_experiment(RunConfig(mode="quick", seeds=(0,), out_dir=tmp_path, device="cpu"), settings)
     names = [c.statement for c in result.claims]
     assert len(names) == 2 and "test accuracy" in names[0] and "angular" in names[1]
     assert result.claims[1].holds, result.claims[1].to_dict()

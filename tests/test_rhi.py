@@ -15,6 +15,7 @@ import pytest
 from scipy.optimize import brentq, minimize, minimize_scalar
 from scipy.special import logsumexp
 
+from icml26.errors import InputError
 from icml26.training import robust_rl as rl
 
 SETS = [rl.Contamination(0.2), rl.LpBall(0.02, 2), rl.LpBall(0.02, 1), rl.LpBall(0.02, math.inf),
@@ -160,7 +161,7 @@ def stationary_gain(P, r, policy):
 def test_radius_zero_gives_the_nominal_optimal_gain():
     import itertools
 
-    mdp = rl.garnet(4, 2, rl.KLBall(0.0), random_state=4)
+    mdp = rl.garnet(4, 2, rl.KLBall(0.0), seed=4)
     best = max(stationary_gain(mdp.P, mdp.r, np.array(p)) for p in itertools.product(range(2), repeat=4))
     assert mdp.solve().gain == pytest.approx(best, abs=1e-6)
     assert mdp.with_uncertainty(rl.ChiSquareBall(0.0)).solve().gain == pytest.approx(best, abs=1e-6)
@@ -168,7 +169,7 @@ def test_radius_zero_gives_the_nominal_optimal_gain():
 
 @pytest.mark.parametrize("make", [rl.KLBall, rl.ChiSquareBall])
 def test_gain_is_non_increasing_in_the_radius_and_matches_the_discounted_limit(make):
-    base = rl.garnet(8, 3, random_state=5)
+    base = rl.garnet(8, 3, seed=5)
     gains = [base.with_uncertainty(make(d)).solve().gain for d in (0.0, 0.05, 0.1, 0.2, 0.5)]
     assert all(b <= a + 1e-9 for a, b in zip(gains, gains[1:])) and gains[-1] < gains[0]
     mdp = base.with_uncertainty(make(0.1))
@@ -183,7 +184,7 @@ def test_optimality_certificate_on_random_instances():
     makers = [lambda: rl.KLBall(rng.uniform(0.01, 0.3)), lambda: rl.ChiSquareBall(rng.uniform(0.01, 0.3)),
               lambda: rl.Contamination(rng.uniform(0, 0.3)), lambda: rl.LpBall(rng.uniform(0, 0.05), 2)]
     for i in range(40):
-        mdp = rl.garnet(5, 3, makers[i % 4](), random_state=100 + i)
+        mdp = rl.garnet(5, 3, makers[i % 4](), seed=100 + i)
         g_star = mdp.solve().gain
         Q = rng.normal(size=(5, 3)) * rng.uniform(0.01, 3)
         gap = g_star - mdp.evaluate(Q.argmax(1))
@@ -191,7 +192,7 @@ def test_optimality_certificate_on_random_instances():
 
 
 def test_generators_are_valid_and_seeded():
-    a, b = rl.garnet(10, 3, random_state=0), rl.garnet(10, 3, random_state=0)
+    a, b = rl.garnet(10, 3, seed=0), rl.garnet(10, 3, seed=0)
     assert np.array_equal(a.P, b.P) and np.array_equal(a.r, b.r)
     assert np.all((a.P > 0).sum(-1) == 3) and a.P[a.P > 0].min() >= 0.1 - 1e-12
     river = rl.river_swim(6, rl.KLBall(0.1))
@@ -234,7 +235,7 @@ def test_mlmc_is_unbiased_and_plug_in_is_optimistic():
 
 def test_linear_sets_are_estimated_without_bias_and_coupled_differences_are_exact():
     rng = np.random.default_rng(11)
-    mdp = rl.garnet(6, 2, rl.Contamination(0.2), random_state=1)
+    mdp = rl.garnet(6, 2, rl.Contamination(0.2), seed=1)
     V = rng.normal(size=6)
     truth = mdp.uncertainty.support(mdp.P, V).reshape(-1)
     for oracle in (rl.PlugIn(), rl.MLMC(), rl.KOrderMLMC(3, 4)):
@@ -288,7 +289,7 @@ class KernelFreeModel:
 
 
 def test_generative_model_samples_counts_and_hides_its_kernel():
-    mdp = rl.garnet(4, 2, random_state=0)
+    mdp = rl.garnet(4, 2, seed=0)
     model = mdp.generative_model(seed=0)
     states = model.sample(np.array([1, 3]), np.array([0, 1]), 20_000)
     assert states.shape == (2, 20_000) and model.samples_used == 40_000
@@ -300,23 +301,23 @@ def test_generative_model_samples_counts_and_hides_its_kernel():
 
 
 def test_learner_only_samples_and_reaches_epsilon():
-    mdp = rl.garnet(5, 2, rl.KLBall(0.1), random_state=2)
+    mdp = rl.garnet(5, 2, rl.KLBall(0.1), seed=2)
     recorder = RecordingModel(mdp.generative_model(seed=1))
-    learner = rl.RobustHalpernIteration(mdp.uncertainty, rl.MLMC(), epsilon=0.2, seed=0).fit(recorder)
+    learner = rl.RobustHalpernIteration(mdp.uncertainty, rl.MLMC(), epsilon=0.2, random_state=0).fit(recorder)
     assert recorder.seen <= {"n_states", "n_actions", "rewards", "batch", "samples_used"}
     assert learner.converged_ and learner.samples_used_ == recorder._model.samples_used > 0
     assert mdp.solve().gain - mdp.evaluate(learner.policy_) <= 0.2
     assert rl.span(mdp.bellman(learner.Q_) - learner.Q_) <= 0.2  # the certificate the stop promised
 
     stub = KernelFreeModel(mdp.P, mdp.r, seed=1)
-    learner = rl.RobustHalpernIteration(mdp.uncertainty, rl.TruncatedMLMC(4), epsilon=0.4, seed=0).fit(stub)
+    learner = rl.RobustHalpernIteration(mdp.uncertainty, rl.TruncatedMLMC(4), epsilon=0.4, random_state=0).fit(stub)
     assert learner.converged_ and learner.samples_used_ == stub.samples_used > 0
     assert mdp.solve().gain - mdp.evaluate(learner.policy_) <= 0.4
 
 
 def test_learner_respects_max_samples_and_defaults_to_a_sensible_oracle():
-    mdp = rl.garnet(5, 2, rl.Contamination(0.1), random_state=3)
-    learner = rl.RobustHalpernIteration(mdp.uncertainty, None, epsilon=0.05, max_samples=20_000, seed=0)
+    mdp = rl.garnet(5, 2, rl.Contamination(0.1), seed=3)
+    learner = rl.RobustHalpernIteration(mdp.uncertainty, None, epsilon=0.05, max_samples=20_000, random_state=0)
     learner.fit(mdp.generative_model(seed=0))
     assert isinstance(learner.oracle, rl.PlugIn) and not learner.converged_ and learner.samples_used_ <= 20_000
     assert isinstance(rl.RobustHalpernIteration(rl.KLBall(0.1)).oracle, rl.MLMC)
@@ -326,39 +327,44 @@ def test_learner_respects_max_samples_and_defaults_to_a_sensible_oracle():
 # errors
 # ----------------------------------------------------------------------------------------------
 def test_clear_errors():
-    P = rl.garnet(3, 2, random_state=0).P
+    P = rl.garnet(3, 2, seed=0).P
     bad = P.copy()
     bad[1, 0, 0] += 0.1
     for call in (lambda: rl.RobustMDP(bad, np.zeros((3, 2)), rl.KLBall(0.1)), lambda: rl.GenerativeModel(bad),
                  lambda: rl.KLBall(0.1).support(bad[1, 0], np.zeros(3))):
-        with pytest.raises(ValueError, match="sum to 1"):
+        with pytest.raises(InputError, match="sum to 1"):
             call()
     for make, arg in ((rl.KLBall, "delta"), (rl.ChiSquareBall, "delta"), (rl.Contamination, "R"), (rl.LpBall, "R")):
-        with pytest.raises(ValueError, match=f"{make.__name__}: {arg}: expected a number >= 0"):
+        with pytest.raises(InputError, match=f"{make.__name__}: {arg}: expected a number >= 0"):
             make(-0.1)
-    with pytest.raises(ValueError, match="Contamination: R: .*<= 1"):
+    with pytest.raises(InputError, match="Contamination: R: .*<= 1"):
         rl.Contamination(1.5)
-    with pytest.raises(ValueError, match="LpBall: p"):
+    with pytest.raises(InputError, match="LpBall: p"):
         rl.LpBall(0.1, p=0.5)
-    with pytest.raises(ValueError, match=r"r: expected rewards of shape \(S, A\) = \(3, 2\), got shape \(3,\)"):
+    with pytest.raises(InputError, match=r"r: expected rewards of shape \(S, A\) = \(3, 2\), got shape \(3,\)"):
         rl.RobustMDP(P, np.zeros(3), rl.KLBall(0.1))
-    with pytest.raises(ValueError, match=r"expected an \(S, A, S\) array"):
+    with pytest.raises(InputError, match=r"expected an \(S, A, S\) array"):
         rl.RobustMDP(P[:, :, :2], np.zeros((3, 2)), rl.KLBall(0.1))
-    with pytest.raises(ValueError, match="same number of states"):
+    with pytest.raises(InputError, match="support: P, V: expected arrays ending in the same number of states"):
         rl.KLBall(0.1).support(P, np.zeros(4))
     mdp = rl.RobustMDP(P, np.zeros((3, 2)), rl.KLBall(0.1))
-    with pytest.raises(ValueError, match=r"Q: expected shape \(S, A\)"):
+    with pytest.raises(InputError, match=r"Q: expected shape \(S, A\)"):
         mdp.bellman(np.zeros((2, 3)))
-    with pytest.raises(ValueError, match="policy: expected 3 integer actions"):
+    with pytest.raises(InputError, match="policy: expected 3 integer actions"):
         mdp.evaluate(np.array([0, 1]))
-    with pytest.raises(ValueError, match="epsilon"):
+    with pytest.raises(InputError, match="epsilon"):
         rl.RobustHalpernIteration(rl.KLBall(0.1), epsilon=0)
-    with pytest.raises(ValueError, match="MLMC: psi"):
+    with pytest.raises(InputError, match="MLMC: psi"):
         rl.MLMC(psi=0.4)
-    with pytest.raises(ValueError, match="gen_model.rewards is None"):
+    with pytest.raises(InputError, match="gen_model.rewards is None"):
         rl.RobustHalpernIteration(rl.KLBall(0.1)).fit(rl.GenerativeModel(P))
-    with pytest.raises(ValueError, match="no uncertainty set"):
+    with pytest.raises(InputError, match="PlugIn: uncertainty: expected an uncertainty set .*no uncertainty set"):
         rl.PlugIn().estimate(rl.GenerativeModel(P).batch(), np.zeros(3), 4, None)
+    # wrong types are TypeErrors
+    with pytest.raises(TypeError, match="RobustHalpernIteration: uncertainty: expected"):
+        rl.RobustHalpernIteration("KL")
+    with pytest.raises(TypeError, match="RobustHalpernIteration.fit: gen_model: expected a GenerativeModel"):
+        rl.RobustHalpernIteration(rl.KLBall(0.1)).fit(P)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -375,10 +381,17 @@ def test_reduced_experiment_end_to_end(monkeypatch, tmp_path):
     from icml26.eval.experiments import rhi
     from icml26.runner import RunConfig
 
-    small = dict(rhi.SETTINGS["quick"], halpern_iters=100, estimator_instances=3, estimator_reps=20_000,
-                 figure_budgets=(16,), orders=(1, 2), garnet=(6, 2), rhi_epsilons=(0.4, 0.2), rhi_seeds=2)
-    monkeypatch.setitem(rhi.SETTINGS, "quick", small)
-    result = rhi.run(RunConfig(mode="quick", seeds=(0,), out_dir=tmp_path))
+    import dataclasses
+
+    from icml26.progress import listening
+
+    small = dataclasses.replace(rhi.SETTINGS["quick"], halpern_iters=100, estimator_instances=3,
+                                estimator_reps=20_000, figure_budgets=(16,), orders=(1, 2), garnet=(6, 2),
+                                rhi_epsilons=(0.4, 0.2), rhi_seeds=2)
+    closed = []
+    with listening(lambda tracker, event: closed.append((tracker.name, tracker.n)) if event == "close" else None):
+        result = rhi.run_experiment(RunConfig(mode="quick", seeds=(0,), out_dir=tmp_path), small)
+    assert closed == [("estimators", 2 * 4), ("model-free RHI", 2 * 2 * 2)]
     claims = {c.statement: c for c in result.claims}
     for statement, claim in claims.items():
         if "Halpern" in statement or "relative VI" in statement or "optimistically" in statement \
@@ -391,10 +404,10 @@ def test_reduced_experiment_end_to_end(monkeypatch, tmp_path):
 @pytest.mark.slow
 def test_rhi_reaches_a_small_epsilon():
     for U in (rl.KLBall(0.1), rl.ChiSquareBall(0.1)):
-        mdp = rl.garnet(10, 3, U, random_state=0)
+        mdp = rl.garnet(10, 3, U, seed=0)
         g_star = mdp.solve().gain
         for seed in range(3):
-            learner = rl.RobustHalpernIteration(U, rl.MLMC(), epsilon=0.05, seed=seed)
+            learner = rl.RobustHalpernIteration(U, rl.MLMC(), epsilon=0.05, random_state=seed)
             learner.fit(mdp.generative_model(seed=seed))
             assert learner.converged_ and g_star - mdp.evaluate(learner.policy_) <= 0.05
 

@@ -2,8 +2,8 @@
 
 Tiny random models (Llama / Qwen3 text configs: hidden 64, 2 layers, 4 heads, 2 KV heads, vocab 50)
 with the built-in patch encoder (8x8 single-channel images, 16 visual tokens of size 32) run the
-three architectures ``"saisa"``, ``"llava"`` and ``"naevit_llava"``. The checks follow the spec
-(``shared/specs/saisa.md`` section 6, check 3 and the reference-layer test of section 7): what the
+three architectures ``"saisa"``, ``"llava"`` and ``"naevit_llava"``. The checks follow the method of
+SAISA (arXiv 2502.02458, its method section, and the official code ``icip-cas/SAISA``): what the
 visual rows may and may not influence, which modules see which rows, and a slow plain
 re-implementation of one SAISA forward that a lazy implementation cannot match.
 """
@@ -17,6 +17,8 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from icml26.errors import InputError  # noqa: E402
+from icml26.utils import IGNORE_INDEX  # noqa: E402
 from icml26.models.saisa import (  # noqa: E402
     ARCHITECTURES,
     SaisaConfig,
@@ -102,7 +104,7 @@ def _logits(model, input_ids, **kwargs):
 
 
 # --------------------------------------------------------------------------------------------
-# 1. Structural invariants (spec check 3)
+# 1. Structural invariants
 # --------------------------------------------------------------------------------------------
 def _capture_kv(model, input_ids, **kwargs):
     """Per layer: (k_proj output, v_proj output) over the whole sequence, and the prefill cache."""
@@ -232,7 +234,7 @@ def test_saisa_text_rows_in_a_padded_batch_with_uneven_images():
 
 
 # --------------------------------------------------------------------------------------------
-# 2. An independent, slow SAISA forward (spec section 7: catches a lazy implementation)
+# 2. An independent, slow SAISA forward (catches a lazy implementation)
 # --------------------------------------------------------------------------------------------
 def _rms_norm(x, weight, eps):
     return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
@@ -254,10 +256,10 @@ LAZY_SHORTCUTS = ("shared_projector", "add_not_overwrite", "no_visual_norm", "no
 
 
 def _reference_saisa_logits(model, ids, features, shortcut=None):
-    """One SAISA forward for one unpadded sample, written from the spec with the raw weights.
+    """One SAISA forward for one unpadded sample, written from the paper's layer with the raw weights.
 
     Returns the logits at the text positions (in sequence order). ``shortcut`` (one of
-    :data:`LAZY_SHORTCUTS`) gets one of the spec's hidden details wrong on purpose.
+    :data:`LAZY_SHORTCUTS`) gets one of the method's easily missed details wrong on purpose.
     """
     cfg = model.config.text_config
     decoder = model.language_model.model
@@ -518,7 +520,7 @@ def test_shared_projectors_use_projector_zero_and_untie_copies_it():
     untied = _logits(model, ids, image_features=features)
     assert (untied[:, -5:] - shared[:, -5:]).abs().max() > 1e-4  # now layer 1 uses its own projector
 
-    with pytest.raises(ValueError, match="per-layer projectors"):
+    with pytest.raises(InputError, match="untie_projectors: architecture: expected 'saisa'.*got 'llava'"):
         _build("llava").untie_projectors()
 
 
@@ -533,7 +535,7 @@ def test_analytic_flops_at_7b_scale():
     assert 0.80 <= counts["naevit_llava"] / counts["llava"] <= 0.86
     assert counts["projector_params_per_layer"] == 20_979_712
     assert counts["projector_params_total"] == 20_979_712 * 32
-    # The spec's table (8.53 / 7.10 / 2.86 TF) within 1%: its own formula gives 8.504 / 7.074 / 2.860.
+    # The hand-computed 7B table (8.53 / 7.10 / 2.86 TF) within 1%: the formula gives 8.504 / 7.074 / 2.860.
     assert counts["llava"] == pytest.approx(8.53e12, rel=1e-2)
     assert counts["naevit_llava"] == pytest.approx(7.10e12, rel=1e-2)
     assert counts["saisa"] == pytest.approx(2.86e12, rel=1e-2)
@@ -587,27 +589,55 @@ def test_analytic_flops_match_a_measured_count():
 def test_bad_inputs_name_the_problem(models):
     model = models["saisa"]
     ids = torch.tensor([_sequence(2, 3, seed=41)])
-    with pytest.raises(ValueError, match="neither pixel_values nor image_features"):
+    with pytest.raises(InputError, match="SaisaForConditionalGeneration: pixel_values: expected pixel_values or "
+                                         "image_features for the 16 image placeholder"):
         model(ids)
     too_many = torch.tensor([_sequence(2, 3, n_images=2, seed=41)])
-    with pytest.raises(ValueError, match="32 image placeholders"):
+    with pytest.raises(InputError, match="32 image placeholders.*got 1 image"):
         model(too_many, pixel_values=_pixels(1, seed=42))
-    with pytest.raises(ValueError, match="16 image placeholders"):
+    with pytest.raises(InputError, match="16 image placeholders.*got 2 image"):
         model(ids, image_features=_features(2, seed=42))
-    with pytest.raises(ValueError, match="vision_config.hidden_size"):
+    with pytest.raises(InputError, match="image_features: expected shape .*vision_config.hidden_size"):
         model(ids, image_features=torch.randn(1, N_V, D_V + 1))
-    with pytest.raises(ValueError, match="inputs_embeds"):
+    with pytest.raises(InputError, match="inputs_embeds"):
         model(ids, inputs_embeds=torch.randn(1, ids.shape[1], 64))
-    with pytest.raises(ValueError, match="attention_mask"):
+    with pytest.raises(InputError, match="attention_mask: expected shape"):
         model(ids, image_features=_features(1, seed=42), attention_mask=torch.ones(1, ids.shape[1] + 1))
 
 
+def test_token_ids_past_the_vocabulary_and_labels_of_the_wrong_length(models, monkeypatch):
+    features = _features(1, seed=42)
+    for architecture in ARCHITECTURES:
+        model = models[architecture]
+        ids = torch.tensor([_sequence(2, 3, seed=41)])
+        past = ids.clone()
+        past[0, -1] = IMAGE + 1  # past the text vocabulary and not the placeholder (IMAGE = VOCAB)
+        with pytest.raises(InputError, match=rf"input_ids: expected token ids in \[0, {VOCAB}\).*got {IMAGE + 1}"):
+            model(past, image_features=features)
+        negative = ids.clone()
+        negative[0, 0] = -3
+        with pytest.raises(InputError, match="input_ids: expected token ids.*got -3"):
+            model(negative, image_features=features)
+        # labels are checked by shape, always (no value read)
+        with pytest.raises(InputError, match=r"labels: expected the shape of input_ids \(1, \d+\), got a int64 "
+                                             r"tensor of shape \(1, 3\)"):
+            model(ids, image_features=features, labels=ids[:, :3])
+    # The value check reads the ids (a device sync): it runs on CPU or when ICML26_CHECK_VALUES=1 only.
+    import icml26.models.saisa as saisa_module
+
+    cuda_like = torch.tensor([0]).to("meta")
+    monkeypatch.delenv("ICML26_CHECK_VALUES", raising=False)
+    assert saisa_module._values_checked(torch.tensor([0])) and not saisa_module._values_checked(cuda_like)
+    monkeypatch.setenv("ICML26_CHECK_VALUES", "1")
+    assert saisa_module._values_checked(cuda_like)
+
+
 def test_bad_configs_name_the_problem():
-    with pytest.raises(ValueError, match="architecture.*'blip'"):
+    with pytest.raises(InputError, match="SaisaConfig: architecture: expected one of .*got 'blip'"):
         SaisaConfig(text_config=_text_config(), architecture="blip")
     gpt2 = transformers.GPT2Config(n_embd=64, n_layer=2, n_head=4, vocab_size=VOCAB)
     for architecture in ("saisa", "naevit_llava"):
-        with pytest.raises(ValueError, match="gpt2"):
+        with pytest.raises(InputError, match="SaisaConfig: text_config: expected a text config of type.*got 'gpt2'"):
             SaisaConfig(text_config=gpt2, architecture=architecture)
     # LLaVA drives no decoder layer itself: any causal LM will do.
     config = SaisaConfig(text_config=gpt2, architecture="llava")
@@ -625,7 +655,7 @@ def test_labels_give_next_token_loss_on_answer_tokens_only(models):
     prefix, text = 2, 5
     ids = torch.tensor([_sequence(prefix, text, seed=46)])
     labels = ids.clone()
-    labels[:, :prefix + N_V + 2] = -100  # the answer: the last 3 tokens
+    labels[:, :prefix + N_V + 2] = IGNORE_INDEX  # the answer: the last 3 tokens
     kept = labels.clone()
     features = _features(1, seed=47)
     with torch.no_grad():
@@ -646,8 +676,8 @@ def test_a_few_adamw_steps_reduce_the_answer_loss_and_train_the_projectors():
     model = _build("saisa", seed=48).train()
     sequences = [_sequence(2, 6, seed=49), _sequence(3, 5, seed=50)]
     ids, mask = _left_pad(sequences)
-    labels = ids.masked_fill(mask == 0, -100)
-    labels[:, :-3] = -100  # the last 3 tokens of each sample are the answer
+    labels = ids.masked_fill(mask == 0, IGNORE_INDEX)
+    labels[:, :-3] = IGNORE_INDEX  # the last 3 tokens of each sample are the answer
     pixels = _pixels(2, seed=51)
 
     loss = model(ids, attention_mask=mask, pixel_values=pixels, labels=labels).loss

@@ -11,8 +11,10 @@ pytest.importorskip("transformers")
 pytest.importorskip("sklearn")
 pytest.importorskip("datasets")
 
-from icml26.eval import digits_vqa  # noqa: E402
-from icml26.eval.digits_vqa import (  # noqa: E402
+from icml26.errors import InputError  # noqa: E402
+from icml26.utils import IGNORE_INDEX  # noqa: E402
+from icml26.eval.tasks import digits_vqa  # noqa: E402
+from icml26.eval.tasks.digits_vqa import (  # noqa: E402
     DIGIT_WORDS,
     SYSTEM_PROMPT,
     build_tokenizer,
@@ -69,11 +71,11 @@ def test_collator_layout_and_label_masking(tokenizer):
     assert (mask[0, :len(expected)] == 1).all()
     for row in range(2):
         assert int((ids[row] == IMAGE_ID).sum()) == 16
-        labelled = labels[row] != -100
+        labelled = labels[row] != IGNORE_INDEX
         # only the answer tokens and eos carry labels, equal to the inputs there
         assert labels[row][labelled].tolist() == ids[row][labelled].tolist()
-    assert labels[0][labels[0] != -100].tolist() == enc("this is a seven") + [eos]
-    assert labels[1][labels[1] != -100].tolist() == enc("yes") + [eos]
+    assert labels[0][labels[0] != IGNORE_INDEX].tolist() == enc("this is a seven") + [eos]
+    assert labels[1][labels[1] != IGNORE_INDEX].tolist() == enc("yes") + [eos]
     # the placeholders sit right after the 3-token prefix
     assert (ids[:, 3:19] == IMAGE_ID).all()
 
@@ -86,7 +88,7 @@ def test_collator_left_padding_and_prompts_only(tokenizer):
     assert batch["attention_mask"][0].tolist()[:5] == [0] * 5
     no_eos = SaisaDataCollator(tokenizer, IMAGE_ID, 4, add_eos=False)
     labels = no_eos([_example(answer="yes")])["labels"][0]
-    assert labels[labels != -100].tolist() == tokenizer("yes", add_special_tokens=False)["input_ids"]
+    assert labels[labels != IGNORE_INDEX].tolist() == tokenizer("yes", add_special_tokens=False)["input_ids"]
     no_prefix = SaisaDataCollator(tokenizer, IMAGE_ID, 4, prefix_field=None)
     ids = no_prefix([{k: v for k, v in _example().items() if k != "prefix"}])["input_ids"][0]
     assert ids[:4].tolist() == [IMAGE_ID] * 4
@@ -101,16 +103,16 @@ def test_collator_names_missing_field_and_example(tokenizer, missing):
 
 
 def test_collator_rejects_bad_input(tokenizer):
-    with pytest.raises(ValueError, match="n_visual"):
+    with pytest.raises(InputError, match="SaisaDataCollator: n_visual: expected a positive int, got 0"):
         SaisaDataCollator(tokenizer, IMAGE_ID, 0)
-    with pytest.raises(ValueError, match="padding_side"):
+    with pytest.raises(InputError, match="SaisaDataCollator: padding_side: expected 'left' or 'right', got 'middle'"):
         SaisaDataCollator(tokenizer, IMAGE_ID, 4, padding_side="middle")
     collator = SaisaDataCollator(tokenizer, IMAGE_ID, 4, max_length=10)
-    with pytest.raises(ValueError, match="example 0 is .* over max_length=10"):
+    with pytest.raises(InputError, match="SaisaDataCollator: example 0: expected at most max_length=10 tokens, got"):
         collator([_example()])
     with pytest.raises(TypeError, match="example 0: field 'answer' must be a string"):
         SaisaDataCollator(tokenizer, IMAGE_ID, 4)([_example(answer=3)])
-    with pytest.raises(ValueError, match="share a shape"):
+    with pytest.raises(InputError, match="SaisaDataCollator: images: expected one shape for every image"):
         SaisaDataCollator(tokenizer, IMAGE_ID, 4)([_example(), _example(image=np.zeros((8, 8)))])
 
 
@@ -173,9 +175,9 @@ def test_text_dataset_uses_the_vocabulary(tokenizer):
 
 
 def test_make_vqa_dataset_rejects_unknown_task_and_split():
-    with pytest.raises(ValueError, match="tasks"):
+    with pytest.raises(InputError, match=r"make_vqa_dataset: tasks: expected a non-empty subset .*got \('color',\)"):
         make_vqa_dataset("train", ("color",))
-    with pytest.raises(ValueError, match="split"):
+    with pytest.raises(InputError, match="make_vqa_dataset: split: expected"):
         make_vqa_dataset("validation")
 
 
@@ -242,7 +244,7 @@ def test_stage2_lora_path(data, tokenizer, tmp_path):
     embed = model.language_model.get_input_embeddings().weight.detach().clone()
     q_proj = model.language_model.model.layers[0].self_attn.q_proj.weight.detach().clone()
     model, logs = train_saisa(model, data.captions.select(range(32)), data.train.select(range(32)), collator,
-                              _fast(use_lora=True, stage1_steps=0), tmp_path)
+                              _fast(use_peft=True, stage1_steps=0), tmp_path)
     from icml26.models.saisa import SaisaForConditionalGeneration
 
     assert type(model) is SaisaForConditionalGeneration  # adapters merged, wrapper gone
@@ -256,9 +258,11 @@ def test_stage2_lora_path(data, tokenizer, tmp_path):
 
 def test_train_language_model_lowers_the_loss(data, tokenizer, tmp_path):
     model = _tiny_model(tokenizer).language_model
-    model, history = train_language_model(model, data.text, tokenizer, _fast(stage0_steps=30, logging_steps=5,
-                                                                               stage0_learning_rate=1e-2), tmp_path)
-    losses = [h["loss"] for h in history if "loss" in h]
+    result = train_language_model(model, data.text, tokenizer, _fast(stage0_steps=30, logging_steps=5,
+                                                                     stage0_learning_rate=1e-2), tmp_path)
+    model, history = result
+    assert model is result.model and set(result.to_dict()["log_history"]) == {"stage0"}
+    losses = [h["loss"] for h in history["stage0"] if "loss" in h]
     assert len(losses) == 6 and losses[-1] < losses[0]
 
 
@@ -276,7 +280,7 @@ def test_evaluate_accuracy_matches_argmax(data, tokenizer):
         predicted = model(**batch).logits[:, -1].argmax(-1)
     truth = [tokenizer.convert_tokens_to_ids(example["answer"]) for example in digits]
     assert accuracy["digit"] == pytest.approx(float((predicted == torch.tensor(truth)).float().mean()))
-    with pytest.raises(ValueError, match="not in the dataset"):
+    with pytest.raises(InputError, match=r"evaluate_accuracy: task: expected tasks of the dataset .*not in the dataset"):
         evaluate_accuracy(model, subset, collator, task="caption")
 
 
@@ -287,10 +291,18 @@ def test_experiment_end_to_end_reduced(monkeypatch, tmp_path):
     from icml26.eval.experiments import saisa as experiment
     from icml26.runner import RunConfig
 
-    small = dict(experiment.SETTINGS["quick"], stage0_steps=5, stage1_steps=3, stage2_steps=5, batch_size=16,
-                 n_text=200, timing_batch=16, timing_warmup=1, timing_steps=5)
-    monkeypatch.setitem(experiment.SETTINGS, "quick", small)
-    result = experiment.run(RunConfig(mode="quick", seeds=(0,), out_dir=tmp_path, device="cpu"))
+    import dataclasses
+
+    from icml26.progress import listening
+
+    small = dataclasses.replace(experiment.SETTINGS["quick"], stage0_steps=5, stage1_steps=3, stage2_steps=5,
+                                batch_size=16, n_text=200, timing_batch=16, timing_warmup=1, timing_steps=5)
+    phases = set()
+    with listening(lambda tracker, event: phases.add((tracker.name, event, tracker.n, tracker.total))):
+        result = experiment.run_experiment(RunConfig(mode="quick", seeds=(0,), out_dir=tmp_path, device="cpu"), small)
+    # the stages report their steps, from the forked workers too
+    assert ("seed 0: stage 0", "close", 5, 5) in phases and ("saisa, seed 0: stage 2", "close", 5, 5) in phases
+    assert ("stages 1-2 (architectures x seeds)", "close", 3, 3) in phases and ("step time", "close", 6, 6) in phases
     assert len(result.claims) == 7
     flops_claim = next(c for c in result.claims if "FLOPs < LLaVA" in c.statement)
     time_claim = next(c for c in result.claims if "step time" in c.statement)

@@ -1,4 +1,4 @@
-"""TFMixer (``models/tfmixer.py``), the IMTS data and baselines (``eval/imts.py``) and the experiment.
+"""TFMixer (``models/tfmixer.py``), the IMTS data and baselines (``eval/tasks/imts.py``) and the experiment.
 
 Masking is checked the strict way: padded slots and unobserved slots holding NaN must leave every
 forecast at a real query and every loss unchanged. The PhysioNet 2012 loader reads record files
@@ -13,7 +13,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from icml26.eval.imts import (  # noqa: E402
+from icml26.errors import InputError  # noqa: E402
+from icml26.eval.tasks.imts import (  # noqa: E402
     IMTSCollator,
     LOCFForecaster,
     HistoryMeanForecaster,
@@ -151,10 +152,28 @@ def test_forecast_loss_is_the_masked_mse_and_ablation_flags():
     no_gfm = _model(use_gfm=False)
     assert no_gfm.frequencies is None and no_gfm(**batch).reconstruction_loss is None
     assert _model(use_ltm=False).ltm is None
-    with pytest.raises(ValueError, match="at least one branch"):
+    with pytest.raises(InputError, match="TFMixerConfig: use_gfm/use_ltm: expected at least one branch True"):
         TFMixerConfig(use_gfm=False, use_ltm=False)
-    with pytest.raises(ValueError, match="fusion"):
+    with pytest.raises(InputError, match="TFMixerConfig: fusion: expected one of"):
         TFMixerConfig(fusion="sum")
+
+
+@pytest.mark.parametrize("field, value, expected", [
+    ("reconstruction_weight", float("nan"), "a non-negative finite number"),
+    ("reconstruction_weight", float("inf"), "a non-negative finite number"),
+    ("reconstruction_weight", -0.5, "a non-negative finite number"),
+    ("mlp_ratio", 0.0, "a positive finite number"),
+    ("mlp_ratio", -1.0, "a positive finite number"),
+    ("mlp_ratio", float("nan"), "a positive finite number"),
+    ("dropout", 1.0, r"a number in \[0, 1\)"),
+    ("max_cycles", float("inf"), "a positive finite number"),
+])
+def test_config_refuses_values_it_would_silently_drop_or_clamp(field, value, expected):
+    """NaN passes every comparison (a NaN reconstruction weight used to drop the loss), and a ratio <= 0
+    used to be clamped to a hidden width of 2: both are refused now."""
+    with pytest.raises(InputError, match=rf"TFMixerConfig: {field}: expected {expected}, got"):
+        TFMixerConfig(**{field: value})
+    assert TFMixerConfig(reconstruction_weight=0, mlp_ratio=0.5).reconstruction_weight == 0.0
 
 
 def test_frequencies_receive_gradients_from_both_losses():
@@ -175,22 +194,35 @@ def test_clear_errors_for_bad_inputs():
         "times": (dict(batch, times=batch["times"][:, :-1]), r"times: expected \[batch, length\]"),
         "mask": (dict(batch, mask=batch["mask"][..., :2]), r"mask: expected \(3, 20, 3\)"),
         "values": (dict(batch, values=batch["values"][0]), r"values: expected \[batch, length, channels\]"),
-        "channels": (dict(batch, values=batch["values"][..., :2], mask=batch["mask"][..., :2]), "config.num_channels"),
+        "channels": (dict(batch, values=batch["values"][..., :2], mask=batch["mask"][..., :2]),
+                     r"values: expected 3 channels \(config.num_channels\)"),
         "query": (dict(batch, query_times=batch["query_times"][:2]), "query_times: expected"),
         "targets": (dict(batch, targets=batch["targets"][:, :2]), "targets: expected"),
     }
     for name, (inputs, pattern) in bad.items():
-        with pytest.raises(ValueError, match=pattern):
+        with pytest.raises(InputError, match="TFMixerForForecasting: " + pattern):
             model(**inputs)
     no_history = dict(batch, mask=batch["mask"].clone())
     no_history["mask"][1] = False
-    with pytest.raises(ValueError, match=r"query_times: every series needs at least one observed point.*rows \[1\]"):
+    with pytest.raises(InputError, match=r"TFMixerForForecasting: mask: expected at least one observed point.*"
+                                         r"got none in rows \[1\]"):
         model(**no_history)
-    with pytest.raises(ValueError, match="at least one observed"):
+    with pytest.raises(InputError, match="at least one observed"):
         LOCFForecaster()(**no_history)
     nan_observed = dict(batch, values=torch.where(batch["mask"], torch.nan, batch["values"]))
-    with pytest.raises(ValueError, match="values: expected finite numbers at observed slots"):
+    with pytest.raises(InputError, match="values: expected finite numbers at observed slots.*got NaN/Inf"):
         model(**nan_observed)
+
+
+def test_value_checks_follow_the_validation_cost_rule(monkeypatch):
+    """Checks that read values run on CPU tensors or with ICML26_CHECK_VALUES=1, never silently on CUDA."""
+    import icml26.models.tfmixer as tfmixer
+
+    monkeypatch.delenv("ICML26_CHECK_VALUES", raising=False)
+    on_meta = torch.zeros(1, device="meta")  # stands in for a CUDA tensor: not CPU
+    assert tfmixer._values_checked(torch.zeros(1)) and not tfmixer._values_checked(on_meta)
+    monkeypatch.setenv("ICML26_CHECK_VALUES", "1")
+    assert tfmixer._values_checked(on_meta)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -269,9 +301,9 @@ def test_collator_pads_with_unobserved_slots():
         assert torch.equal(batch["values"][i, :n], data[i]["values"])
         h = len(data[i]["query_times"])
         assert not batch["target_mask"][i, h:].any()
-    with pytest.raises(ValueError, match="missing"):
+    with pytest.raises(InputError, match=r"IMTSCollator: sample 0: expected keys .*missing"):
         IMTSCollator()([{"values": torch.zeros(2, 3)}])
-    with pytest.raises(ValueError, match="channels like sample 0"):
+    with pytest.raises(InputError, match="IMTSCollator: sample 1: expected 6 channels like sample 0, got values"):
         IMTSCollator()([data[0], generate_synthetic_imts(1, SyntheticIMTSConfig(num_channels=2))[0]])
 
 
@@ -327,7 +359,7 @@ def test_physionet_record_parsing(physionet_folder):
     assert "Height" not in [n for _, n, _ in unknown["observations"]]  # -1 = unknown, not an observation
     bad = physionet_folder / "bad.txt"
     bad.write_text(HEADER + "7h,HR,70\n")
-    with pytest.raises(ValueError, match="HH:MM"):
+    with pytest.raises(InputError, match=r"read_physionet_record: .*:2: expected 'HH:MM,Parameter,Value', got '7h,HR,70'"):
         read_physionet_record(bad)
 
 
@@ -371,12 +403,12 @@ def test_physionet_loader_apn_protocol_and_errors(physionet_folder, tmp_path):
             assert s["times"].max() < 1
     train = torch.cat([s["values"][s["mask"]] for s in splits.train])
     assert train.min() >= 0 and train.max() <= 1
-    with pytest.raises(ValueError, match="protocol"):
+    with pytest.raises(InputError, match="load_physionet2012: protocol: expected one of"):
         load_physionet2012(physionet_folder, protocol="grafiti")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(ValueError, match="no record files"):
+    with pytest.raises(InputError, match=r"load_physionet2012: folder: expected record files .*got none under"):
         load_physionet2012(tmp_path / "empty")
-    with pytest.raises(ValueError, match="expected a directory"):
+    with pytest.raises(InputError, match="load_physionet2012: folder: expected a directory"):
         load_physionet2012(tmp_path / "missing")
 
 
@@ -432,10 +464,14 @@ def test_experiment_end_to_end_reduced(tmp_path, monkeypatch):
     from icml26.eval.experiments import tfmixer as exp
     from icml26.runner import RunConfig
 
-    small = dict(exp.SETTINGS["quick"], synthetic_sizes=(200, 80, 100), steps=60, co2_steps=60, eval_every=30,
-                 batch_size=16, co2_stride=12, models=("tfmixer", "no_gfm"), co2_models=("tfmixer", "no_gfm"))
-    monkeypatch.setitem(exp.SETTINGS, "quick", small)
-    result = exp.run(RunConfig(mode="quick", seeds=(0,), out_dir=tmp_path))
+    import dataclasses
+
+    small = dataclasses.replace(exp.SETTINGS["quick"], synthetic_sizes=(200, 80, 100), steps=60, co2_steps=60,
+                                eval_every=30, batch_size=16, co2_stride=12, models=("tfmixer", "no_gfm"),
+                                co2_models=("tfmixer", "no_gfm"))
+    state = torch.random.get_rng_state()
+    result = exp.run_experiment(RunConfig(mode="quick", seeds=(0,), out_dir=tmp_path), small)
+    assert torch.equal(torch.random.get_rng_state(), state)  # seeded in a fork: the global RNG is untouched
     assert len(result.claims) == 4
     # at this size (seeds 0-2 measured): TFMixer/no-GFM 0.60-0.63 / 0.84-0.89, vs LOCF 1.0-1.1,
     # frequency distance 0.06-0.07 from 0.23, CO2 0.33-0.38 / 0.73-0.81: every claim holds with a margin

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from icml26.errors import InputError
+
 from .robust_rl_oracles import (  # noqa: F401  (re-exported: the public API lives here)
     MLMC,
     GenerativeModel,
@@ -73,21 +75,21 @@ class UncertaintySet:
         V = np.asarray(V, dtype=float)
         name = type(self).__name__
         if P.ndim == 0 or V.ndim == 0 or P.shape[-1] != V.shape[-1]:
-            raise ValueError(f"{name}.support: P and V must end in the same number of states S, got shapes "
-                             f"{P.shape} and {V.shape}")
+            raise InputError(f"{name}.support: P, V: expected arrays ending in the same number of states S, got "
+                             f"shapes {P.shape} and {V.shape}")
         try:
             np.broadcast_shapes(P.shape, V.shape)
         except ValueError:
-            raise ValueError(f"{name}.support: V of shape {V.shape} does not broadcast against P of shape "
+            raise InputError(f"{name}.support: V of shape {V.shape} does not broadcast against P of shape "
                              f"{P.shape}") from None
         if not (np.all(np.isfinite(P)) and np.all(np.isfinite(V))):
-            raise ValueError(f"{name}.support: expected finite P and V, got NaN or inf")
+            raise InputError(f"{name}.support: expected finite P and V, got NaN or inf")
         if (P < 0).any():
-            raise ValueError(f"{name}.support: P: expected probabilities >= 0, got min {P.min():.6g}")
+            raise InputError(f"{name}.support: P: expected probabilities >= 0, got min {P.min():.6g}")
         bad = np.abs(P.sum(-1) - 1) > 1e-8
         if bad.any():
             idx = tuple(np.argwhere(bad)[0])
-            raise ValueError(f"{name}.support: P: each row must sum to 1 (tolerance 1e-8), got row {idx} "
+            raise InputError(f"{name}.support: P: expected rows that sum to 1 (tolerance 1e-8), got row {idx} "
                              f"summing to {P.sum(-1)[idx]:.10g}")
         return self._support(P, V)
 
@@ -312,7 +314,7 @@ class RobustMDP:
         self.n_states, self.n_actions = self.P.shape[0], self.P.shape[1]
         self.r = check_rewards(r, (self.n_states, self.n_actions))
         if not isinstance(uncertainty, UncertaintySet):
-            raise ValueError(f"RobustMDP: uncertainty: expected Contamination, LpBall, KLBall or ChiSquareBall, "
+            raise TypeError(f"RobustMDP: uncertainty: expected Contamination, LpBall, KLBall or ChiSquareBall, "
                              f"got {type(uncertainty).__name__}")
         self.uncertainty = uncertainty
 
@@ -326,7 +328,7 @@ class RobustMDP:
     def _check_Q(self, Q) -> np.ndarray:
         Q = np.asarray(Q, dtype=float)
         if Q.shape != (self.n_states, self.n_actions):
-            raise ValueError(f"RobustMDP: Q: expected shape (S, A) = {(self.n_states, self.n_actions)}, got {Q.shape}")
+            raise InputError(f"RobustMDP: Q: expected shape (S, A) = {(self.n_states, self.n_actions)}, got {Q.shape}")
         return Q
 
     def bellman(self, Q) -> np.ndarray:
@@ -348,7 +350,7 @@ class RobustMDP:
         policy = np.asarray(policy)
         if policy.shape != (self.n_states,) or not np.issubdtype(policy.dtype, np.integer) \
                 or policy.min() < 0 or policy.max() >= self.n_actions:
-            raise ValueError(f"RobustMDP: policy: expected {self.n_states} integer actions in [0, {self.n_actions}), "
+            raise InputError(f"RobustMDP: policy: expected {self.n_states} integer actions in [0, {self.n_actions}), "
                              f"got {policy!r}")
         return policy
 
@@ -386,21 +388,21 @@ def _default_set(uncertainty):
 
 
 def garnet(n_states: int, n_actions: int, uncertainty: UncertaintySet | None = None, *, branching: int | None = None,
-           min_prob: float = 0.1, random_state=None) -> RobustMDP:
+           min_prob: float = 0.1, seed=None) -> RobustMDP:
     """Garnet G(S, A): each (s, a) reaches ``branching`` random states (default ~30% of S).
 
     Rewards are U[0, 1]. Every row also reaches (s + 1) mod S, so each policy's nominal chain is
     irreducible (a single recurrent class: constant gains); every reached state gets probability
     >= ``min_prob`` (a Dirichlet(1) draw shares the rest), so a small KL / chi-square ball cannot
     cut an edge: KL needs delta >= -log(1 - min_prob), chi-square delta >= min_prob.
-    ``uncertainty=None``: the nominal model (Contamination(0)).
+    ``uncertainty=None``: the nominal model (Contamination(0)). ``seed`` seeds a local NumPy generator.
     """
     S = _check_number("garnet", "n_states", n_states, low=2, integer=True)
     A = _check_number("garnet", "n_actions", n_actions, low=1, integer=True)
     b = max(2, round(0.3 * S)) if branching is None else branching
     b = _check_number("garnet", "branching", b, low=1, high=S, integer=True)
     min_prob = _check_number("garnet", "min_prob", min_prob, low=0, high=1 / b)
-    rng = np.random.default_rng(random_state)
+    rng = np.random.default_rng(seed)
     P = np.zeros((S, A, S))
     for s in range(S):  # generation only: a few hundred rows at most
         for a in range(A):
@@ -511,7 +513,8 @@ class RobustHalpernIteration:
     epsilon : target suboptimality (> 0).
     delta : confidence level of the margin, in (0, 1).
     max_samples : stop (unconverged) before a step would exceed this many samples; ``None``: no cap.
-    seed : randomness of the oracle (the generative model has its own).
+    random_state : seed of the oracle's randomness (the generative model has its own), as in
+        scikit-learn estimators.
     schedule_scale : multiplies m_k; larger = more samples per step, smaller margin, fewer steps.
     max_iter : cap on Halpern steps.
 
@@ -522,33 +525,34 @@ class RobustHalpernIteration:
     """
 
     def __init__(self, uncertainty, oracle=None, epsilon: float = 0.1, delta: float = 0.05, max_samples=None,
-                 seed=None, *, schedule_scale: float = 1.0, max_iter: int = 100_000):
+                 random_state=None, *, schedule_scale: float = 1.0, max_iter: int = 100_000):
         if not isinstance(uncertainty, UncertaintySet):
-            raise ValueError(f"RobustHalpernIteration: uncertainty: expected Contamination, LpBall, KLBall or "
+            raise TypeError(f"RobustHalpernIteration: uncertainty: expected Contamination, LpBall, KLBall or "
                              f"ChiSquareBall, got {type(uncertainty).__name__}")
         if oracle is None:
             oracle = MLMC() if uncertainty.nonlinear_in_P else PlugIn()
         if not isinstance(oracle, SupportOracle):
-            raise ValueError(f"RobustHalpernIteration: oracle: expected PlugIn, MLMC, TruncatedMLMC or KOrderMLMC, "
+            raise TypeError(f"RobustHalpernIteration: oracle: expected PlugIn, MLMC, TruncatedMLMC or KOrderMLMC, "
                              f"got {type(oracle).__name__}")
         name = "RobustHalpernIteration"
         self.uncertainty, self.oracle = uncertainty, oracle
         self.epsilon = _check_number(name, "epsilon", epsilon, low=0, low_open=True)
         self.delta = _check_number(name, "delta", delta, low=0, high=1, low_open=True, high_open=True)
         self.max_samples = None if max_samples is None else _check_number(name, "max_samples", max_samples, low=1)
-        self.seed = seed
+        self.random_state = random_state
         self.schedule_scale = _check_number(name, "schedule_scale", schedule_scale, low=0, low_open=True)
         self.max_iter = _check_number(name, "max_iter", max_iter, low=1, integer=True)
 
     def fit(self, gen_model) -> "RobustHalpernIteration":
         if not all(hasattr(gen_model, a) for a in ("n_states", "n_actions", "rewards", "batch", "samples_used")):
-            raise ValueError(f"RobustHalpernIteration.fit: gen_model: expected a GenerativeModel, got "
+            raise TypeError(f"RobustHalpernIteration.fit: gen_model: expected a GenerativeModel, got "
                              f"{type(gen_model).__name__}")
         if gen_model.rewards is None:
-            raise ValueError("RobustHalpernIteration.fit: gen_model.rewards is None: build it with "
-                             "GenerativeModel(P, seed, rewards=r) or RobustMDP.generative_model()")
+            raise InputError("RobustHalpernIteration.fit: gen_model.rewards: expected rewards (build the model with "
+                             "GenerativeModel(P, seed, rewards=r) or RobustMDP.generative_model()), got None "
+                             "(gen_model.rewards is None)")
         S, A, r = gen_model.n_states, gen_model.n_actions, np.asarray(gen_model.rewards, dtype=float)
-        eps, rng = self.epsilon, np.random.default_rng(self.seed)
+        eps, rng = self.epsilon, np.random.default_rng(self.random_state)
         oracle, rows = self.oracle.bind(self.uncertainty), gen_model.batch()
         start_samples = gen_model.samples_used
 

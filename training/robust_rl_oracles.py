@@ -35,6 +35,8 @@ from typing import Callable
 
 import numpy as np
 
+from icml26.errors import InputError
+
 # Untruncated MLMC still needs an array-safe cap: P(N > 30) = (1 - psi)^31 < 1e-12 for psi >= 0.6.
 _LEVEL_CAP = 30
 
@@ -46,17 +48,17 @@ def check_kernel(P, name: str = "P", *, atol: float = 1e-8) -> np.ndarray:
     """Validate an (S, A, S) transition kernel: finite, >= 0, every row P[s, a, :] sums to 1."""
     P = np.asarray(P, dtype=float)
     if P.ndim != 3 or P.shape[0] != P.shape[2] or min(P.shape) == 0:
-        raise ValueError(f"{name}: expected an (S, A, S) array of transition probabilities, got shape {P.shape}")
+        raise InputError(f"{name}: expected an (S, A, S) array of transition probabilities, got shape {P.shape}")
     if not np.all(np.isfinite(P)):
-        raise ValueError(f"{name}: expected finite probabilities, got NaN or inf")
+        raise InputError(f"{name}: expected finite probabilities, got NaN or inf")
     if (P < 0).any():
         s, a, t = np.argwhere(P < 0)[0]
-        raise ValueError(f"{name}: expected probabilities >= 0, got {name}[{s}, {a}, {t}] = {P[s, a, t]:.6g}")
+        raise InputError(f"{name}: expected probabilities >= 0, got {name}[{s}, {a}, {t}] = {P[s, a, t]:.6g}")
     sums = P.sum(-1)
     bad = np.abs(sums - 1.0) > atol
     if bad.any():
         s, a = np.argwhere(bad)[0]
-        raise ValueError(f"{name}: each transition row {name}[s, a, :] must sum to 1 (tolerance {atol:g}), "
+        raise InputError(f"{name}: expected transition rows {name}[s, a, :] that sum to 1 (tolerance {atol:g}), "
                          f"got {name}[{s}, {a}, :].sum() = {sums[s, a]:.10g}")
     return P
 
@@ -64,9 +66,9 @@ def check_kernel(P, name: str = "P", *, atol: float = 1e-8) -> np.ndarray:
 def check_rewards(r, shape: tuple[int, int], name: str = "r") -> np.ndarray:
     r = np.asarray(r, dtype=float)
     if r.shape != tuple(shape):
-        raise ValueError(f"{name}: expected rewards of shape (S, A) = {tuple(shape)}, got shape {r.shape}")
+        raise InputError(f"{name}: expected rewards of shape (S, A) = {tuple(shape)}, got shape {r.shape}")
     if not np.all(np.isfinite(r)):
-        raise ValueError(f"{name}: expected finite rewards, got NaN or inf")
+        raise InputError(f"{name}: expected finite rewards, got NaN or inf")
     return r
 
 
@@ -86,7 +88,7 @@ def _check_number(owner: str, name: str, value, *, low=None, high=None, low_open
                   f"{'<' if high_open else '<='} {high:g}" if high is not None else ""]
         bounds = " and ".join(b for b in bounds if b)
         kind = "an int" if integer else "a number"
-        raise ValueError(f"{owner}: {name}: expected {kind}{' ' + bounds if bounds else ''}, got {value!r}")
+        raise InputError(f"{owner}: {name}: expected {kind}{' ' + bounds if bounds else ''}, got {value!r}")
     return int(value) if integer else float(value)
 
 
@@ -128,12 +130,12 @@ class GenerativeModel:
     def _rows(self, states, actions) -> np.ndarray:
         states, actions = np.broadcast_arrays(np.asarray(states), np.asarray(actions))
         if states.ndim != 1 or not np.issubdtype(states.dtype, np.integer) or not np.issubdtype(actions.dtype, np.integer):
-            raise ValueError(f"GenerativeModel: states, actions: expected 1-D integer arrays, got shapes "
+            raise InputError(f"GenerativeModel: states, actions: expected 1-D integer arrays, got shapes "
                              f"{states.shape} and {actions.shape}")
         if states.size and (states.min() < 0 or states.max() >= self.n_states or actions.min() < 0
                             or actions.max() >= self.n_actions):
-            raise ValueError(f"GenerativeModel: states must lie in [0, {self.n_states}) and actions in "
-                             f"[0, {self.n_actions}), got states in [{states.min()}, {states.max()}], "
+            raise InputError(f"GenerativeModel: states, actions: expected states in [0, {self.n_states}) and actions "
+                             f"in [0, {self.n_actions}), got states in [{states.min()}, {states.max()}], "
                              f"actions in [{actions.min()}, {actions.max()}]")
         return self.__kernel[states, actions]
 
@@ -142,7 +144,7 @@ class GenerativeModel:
         pvals = self._rows(states, actions)
         n = np.broadcast_to(np.asarray(n, dtype=np.int64), pvals.shape[:1])
         if (n < 0).any():
-            raise ValueError(f"GenerativeModel: n: expected sample sizes >= 0, got min {n.min()}")
+            raise InputError(f"GenerativeModel: n: expected sample sizes >= 0, got min {n.min()}")
         self.samples_used += int(n.sum())
         return self._rng.multinomial(n, pvals)
 
@@ -306,7 +308,7 @@ class SupportOracle:
 
     def __init__(self, uncertainty=None):
         if uncertainty is not None and not callable(getattr(uncertainty, "_support", None)):
-            raise ValueError(f"{type(self).__name__}: uncertainty: expected an uncertainty set (Contamination, "
+            raise TypeError(f"{type(self).__name__}: uncertainty: expected an uncertainty set (Contamination, "
                              f"LpBall, KLBall, ChiSquareBall), got {type(uncertainty).__name__}")
         self.uncertainty = uncertainty
 
@@ -327,13 +329,14 @@ class SupportOracle:
     def _prepare(self, s_a_batch, V, budget):
         name = type(self).__name__
         if self.uncertainty is None:
-            raise ValueError(f"{name}: no uncertainty set: construct it with uncertainty=... or call bind(...)")
+            raise InputError(f"{name}: uncertainty: expected an uncertainty set (construct the oracle with "
+                             f"uncertainty=... or call bind(...)), got None (no uncertainty set)")
         if not hasattr(s_a_batch, "draw"):
-            raise ValueError(f"{name}.estimate: s_a_batch: expected a SampleBatch (gen_model.batch()), "
+            raise TypeError(f"{name}.estimate: s_a_batch: expected a SampleBatch (gen_model.batch()), "
                              f"got {type(s_a_batch).__name__}")
         V = np.asarray(V, dtype=float)
         if V.ndim not in (1, 2) or V.shape[-1] != s_a_batch.n_states or not np.all(np.isfinite(V)):
-            raise ValueError(f"{name}.estimate: V: expected finite values of shape (S,) or (F, S) with "
+            raise InputError(f"{name}.estimate: V: expected finite values of shape (S,) or (F, S) with "
                              f"S = {s_a_batch.n_states}, got shape {V.shape}")
         _check_number(f"{name}.estimate", "budget", budget, low=0, low_open=True)
         return V
@@ -387,7 +390,7 @@ class KOrderMLMC(SupportOracle):
         """Base size n0 = budget / cost_factor (randomly rounded, >= 1): the expected samples equal the budget."""
         V = self._prepare(s_a_batch, V, budget)
         if not isinstance(rng, np.random.Generator):
-            raise ValueError(f"{type(self).__name__}.estimate: rng: expected a numpy Generator, got {type(rng).__name__}")
+            raise TypeError(f"{type(self).__name__}.estimate: rng: expected a numpy Generator, got {type(rng).__name__}")
         n0 = budget / self.cost_factor
         base = np.maximum(1, np.floor(n0) + (rng.random(s_a_batch.size) < n0 - np.floor(n0))).astype(np.int64)
         out = mlmc_estimate(lambda rows, n: s_a_batch.draw(n, rows), self._functional, V, base=base,

@@ -1,29 +1,35 @@
 """Training SAISA, LLaVA and NAEViT-LLaVA models (:mod:`icml26.models.saisa`) with HF ``Trainer``.
 
-The paper's recipe (spec ``saisa.md`` section 2; the official training code is unreleased, so the
-stage-1 sharing is a reconstruction):
+The paper's recipe (SAISA, arXiv 2502.02458, its experimental setup: "the same configuration as
+LLaVA-1.5"; the official training code is unreleased):
 
 - **stage 1, alignment**: LLM and vision tower frozen; only the projector learns, on captions.
-  For ``"saisa"`` a single *shared* projector feeds every layer (``config.share_projectors``);
-- **stage 2, instruction tuning**: every layer's projector starts as a copy of the shared one
+  Reconstruction: for ``"saisa"`` a single *shared* projector feeds every layer
+  (``config.share_projectors``), the paper's "shared MLP pre-training" as its reviewers describe it;
+- **stage 2, instruction tuning**: Reconstruction: every layer's projector starts as a copy of the shared one
   (:meth:`~icml26.models.saisa.SaisaForConditionalGeneration.untie_projectors`) and learns with the
   LLM (fully, or through peft LoRA adapters); the vision tower stays frozen.
 
-Each stage is one plain :class:`transformers.Trainer` run, so ``accelerate launch`` scales it.
+Each stage is one plain :class:`transformers.Trainer` run, so ``accelerate launch`` scales it, and
+reports its optimizer steps as an :mod:`icml26.progress` phase (``stage 2  120/300``).
 :class:`SaisaDataCollator` turns ``{image, prefix, prompt, answer}`` examples into model inputs;
 :func:`train_language_model` is the text-only "stage 0" used when no pretrained LLM is at hand.
 
 Example::
 
     collator = SaisaDataCollator(tokenizer, model.config.image_token_id, model.n_visual)
-    model, logs = train_saisa(model, captions, qa_mix, collator, SaisaTrainingConfig(), "out/")
+    result = train_saisa(model, captions, qa_mix, collator, SaisaTrainingConfig(), "out/")
+    model, logs = result  # or result.model, result.log_history
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+
+from icml26.errors import check_finite, described, input_error
+from icml26.utils import IGNORE_INDEX
 
 if TYPE_CHECKING:
     import torch
@@ -32,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = [
     "PAPER_STAGE1_LR",
     "PAPER_STAGE2_LR",
+    "IGNORE_INDEX",
     "SaisaDataCollator",
     "SaisaTrainingConfig",
     "SaisaTrainingOutput",
@@ -42,7 +49,6 @@ __all__ = [
 #: LLaVA-1.5's learning rates, which the paper keeps (7B scale, global batch 256 / 128).
 PAPER_STAGE1_LR = 1e-3
 PAPER_STAGE2_LR = 2e-5
-IGNORE_INDEX = -100
 
 
 # ---------------------------------------------------------------------------------------------
@@ -53,7 +59,7 @@ class SaisaDataCollator:
     """Collate ``{image, prefix, prompt, answer}`` examples into SAISA model inputs.
 
     Each example becomes ``prefix tokens + n_visual image placeholders + prompt tokens + answer
-    tokens (+ eos)``; ``labels`` are ``-100`` everywhere except on the answer (and eos), so the loss
+    tokens (+ eos)``; ``labels`` are ``IGNORE_INDEX`` (-100) everywhere except on the answer (and eos), so the loss
     is on the answer only. Returns ``input_ids``, ``attention_mask``, ``labels`` (unless
     ``include_answer=False``, which stops after the prompt: generation inputs) and ``pixel_values``
     (the examples' images stacked, after ``image_transform`` if given).
@@ -87,13 +93,15 @@ class SaisaDataCollator:
 
     def __post_init__(self) -> None:
         if self.padding_side not in ("left", "right"):
-            raise ValueError(f"SaisaDataCollator: padding_side must be 'left' or 'right', got {self.padding_side!r}")
+            raise input_error("SaisaDataCollator", "padding_side", "'left' or 'right'", self.padding_side)
         if isinstance(self.n_visual, bool) or not isinstance(self.n_visual, int) or self.n_visual < 1:
-            raise ValueError(f"SaisaDataCollator: n_visual must be a positive int, got {self.n_visual!r}")
+            raise input_error("SaisaDataCollator", "n_visual", "a positive int", self.n_visual)
         if getattr(self.tokenizer, "pad_token_id", None) is None:
-            raise ValueError("SaisaDataCollator: the tokenizer has no pad token (set tokenizer.pad_token)")
+            raise input_error("SaisaDataCollator", "tokenizer", "a tokenizer with a pad token (set tokenizer.pad_token)",
+                              described("pad_token_id None"))
         if self.add_eos and self.include_answer and getattr(self.tokenizer, "eos_token_id", None) is None:
-            raise ValueError("SaisaDataCollator: add_eos=True but the tokenizer has no eos token")
+            raise input_error("SaisaDataCollator", "tokenizer", "a tokenizer with an eos token (add_eos=True)",
+                              described("eos_token_id None"))
 
     def _encode(self, text: str) -> list[int]:
         ids = self._cache.get(text)
@@ -111,7 +119,7 @@ class SaisaDataCollator:
                            f"(its fields: {sorted(example)}); set the collator's *_field arguments to map yours")
         value = example[name]
         if value is None:
-            raise ValueError(f"SaisaDataCollator: example {index}: field {name!r} is None")
+            raise input_error("SaisaDataCollator", f"example {index}: field {name!r}", "a value", None)
         return value
 
     def _text(self, example: Any, index: int, name: str) -> list[int]:
@@ -126,7 +134,7 @@ class SaisaDataCollator:
         import torch
 
         if len(examples) == 0:
-            raise ValueError("SaisaDataCollator: got an empty batch")
+            raise input_error("SaisaDataCollator", "examples", "at least one example", described("an empty batch"))
         sequences, label_rows, images = [], [], []
         image_slots = [self.image_token_id] * self.n_visual
         eos = [self.tokenizer.eos_token_id] if self.add_eos else []
@@ -135,7 +143,8 @@ class SaisaDataCollator:
             prompt = self._text(example, i, self.prompt_field)
             answer = self._text(example, i, self.answer_field) + eos if self.include_answer else []
             if self.include_answer and not answer:
-                raise ValueError(f"SaisaDataCollator: example {i}: field {self.answer_field!r} encodes to no tokens")
+                raise input_error("SaisaDataCollator", f"example {i}: field {self.answer_field!r}",
+                                  "text that encodes to at least one token", described("no tokens"))
             image = self._field(example, i, self.image_field)
             if self.image_transform is not None:
                 image = self.image_transform(image)
@@ -145,11 +154,11 @@ class SaisaDataCollator:
             sequences.append(head + answer)
             label_rows.append([IGNORE_INDEX] * len(head) + answer)
             if self.max_length is not None and len(sequences[-1]) > self.max_length:
-                raise ValueError(f"SaisaDataCollator: example {i} is {len(sequences[-1])} tokens long, over "
-                                 f"max_length={self.max_length}")
+                raise input_error("SaisaDataCollator", f"example {i}", f"at most max_length={self.max_length} tokens",
+                                  described(f"{len(sequences[-1])} tokens"))
         shapes = {tuple(im.shape) for im in images}
         if len(shapes) > 1:
-            raise ValueError(f"SaisaDataCollator: images of one batch must share a shape, got {sorted(shapes)}")
+            raise input_error("SaisaDataCollator", "images", "one shape for every image of a batch", sorted(shapes))
 
         width = max(len(s) for s in sequences)
         pad = self.tokenizer.pad_token_id
@@ -177,6 +186,9 @@ class SaisaTrainingConfig:
     The defaults suit the tiny CPU models of the Digits-VQA experiment (a few hundred steps; a
     fresh tiny LLM wants larger rates than a pretrained 7B). :meth:`paper` gives the paper's
     (LLaVA-1.5's) 7B recipe. A ``*_steps`` of ``None`` means one epoch; ``0`` skips the stage.
+    The LoRA switches of stage 2 are spelled as TRL's ``ModelConfig`` (``use_peft``, ``lora_r``,
+    ``lora_alpha``, ``lora_dropout``, ``lora_target_modules``); :func:`train_saisa` also takes a
+    ready ``peft_config``.
     """
 
     stage0_steps: int | None = 200
@@ -193,7 +205,7 @@ class SaisaTrainingConfig:
     warmup_ratio: float = 0.03
     weight_decay: float = 0.0
     max_grad_norm: float = 1.0
-    use_lora: bool = False  # stage 2: train the LLM through LoRA adapters (merged back afterwards)
+    use_peft: bool = False  # stage 2: train the LLM through LoRA adapters (merged back afterwards)
     lora_r: int = 8
     lora_alpha: int = 16
     lora_dropout: float = 0.0
@@ -212,16 +224,15 @@ class SaisaTrainingConfig:
         for name in ("stage0_steps", "stage1_steps", "stage2_steps"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-                raise ValueError(f"SaisaTrainingConfig.{name} must be None (one epoch) or an int >= 0, got {value!r}")
+                raise input_error("SaisaTrainingConfig", name, "None (one epoch) or an int >= 0", value)
         for name in ("batch_size", "gradient_accumulation_steps", "logging_steps", "lora_r"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"SaisaTrainingConfig.{name} must be a positive int, got {value!r}")
-        if not 0.0 <= self.warmup_ratio < 1.0:
-            raise ValueError(f"SaisaTrainingConfig.warmup_ratio must be in [0, 1), got {self.warmup_ratio!r}")
+                raise input_error("SaisaTrainingConfig", name, "a positive int", value)
+        if not 0.0 <= check_finite("SaisaTrainingConfig", "warmup_ratio", self.warmup_ratio) < 1.0:
+            raise input_error("SaisaTrainingConfig", "warmup_ratio", "a number in [0, 1)", self.warmup_ratio)
         for name in ("stage0_learning_rate", "stage1_learning_rate", "stage2_learning_rate"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"SaisaTrainingConfig.{name} must be > 0, got {getattr(self, name)!r}")
+            check_finite("SaisaTrainingConfig", name, getattr(self, name), positive=True)
         self.lora_target_modules = tuple(self.lora_target_modules)
 
     @classmethod
@@ -241,7 +252,7 @@ class SaisaTrainingConfig:
         from transformers import TrainingArguments
 
         if stage not in (0, 1, 2):
-            raise ValueError(f"stage must be 0, 1 or 2, got {stage!r}")
+            raise input_error("SaisaTrainingConfig.training_arguments", "stage", "0, 1 or 2", stage)
         steps = getattr(self, f"stage{stage}_steps")
         batch = {1: self.stage1_batch_size, 2: self.stage2_batch_size}.get(stage) or self.batch_size
         use_cpu = (not torch.cuda.is_available()) if self.use_cpu is None else self.use_cpu
@@ -272,27 +283,43 @@ class SaisaTrainingConfig:
         return TrainingArguments(**kwargs)
 
 
-class SaisaTrainingOutput(NamedTuple):
-    """What :func:`train_saisa` returns: the trained model and each stage's ``Trainer`` log history."""
+@dataclass
+class SaisaTrainingOutput:
+    """What :func:`train_saisa` and :func:`train_language_model` return: the trained model and each
+    stage's ``Trainer`` log history (``{"stage1": [...], "stage2": [...]}`` or ``{"stage0": [...]}``).
+
+    It unpacks as ``model, log_history = output``; :meth:`to_dict` gives the log histories (the
+    model is not data).
+    """
 
     model: "PreTrainedModel"
     log_history: dict[str, list[dict[str, Any]]]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter((self.model, self.log_history))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"log_history": self.log_history}
 
 
 # ---------------------------------------------------------------------------------------------
 # Training
 # ---------------------------------------------------------------------------------------------
-def _run_stage(model, dataset, collator, config: SaisaTrainingConfig, stage: int, output_dir) -> list[dict[str, Any]]:
-    """One ``Trainer`` run; returns its log history (loss curve)."""
+def _run_stage(model, dataset, collator, config: SaisaTrainingConfig, stage: int, output_dir,
+               phase_prefix: str = "") -> list[dict[str, Any]]:
+    """One ``Trainer`` run, reported as phase ``f"{phase_prefix}stage {stage}"``; returns its log history."""
     from pathlib import Path
 
     from transformers import Trainer
     from transformers.trainer_callback import PrinterCallback
 
+    from icml26.progress import trainer_callback
+
     stage_dir = Path(output_dir) / f"stage{stage}"
     stage_dir.mkdir(parents=True, exist_ok=True)
     args = config.training_arguments(stage, str(stage_dir))
-    trainer = Trainer(model=model, args=args, train_dataset=dataset, data_collator=collator)
+    trainer = Trainer(model=model, args=args, train_dataset=dataset, data_collator=collator,
+                      callbacks=[trainer_callback(f"{phase_prefix}stage {stage}")])
     if args.disable_tqdm and not config.print_logs:
         trainer.remove_callback(PrinterCallback)
     trainer.train()
@@ -301,22 +328,27 @@ def _run_stage(model, dataset, collator, config: SaisaTrainingConfig, stage: int
 
 def _check_dataset(dataset, name: str) -> None:
     if dataset is None or len(dataset) == 0:
-        raise ValueError(f"train_saisa: {name} is empty; pass examples or set its steps to 0")
+        raise input_error("train_saisa", name, "examples (or set the stage's steps to 0)", described("an empty dataset"))
 
 
 def train_saisa(model, stage1_dataset, stage2_dataset, collator, config: SaisaTrainingConfig | None = None,
-                output_dir: str = "saisa-training") -> SaisaTrainingOutput:
+                output_dir: str = "saisa-training", *, peft_config=None, phase_prefix: str = "") -> SaisaTrainingOutput:
     """Two-stage training of a :class:`~icml26.models.saisa.SaisaForConditionalGeneration`.
 
     Stage 1 (``config.stage1_steps``, skipped when 0) trains only the projector on
     ``stage1_dataset`` with the LLM and vision tower frozen; a ``"saisa"`` model shares projector 0
     across layers for it. Stage 2 (``config.stage2_steps``, skipped when 0) unties the projectors
     (``"saisa"``: every layer's projector becomes a copy of projector 0, also when stage 1 was
-    skipped) and trains them with the LLM (fully, or LoRA with ``config.use_lora``: adapters
+    skipped) and trains them with the LLM (fully, or LoRA with ``config.use_peft``: adapters
     merged into the weights at the end) on ``stage2_dataset``. The vision tower is never trained.
 
-    Returns ``(model, {"stage1": log_history, "stage2": log_history})``; the model is modified in
-    place (and returned, un-wrapped, after LoRA), left in eval mode with every parameter frozen.
+    LoRA: ``config.use_peft`` builds a ``peft.LoraConfig`` from the ``lora_*`` fields with adapters
+    only inside the LLM; a ``peft_config`` given here (as to TRL's trainers) is used as it is and
+    implies LoRA. ``phase_prefix`` names the progress phases (``f"{phase_prefix}stage 2"``).
+
+    Returns a :class:`SaisaTrainingOutput` (``model, logs = train_saisa(...)`` unpacks it) with
+    ``{"stage1": log_history, "stage2": log_history}``; the model is modified in place (and
+    returned, un-wrapped, after LoRA), left in eval mode with every parameter frozen.
     """
     config = config or SaisaTrainingConfig()
     arch = getattr(model.config, "architecture", None)
@@ -337,7 +369,7 @@ def train_saisa(model, stage1_dataset, stage2_dataset, collator, config: SaisaTr
         for p in model.projectors[0].parameters():
             p.requires_grad_(True)
         model.train()
-        history["stage1"] = _run_stage(model, stage1_dataset, collator, config, 1, output_dir)
+        history["stage1"] = _run_stage(model, stage1_dataset, collator, config, 1, output_dir, phase_prefix)
 
     if config.stage2_steps != 0:
         _check_dataset(stage2_dataset, "stage2_dataset")
@@ -347,22 +379,24 @@ def train_saisa(model, stage1_dataset, stage2_dataset, collator, config: SaisaTr
         for p in model.projectors.parameters():
             p.requires_grad_(True)
         target = model
-        if config.use_lora:
+        use_peft = config.use_peft or peft_config is not None
+        if use_peft:
             from peft import LoraConfig, get_peft_model
 
-            # adapters only inside the LLM (never the projectors or the vision tower)
-            pattern = r"language_model\..*\.(" + "|".join(config.lora_target_modules) + r")"
-            lora = LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
-                              target_modules=pattern, bias="none")
-            target = get_peft_model(model, lora)
+            if peft_config is None:
+                # adapters only inside the LLM (never the projectors or the vision tower)
+                pattern = r"language_model\..*\.(" + "|".join(config.lora_target_modules) + r")"
+                peft_config = LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha,
+                                         lora_dropout=config.lora_dropout, target_modules=pattern, bias="none")
+            target = get_peft_model(model, peft_config)
             for p in model.projectors.parameters():  # get_peft_model froze everything but the adapters
                 p.requires_grad_(True)
         else:
             for p in model.language_model.parameters():
                 p.requires_grad_(True)
         target.train()
-        history["stage2"] = _run_stage(target, stage2_dataset, collator, config, 2, output_dir)
-        if config.use_lora:
+        history["stage2"] = _run_stage(target, stage2_dataset, collator, config, 2, output_dir, phase_prefix)
+        if use_peft:
             model = target.merge_and_unload()
 
     freeze_all()
@@ -393,25 +427,28 @@ class _TextCollator:
 
 
 def train_language_model(model, text_dataset, tokenizer, config: SaisaTrainingConfig | None = None,
-                         output_dir: str = "saisa-training", *, text_field: str = "text") -> tuple[Any, list[dict]]:
+                         output_dir: str = "saisa-training", *, text_field: str = "text",
+                         phase_prefix: str = "") -> SaisaTrainingOutput:
     """Stage 0: next-token pre-training of a causal LM on ``text_dataset[text_field]`` (eos appended).
 
     For when no pretrained LLM is available (offline tiny models): ``config.stage0_steps`` steps
     at ``config.stage0_learning_rate``, batch ``config.batch_size``, loss on every real token.
-    Texts are tokenised batch by batch. Returns ``(model, log_history)``; the model is left in
-    eval mode.
+    Texts are tokenised batch by batch. Returns a :class:`SaisaTrainingOutput` with
+    ``{"stage0": log_history}``; the model is left in eval mode.
     """
     config = config or SaisaTrainingConfig()
     if text_field not in text_dataset.column_names:
         raise KeyError(f"train_language_model: the dataset has no {text_field!r} column "
                        f"(columns: {text_dataset.column_names})")
     if tokenizer.eos_token_id is None or tokenizer.pad_token_id is None:
-        raise ValueError("train_language_model: the tokenizer needs an eos and a pad token")
+        raise input_error("train_language_model", "tokenizer", "a tokenizer with an eos and a pad token",
+                          described(f"eos_token_id {tokenizer.eos_token_id}, pad_token_id {tokenizer.pad_token_id}"))
     for p in model.parameters():
         p.requires_grad_(True)
     model.train()
     history = []
     if config.stage0_steps != 0:
-        history = _run_stage(model, text_dataset, _TextCollator(tokenizer, text_field), config, 0, output_dir)
+        history = _run_stage(model, text_dataset, _TextCollator(tokenizer, text_field), config, 0, output_dir,
+                             phase_prefix)
     model.eval()
-    return model, history
+    return SaisaTrainingOutput(model, {"stage0": history})

@@ -1,5 +1,8 @@
 """``icml26 bench saisa``: prefill latency and peak memory of SAISA, LLaVA and NAEViT-LLaVA.
 
+SAISA (arXiv 2502.02458) claims about a third of LLaVA-1.5's prefill FLOPs; this measures what
+that buys in time and memory at CLIP-L/336's 576 visual tokens.
+
 The three architectures share one random backbone (same weights) and get the same 576 visual
 features (CLIP-L/336-sized, d_v = 1024) after a short text prefix, then ``n_text`` text tokens.
 CPU (always): a small Llama backbone (hidden 256, 4 layers), fp32. GPU (when present): a
@@ -37,13 +40,15 @@ def _models(size: dict, device, dtype, seed: int):
 
     text = dict(size["text"])
     text_config = AutoConfig.for_model(text.pop("model_type"), **text)
-    torch.manual_seed(seed)
-    llm = AutoModelForCausalLM.from_config(text_config).to(device=device, dtype=dtype).eval()
-    vision = SaisaPatchEncoder(SaisaPatchEncoderConfig(hidden_size=size["vision_dim"], image_size=24, patch_size=1))
-    models = {}
-    for arch in ARCHS:  # the same backbone object: identical weights, only the wiring differs
-        torch.manual_seed(seed + 1)
-        models[arch] = SaisaForConditionalGeneration.from_text_model(llm, vision, architecture=arch).eval()
+    with torch.random.fork_rng():  # seeded initialisation that leaves the caller's global RNG alone
+        torch.manual_seed(seed)
+        llm = AutoModelForCausalLM.from_config(text_config).to(device=device, dtype=dtype).eval()
+        vision = SaisaPatchEncoder(SaisaPatchEncoderConfig(hidden_size=size["vision_dim"], image_size=24,
+                                                           patch_size=1))
+        models = {}
+        for arch in ARCHS:  # the same backbone object: identical weights, only the wiring differs
+            torch.manual_seed(seed + 1)
+            models[arch] = SaisaForConditionalGeneration.from_text_model(llm, vision, architecture=arch).eval()
     return models
 
 

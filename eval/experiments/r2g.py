@@ -1,22 +1,45 @@
-"""R2G on modular addition: cross-entropy vs R2G vs Grokfast-EMA at equal steps (spec ``r2g.md`` 5-6).
+"""R2G on modular addition: cross-entropy vs R2G vs Grokfast-EMA at equal steps.
+
+The paper (R2G, ICLR 2026 submission #10469, OpenReview ``yiSic9R2r8``, its modular-addition
+experiments) reports the share of seeds that grok at P=500; Grokfast (arXiv 2405.20233) is the
+gradient-filter baseline its reviewers asked for. Reconstruction: a scaled-down comparison at equal
+steps on a small prime, read before any arm has grokked.
 
 Setup: ``a + b mod 31``, half of the 961 pairs for training (seeded split), the 1-layer d=64
-GPT-2-style decoder of :func:`icml26.eval.grokking.small_decoder`, full-batch AdamW (lr 1e-3,
+GPT-2-style decoder of :func:`icml26.eval.tasks.grokking.small_decoder`, full-batch AdamW (lr 1e-3,
 weight decay 1, betas 0.9/0.98). Arms: plain cross-entropy, R2G (Euclidean, mean over pairs,
 alpha 0.08, operand positions), Grokfast-EMA (alpha 0.98, lambda 2, same AdamW) and, in full mode,
-the angular R2G. The arms train in :func:`~icml26.eval.grokking.train_grokking` (a full-batch loop
+the angular R2G. The arms train in :func:`~icml26.eval.tasks.grokking.train_grokking` (a full-batch loop
 around the same ``R2GLoss`` the trainers use), one process per arm on CPU.
 
 Quick mode: 1500 steps, 1 seed (about a minute on 2 cores). Full mode: up to 20k steps per arm,
-3 seeds, stopping an arm once it is past the 1500-step budget and at 95% test accuracy.
+3 seeds, stopping an arm once it is past the 1500-step budget and at 95% test accuracy. Sizes live
+in :data:`SETTINGS` (tests shrink them with ``dataclasses.replace``).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
 
 from icml26.eval.parallel import map_jobs
 from icml26.registry import experiment
 
 P, TRAIN_FRACTION, BUDGET, FULL_STEPS, TARGET = 31, 0.5, 1500, 20_000, 0.95
+
+
+@dataclass(frozen=True)
+class R2GSettings:
+    """Sizes of one mode. ``steps``: optimizer steps per arm; ``budget``: the step the claims are read
+    at (at most ``steps``); ``early_stop``: an arm stops once past ``budget`` and at 95% test accuracy."""
+
+    steps: int
+    budget: int
+    arms: tuple[str, ...]
+    eval_every: int
+    early_stop: bool
+
+
 ARMS = {
     "cross-entropy": {},
     "R2G": {"r2g": {"alpha": 0.08, "distance": "euclidean", "reduction": "mean"}},
@@ -24,6 +47,11 @@ ARMS = {
     "R2G-angular": {"r2g": {"alpha": 0.08, "distance": "angular", "reduction": "mean"}},
 }
 COLORS = {"cross-entropy": "tab:gray", "R2G": "tab:red", "Grokfast-EMA": "tab:blue", "R2G-angular": "tab:purple"}
+SETTINGS = {
+    "quick": R2GSettings(steps=BUDGET, budget=BUDGET, arms=("cross-entropy", "R2G", "Grokfast-EMA"), eval_every=50,
+                         early_stop=False),
+    "full": R2GSettings(steps=FULL_STEPS, budget=BUDGET, arms=tuple(ARMS), eval_every=100, early_stop=True),
+}
 
 
 def _train_arm(job: tuple) -> tuple[str, int, dict]:
@@ -32,19 +60,14 @@ def _train_arm(job: tuple) -> tuple[str, int, dict]:
 
     if str(device) == "cpu":
         torch.set_num_threads(1)  # one process per arm: threads would only fight over the cores
-    from icml26.eval.grokking import modular_dataset, small_decoder, train_grokking
+    from icml26.eval.tasks.grokking import modular_dataset, small_decoder, train_grokking
 
     data = modular_dataset(P, "add", TRAIN_FRACTION, seed=seed)
     model = small_decoder(P, seed=seed)
     history = train_grokking(model, data, steps=steps, eval_every=eval_every, stop_at=stop_at,
-                             min_steps=min_steps, seed=seed, device=device, **ARMS[arm])
+                             min_steps=min_steps, seed=seed, device=device, phase_name=f"{arm}, seed {seed}",
+                             **ARMS[arm])
     return arm, seed, history
-
-
-def _at(history: dict, key: str, step: int) -> float:
-    """``history[key]`` at the last measurement at or before ``step``."""
-    index = max(i for i, s in enumerate(history["step"]) if s <= step)
-    return history[key][index]
 
 
 def _median(values):
@@ -62,8 +85,8 @@ def _figures(results: dict, arms: list[str]):
     acc, ax = plt.subplots(figsize=(7, 4))
     for arm in arms:
         for i, (seed, h) in enumerate(sorted(results[arm].items())):
-            ax.plot(h["step"], h["test_acc"], color=COLORS[arm], label=f"{arm} test" if i == 0 else None)
-            ax.plot(h["step"], h["train_acc"], color=COLORS[arm], ls=":", alpha=0.6,
+            ax.plot(h.step, h.test_acc, color=COLORS[arm], label=f"{arm} test" if i == 0 else None)
+            ax.plot(h.step, h.train_acc, color=COLORS[arm], ls=":", alpha=0.6,
                     label=f"{arm} train" if i == 0 else None)
     ax.axhline(TARGET, color="k", lw=0.5)
     ax.set(xlabel="step", ylabel="accuracy", title=f"a + b mod {P}, train fraction {TRAIN_FRACTION}", ylim=(0, 1.02))
@@ -72,7 +95,7 @@ def _figures(results: dict, arms: list[str]):
     for arm in arms:
         for i, (seed, h) in enumerate(sorted(results[arm].items())):
             for a, key in zip(axes, ("angular_dist", "v_norm", "fourier_gini")):
-                a.plot(h["step"], h[key], color=COLORS[arm], label=arm if i == 0 else None)
+                a.plot(h.step, getattr(h, key), color=COLORS[arm], label=arm if i == 0 else None)
     for a, title in zip(axes, ("mean pairwise cosine distance of operand V", "mean ||V|| of operands",
                                "Fourier Gini of token embeddings")):
         a.set(xlabel="step", title=title)
@@ -81,39 +104,36 @@ def _figures(results: dict, arms: list[str]):
     return {"accuracy_curves": acc, "geometry": geo}
 
 
-def run_experiment(config, *, steps: int | None = None, budget: int = BUDGET, arms: list[str] | None = None,
-                   eval_every: int | None = None):
-    """The experiment with its sizes exposed (``run`` uses the defaults of ``config.mode``)."""
+def run_experiment(config, settings: R2GSettings | None = None):
+    """The experiment with its sizes exposed (``run`` uses :data:`SETTINGS` of ``config.mode``)."""
     import json
     import math
 
-    from icml26.eval.grokking import steps_to
+    from icml26.eval.tasks.grokking import steps_to
     from icml26.results import Claim, Result, to_jsonable
 
+    s = settings or SETTINGS[config.mode]
     full = not config.quick
-    steps = steps or (FULL_STEPS if full else BUDGET)
-    budget = min(budget, steps)
-    arms = arms or (list(ARMS) if full else ["cross-entropy", "R2G", "Grokfast-EMA"])
-    eval_every = eval_every or (100 if full else 50)
+    steps, budget, arms, eval_every = s.steps, min(s.budget, s.steps), list(s.arms), s.eval_every
     device = config.torch_device()
-    jobs = [(arm, seed, steps, TARGET if full else None, budget, str(device), eval_every)
+    jobs = [(arm, seed, steps, TARGET if s.early_stop else None, budget, str(device), eval_every)
             for seed in config.seeds for arm in arms]
-    results: dict[str, dict[int, dict]] = {arm: {} for arm in arms}
-    for arm, seed, history in map_jobs(_train_arm, jobs, device):
+    results: dict[str, dict[int, Any]] = {arm: {} for arm in arms}
+    for arm, seed, history in map_jobs(_train_arm, jobs, device, phase_name="arms"):
         results[arm][seed] = history
 
     rows, summary = [], {}
     for arm in arms:
         per_seed = {}
         for seed, h in sorted(results[arm].items()):
-            reached = steps_to(h["step"], h["test_acc"], TARGET)
+            reached = steps_to(h.step, h.test_acc, TARGET)
             per_seed[seed] = {
-                "test_acc_budget": _at(h, "test_acc", budget), "train_acc_budget": _at(h, "train_acc", budget),
-                "angular_dist_budget": _at(h, "angular_dist", budget), "v_norm_budget": _at(h, "v_norm", budget),
-                "fourier_gini_budget": _at(h, "fourier_gini", budget), "r2g_term_budget": _at(h, "r2g_term", budget),
-                "test_acc_final": h["test_acc"][-1],
-                "steps_trained": h["step"][-1], "steps_to_95": math.inf if reached is None else reached,
-                "seconds": h["seconds"]}
+                "test_acc_budget": h.at("test_acc", budget), "train_acc_budget": h.at("train_acc", budget),
+                "angular_dist_budget": h.at("angular_dist", budget), "v_norm_budget": h.at("v_norm", budget),
+                "fourier_gini_budget": h.at("fourier_gini", budget), "r2g_term_budget": h.at("r2g_term", budget),
+                "test_acc_final": h.test_acc[-1],
+                "steps_trained": h.step[-1], "steps_to_95": math.inf if reached is None else reached,
+                "seconds": h.seconds}
             rows.append({"arm": arm, "seed": seed, **{k: (None if v == math.inf else v)
                                                        for k, v in per_seed[seed].items()}})
         summary[arm] = {key: _median([r[key] for r in per_seed.values()])
@@ -123,7 +143,7 @@ def run_experiment(config, *, steps: int | None = None, budget: int = BUDGET, ar
     for arm in arms:
         for key, value in summary[arm].items():
             metrics[f"{arm}/{key}"] = None if value == math.inf else value
-    curves = {arm: {str(seed): {k: v for k, v in h.items() if k != "seconds"} for seed, h in results[arm].items()}
+    curves = {arm: {str(seed): h.curves() for seed, h in results[arm].items()}
               for arm in arms}
     config.out_dir.mkdir(parents=True, exist_ok=True)
     (config.out_dir / "curves.json").write_text(json.dumps(to_jsonable(curves)))  # NaN -> null
@@ -147,7 +167,7 @@ def run_experiment(config, *, steps: int | None = None, budget: int = BUDGET, ar
     notes = (
         f"{'Full' if full else 'Quick'} mode: {steps} full-batch AdamW steps per arm (lr 1e-3, weight decay 1, "
         f"betas 0.9/0.98), seeds {list(config.seeds)}, on {device}"
-        f"{'; an arm stops once past step ' + str(budget) + ' and at 95% test accuracy' if full else ''}. "
+        f"{'; an arm stops once past step ' + str(budget) + ' and at 95% test accuracy' if s.early_stop else ''}. "
         "Model: a 1-layer GPT-2 from GPT2Config (d=64, 4 heads, d_mlp=256, ReLU) without LayerNorm, embeddings "
         "N(0, 1/sqrt(d)), linear layers at PyTorch's default U(+-1/sqrt(fan_in)) (Nanda-style). R2G hooks the value "
         "third of the fused c_attn at the two operand positions; r2g_term is the 1/D each arm would pay (logged for "

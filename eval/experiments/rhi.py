@@ -1,6 +1,8 @@
 """Robust Halpern Iteration (RHI) reproduction: anchoring, MLMC support-function oracles, model-free RHI.
 
-Everything is generated here (no data). Claims (spec ``rhi.md`` sections 5-6):
+RHI: "Model-Free Robust Average-Reward Reinforcement Learning with Sample Complexity Analysis"
+(arXiv 2505.12462, ICML 2026), whose model-free algorithm needs O(1/eps^2) samples (up to log
+factors). Everything is generated here (no data). Claims:
 
 1. Exact Halpern on the periodic 2-state cycle: Sp(T(Q^k) - Q^k) = 1/(k+1) (at even k; 1/(k+2) at
    odd k) while plain relative value iteration stays at 1; on Garnet/KL, (k+1) x residual stays
@@ -17,29 +19,53 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from icml26.registry import experiment
 from icml26.results import Claim, Result
 
-#: Per-mode settings; tests shrink them.
-SETTINGS: dict[str, dict[str, Any]] = {
-    "quick": {"halpern_iters": 1000, "kl_delta": 0.1, "chi2_delta": 0.1, "psi": 0.6, "n_max": 2,
-              "estimator_instances": 5, "estimator_reps": 40_000, "claim_budget": 16,
-              "figure_budgets": (16, 64, 256), "orders": (1, 2, 3),
-              "garnet": (10, 3), "rhi_epsilons": (0.4, 0.2, 0.1), "rhi_seeds": 5},
-    "full": {"halpern_iters": 1000, "kl_delta": 0.1, "chi2_delta": 0.1, "psi": 0.6, "n_max": 2,
-             "estimator_instances": 5, "estimator_reps": 200_000, "claim_budget": 16,
-             "figure_budgets": (16, 32, 64, 128, 256, 512, 1024), "orders": (1, 2, 3),
-             "garnet": (10, 3), "rhi_epsilons": (0.4, 0.2, 0.1, 0.05), "rhi_seeds": 10},
+
+@dataclass(frozen=True)
+class RHISettings:
+    """Sizes of one mode: Halpern iterations, the uncertainty sets' radii, the MLMC oracles
+    (``psi``, ``n_max``, ``orders``), the estimator study (instances, Monte-Carlo repetitions,
+    budgets) and model-free RHI (``garnet`` = (states, actions), epsilons, learner seeds)."""
+
+    halpern_iters: int
+    kl_delta: float
+    chi2_delta: float
+    psi: float
+    n_max: int
+    estimator_instances: int
+    estimator_reps: int
+    claim_budget: int
+    figure_budgets: tuple[int, ...]
+    orders: tuple[int, ...]
+    garnet: tuple[int, int]
+    rhi_epsilons: tuple[float, ...]
+    rhi_seeds: int
+
+
+#: Per-mode settings; tests shrink them with ``dataclasses.replace``.
+SETTINGS = {
+    "quick": RHISettings(halpern_iters=1000, kl_delta=0.1, chi2_delta=0.1, psi=0.6, n_max=2,
+                         estimator_instances=5, estimator_reps=40_000, claim_budget=16,
+                         figure_budgets=(16, 64, 256), orders=(1, 2, 3),
+                         garnet=(10, 3), rhi_epsilons=(0.4, 0.2, 0.1), rhi_seeds=5),
+    "full": RHISettings(halpern_iters=1000, kl_delta=0.1, chi2_delta=0.1, psi=0.6, n_max=2,
+                        estimator_instances=5, estimator_reps=200_000, claim_budget=16,
+                        figure_budgets=(16, 32, 64, 128, 256, 512, 1024), orders=(1, 2, 3),
+                        garnet=(10, 3), rhi_epsilons=(0.4, 0.2, 0.1, 0.05), rhi_seeds=10),
 }
-SLOPE_RANGE = (1.7, 3.0)  # spec 6.7: the measured exponent of 1/eps the paper's 2 + o(1) allows here
+# Reconstruction: the measured exponent of 1/eps that the paper's 2 + o(1) allows at these sizes.
+SLOPE_RANGE = (1.7, 3.0)
 
 
 def _sets(s):
     from icml26.training import robust_rl as rl
 
-    return {"KL": rl.KLBall(s["kl_delta"]), "chi2": rl.ChiSquareBall(s["chi2_delta"])}
+    return {"KL": rl.KLBall(s.kl_delta), "chi2": rl.ChiSquareBall(s.chi2_delta)}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -50,13 +76,13 @@ def halpern_study(s, seed: int) -> dict[str, Any]:
 
     from icml26.training import robust_rl as rl
 
-    n = s["halpern_iters"]
+    n = s.halpern_iters
     cycle = rl.periodic_cycle()
     halpern = rl.halpern_iteration(cycle, n).residuals
     rvi = rl.relative_value_iteration(cycle, n).residuals
     k = np.arange(n + 1)
     closed = np.where(k % 2 == 0, 1 / (k + 1), 1 / (k + 2))
-    garnet_kl = rl.garnet(*s["garnet"], _sets(s)["KL"], random_state=seed)
+    garnet_kl = rl.garnet(*s.garnet, _sets(s)["KL"], seed=seed)
     garnet_halpern = rl.halpern_iteration(garnet_kl, n).residuals
     band = ((k + 1) * garnet_halpern)[10:]
     return {"k": k, "halpern": halpern, "rvi": rvi, "closed_form_error": float(np.abs(halpern - closed).max()),
@@ -80,10 +106,10 @@ def estimator_instances(n: int, seed: int):
 def estimators(s):
     from icml26.training import robust_rl as rl
 
-    out = {"plug-in": rl.PlugIn(), f"MLMC (psi={s['psi']})": rl.MLMC(s["psi"])}
-    for order in s["orders"]:
+    out = {"plug-in": rl.PlugIn(), f"MLMC (psi={s.psi})": rl.MLMC(s.psi)}
+    for order in s.orders:
         name = "truncated MLMC, K=1" if order == 1 else f"K={order} MLMC"
-        out[f"{name} (n_max={s['n_max']})"] = rl.KOrderMLMC(order, s["n_max"], s["psi"])
+        out[f"{name} (n_max={s.n_max})"] = rl.KOrderMLMC(order, s.n_max, s.psi)
     return out
 
 
@@ -105,21 +131,26 @@ def measure_estimator(uncertainty, P, V, oracle, budget: float, reps: int, seed:
 def estimator_study(s, seed: int) -> dict[str, Any]:
     import numpy as np
 
-    instances = estimator_instances(s["estimator_instances"], seed)
+    from icml26.progress import phase
+
+    instances = estimator_instances(s.estimator_instances, seed)
     rows, curves, start = [], {}, time.perf_counter()
-    for set_name, U in _sets(s).items():
-        for e_index, (e_name, oracle) in enumerate(estimators(s).items()):
-            for i, (P, V) in enumerate(instances):
-                m = measure_estimator(U, P, V, oracle, s["claim_budget"], s["estimator_reps"],
-                                      seed + 1000 * i + 100 * e_index)
-                rows.append({"set": set_name, "estimator": e_name, "instance": i, "budget": s["claim_budget"], **m})
-            curve = []
-            for budget in s["figure_budgets"]:  # instance 0 across budgets (the figure)
-                hit = [r for r in rows if (r["set"], r["estimator"], r["instance"], r["budget"]) ==
-                       (set_name, e_name, 0, budget)]
-                curve.append(hit[0] if hit else {"budget": budget, **measure_estimator(
-                    U, *instances[0], oracle, budget, s["estimator_reps"], seed + 7 + budget + 100 * e_index)})
-            curves[(set_name, e_name)] = curve
+    with phase("estimators", total=len(_sets(s)) * len(estimators(s))) as done:
+        for set_name, U in _sets(s).items():
+            for e_index, (e_name, oracle) in enumerate(estimators(s).items()):
+                for i, (P, V) in enumerate(instances):
+                    m = measure_estimator(U, P, V, oracle, s.claim_budget, s.estimator_reps,
+                                          seed + 1000 * i + 100 * e_index)
+                    rows.append({"set": set_name, "estimator": e_name, "instance": i, "budget": s.claim_budget,
+                                 **m})
+                curve = []
+                for budget in s.figure_budgets:  # instance 0 across budgets (the figure)
+                    hit = [r for r in rows if (r["set"], r["estimator"], r["instance"], r["budget"]) ==
+                           (set_name, e_name, 0, budget)]
+                    curve.append(hit[0] if hit else {"budget": budget, **measure_estimator(
+                        U, *instances[0], oracle, budget, s.estimator_reps, seed + 7 + budget + 100 * e_index)})
+                curves[(set_name, e_name)] = curve
+                done.update()
     summary = {}
     for set_name in _sets(s):
         for e_name in estimators(s):
@@ -131,9 +162,9 @@ def estimator_study(s, seed: int) -> dict[str, Any]:
                 "median_rmse": float(np.median([r["rmse"] for r in mine])),
                 "samples": float(np.mean([r["samples"] for r in mine]))}
     seconds = time.perf_counter() - start
-    drawn = s["estimator_reps"] * (sum(r["samples"] for r in rows)
+    drawn = s.estimator_reps * (sum(r["samples"] for r in rows)
                                    + sum(c["samples"] for (_, _), curve in curves.items() for c in curve
-                                         if c["budget"] != s["claim_budget"]))
+                                         if c["budget"] != s.claim_budget))
     return {"rows": rows, "curves": curves, "summary": summary, "seconds": seconds,
             "samples_per_second": drawn / max(seconds, 1e-9)}
 
@@ -144,36 +175,39 @@ def estimator_study(s, seed: int) -> dict[str, Any]:
 def rhi_study(s, seed: int) -> dict[str, Any]:
     import numpy as np
 
+    from icml26.progress import phase
     from icml26.training import robust_rl as rl
 
     runs, exact_iters, fit_seconds, samples_total = [], {}, 0.0, 0
-    for set_name, U in _sets(s).items():
-        mdp = rl.garnet(*s["garnet"], U, random_state=seed)
-        truth = mdp.solve()
-        exact = rl.halpern_iteration(mdp, s["halpern_iters"]).residuals
-        gains: dict[tuple, float] = {}
-        for eps in s["rhi_epsilons"]:
-            exact_iters[(set_name, eps)] = int(np.argmax(exact <= eps)) if (exact <= eps).any() else None
-            for i in range(s["rhi_seeds"]):
-                learner = rl.RobustHalpernIteration(U, rl.MLMC(s["psi"]), eps, delta=0.05, seed=seed + i)
-                start = time.perf_counter()
-                learner.fit(mdp.generative_model(seed=10_000 + seed + i))
-                fit_seconds += time.perf_counter() - start
-                samples_total += learner.samples_used_
-                key = tuple(learner.policy_)
-                if key not in gains:
-                    gains[key] = mdp.evaluate(learner.policy_)
-                TQ = mdp.bellman(learner.Q_)  # diagnostics from the true model, after the fact
-                runs.append({"set": set_name, "epsilon": eps, "seed": seed + i, "samples": learner.samples_used_,
-                             "iterations": learner.n_iter_, "converged": learner.converged_,
-                             "suboptimality": truth.gain - gains[key],
-                             "estimated_residual": learner.span_residual_, "margin": learner.margin_,
-                             "true_residual": float(rl.span(TQ - learner.Q_)),
-                             "estimation_error": float(np.abs(learner.operator_estimate_ - TQ).max())})
-        runs.append({"set": set_name, "g_star": truth.gain, "span_H": truth.span})
+    with phase("model-free RHI", total=len(_sets(s)) * len(s.rhi_epsilons) * s.rhi_seeds) as bar:
+        for set_name, U in _sets(s).items():
+            mdp = rl.garnet(*s.garnet, U, seed=seed)
+            truth = mdp.solve()
+            exact = rl.halpern_iteration(mdp, s.halpern_iters).residuals
+            gains: dict[tuple, float] = {}
+            for eps in s.rhi_epsilons:
+                exact_iters[(set_name, eps)] = int(np.argmax(exact <= eps)) if (exact <= eps).any() else None
+                for i in range(s.rhi_seeds):
+                    learner = rl.RobustHalpernIteration(U, rl.MLMC(s.psi), eps, delta=0.05, random_state=seed + i)
+                    start = time.perf_counter()
+                    learner.fit(mdp.generative_model(seed=10_000 + seed + i))
+                    fit_seconds += time.perf_counter() - start
+                    samples_total += learner.samples_used_
+                    key = tuple(learner.policy_)
+                    if key not in gains:
+                        gains[key] = mdp.evaluate(learner.policy_)
+                    TQ = mdp.bellman(learner.Q_)  # diagnostics from the true model, after the fact
+                    runs.append({"set": set_name, "epsilon": eps, "seed": seed + i, "samples": learner.samples_used_,
+                                 "iterations": learner.n_iter_, "converged": learner.converged_,
+                                 "suboptimality": truth.gain - gains[key],
+                                 "estimated_residual": learner.span_residual_, "margin": learner.margin_,
+                                 "true_residual": float(rl.span(TQ - learner.Q_)),
+                                 "estimation_error": float(np.abs(learner.operator_estimate_ - TQ).max())})
+                    bar.update()
+            runs.append({"set": set_name, "g_star": truth.gain, "span_H": truth.span})
     slopes = {}
     for set_name in _sets(s):
-        eps = np.array(s["rhi_epsilons"])
+        eps = np.array(s.rhi_epsilons)
         med = [np.median([r["samples"] for r in runs if r.get("epsilon") == e and r["set"] == set_name]) for e in eps]
         slopes[set_name] = float(np.polyfit(np.log(1 / eps), np.log(med), 1)[0]) if len(eps) > 1 else math.nan
     return {"runs": [r for r in runs if "epsilon" in r], "truth": [r for r in runs if "epsilon" not in r],
@@ -187,9 +221,14 @@ def rhi_study(s, seed: int) -> dict[str, Any]:
 @experiment("rhi", title="Robust Halpern Iteration: anchoring, MLMC oracles, model-free sample complexity",
             paper="rhi")
 def run(config) -> Result:
+    return run_experiment(config)
+
+
+def run_experiment(config, settings: RHISettings | None = None) -> Result:
+    """The experiment with its sizes exposed (``run`` uses :data:`SETTINGS` of ``config.mode``)."""
     import numpy as np
 
-    s = SETTINGS[config.mode]
+    s = settings or SETTINGS[config.mode]
     seed = config.seeds[0]
     result = Result()
     metrics = result.metrics
@@ -204,7 +243,7 @@ def run(config) -> Result:
     result.add_claim(Claim.close("Halpern on the periodic cycle: Sp(T(Q^k) - Q^k) = 1/(k+1) at k = 100",
                                  h["halpern"][100], 1 / 101, rtol=1e-9))
     result.add_claim(Claim.close(f"plain relative VI on the periodic cycle stays at residual 1 (min over "
-                                 f"k <= {s['halpern_iters']})", float(h["rvi"].min()), 1.0, rtol=1e-9))
+                                 f"k <= {s.halpern_iters})", float(h["rvi"].min()), 1.0, rtol=1e-9))
     result.add_claim(Claim.less("exact Halpern on Garnet/KL: (k+1) Sp(T(Q^k) - Q^k) stays in a band "
                                 "(max/min over k >= 10 below 10)", h["garnet_band_ratio"], 10.0))
 
@@ -218,27 +257,27 @@ def run(config) -> Result:
             slug = e_name.split(" (")[0].replace(" ", "_").replace(",", "").replace("=", "")
             metrics[f"{set_name}_{slug}_median_abs_bias"] = summ[(set_name, e_name)]["median_abs_bias"]
         result.add_claim(Claim.greater(f"{set_name}: plug-in estimate is optimistically biased at budget "
-                                       f"{s['claim_budget']} (median bias in standard errors > 3)",
+                                       f"{s.claim_budget} (median bias in standard errors > 3)",
                                        summ[(set_name, plug)]["median_bias_z"], 3.0))
         result.add_claim(Claim.less(f"{set_name}: MLMC |bias| < plug-in |bias| at equal expected budget "
-                                    f"{s['claim_budget']} (median over instances)",
+                                    f"{s.claim_budget} (median over instances)",
                                     summ[(set_name, mlmc)]["median_abs_bias"], summ[(set_name, plug)]["median_abs_bias"]))
         if k2 is not None:
             result.add_claim(Claim.at_most(f"{set_name}: K=2 MLMC |bias| <= K=1 (truncated) |bias| at n_max = "
-                                           f"{s['n_max']} (median over instances)",
+                                           f"{s.n_max} (median over instances)",
                                            summ[(set_name, k2)]["median_abs_bias"],
                                            summ[(set_name, k1)]["median_abs_bias"]))
     metrics["estimator_study_seconds"] = est["seconds"]
     metrics["estimator_samples_per_second"] = est["samples_per_second"]
     result.tables["estimators (median over instances)"] = [
-        {"set": set_name, "estimator": e_name, "budget": s["claim_budget"], **{k: round(v, 6) for k, v in vals.items()}}
+        {"set": set_name, "estimator": e_name, "budget": s.claim_budget, **{k: round(v, 6) for k, v in vals.items()}}
         for (set_name, e_name), vals in est["summary"].items()]
 
     # 3. model-free RHI
     rhi = rhi_study(s, seed)
     table = []
     for set_name in _sets(s):
-        for eps in s["rhi_epsilons"]:
+        for eps in s.rhi_epsilons:
             mine = [r for r in rhi["runs"] if r["set"] == set_name and r["epsilon"] == eps]
             success = float(np.mean([r["suboptimality"] <= eps for r in mine]))
             table.append({"set": set_name, "epsilon": eps, "seeds": len(mine), "success": success,
@@ -249,7 +288,7 @@ def run(config) -> Result:
                           "max true residual": max(r["true_residual"] for r in mine),
                           "max estimation error / margin": max(r["estimation_error"] / r["margin"] for r in mine),
                           "converged": sum(r["converged"] for r in mine)})
-            result.add_claim(Claim.at_least(f"model-free RHI + MLMC oracle ({set_name}, Garnet{s['garnet']}, "
+            result.add_claim(Claim.at_least(f"model-free RHI + MLMC oracle ({set_name}, Garnet{s.garnet}, "
                                             f"eps = {eps}): share of seeds with g* - g(pi) <= eps", success, 0.9))
         metrics[f"{set_name}_samples_slope"] = rhi["slopes"][set_name]
         if config.mode == "full":
@@ -266,15 +305,15 @@ def run(config) -> Result:
     result.figures = {"residual_vs_k": _residual_figure(h), "bias_vs_budget": _bias_figure(est, s),
                       "samples_vs_inverse_epsilon": _samples_figure(rhi, s)}
     result.notes = (
-        f"Mode {config.mode}; base seed {seed} (instances), learner seeds {seed}..{seed + s['rhi_seeds'] - 1}. "
+        f"Mode {config.mode}; base seed {seed} (instances), learner seeds {seed}..{seed + s.rhi_seeds - 1}. "
         "Halpern uses b_k = k/(k+2): on the periodic cycle the residual is exactly 1/(k+1) at even k and "
-        "1/(k+2) at odd k (the claims test the spec's k = 10, 100). "
-        f"Estimator study: {s['estimator_reps']:,} Monte-Carlo repetitions per (estimator, instance), budget = "
+        "1/(k+2) at odd k (the claims test k = 10, 100). "
+        f"Estimator study: {s.estimator_reps:,} Monte-Carlo repetitions per (estimator, instance), budget = "
         "expected samples per estimate; MLMC oracles use a base sample size n0 = budget / cost_factor (n0 = 1 is "
         "the textbook Blanchet-Glynn estimator). The K-order MLMC is a RECONSTRUCTION (Richardson-extrapolated "
         "levels in truncated MLMC); the paper's v3 definition was not reachable. "
-        f"RHI: Garnet{s['garnet']} with KL(delta={s['kl_delta']}) and chi-square(delta={s['chi2_delta']}) sets, "
-        "MLMC(psi) oracle, the spec's schedule m_k = alpha_k c_k Sp(h_k - h_(k-1))^2 / eps^2 with a union bound over "
+        f"RHI: Garnet{s.garnet} with KL(delta={s.kl_delta}) and chi-square(delta={s.chi2_delta}) sets, "
+        "MLMC(psi) oracle, the batch schedule m_k = alpha_k c_k Sp(h_k - h_(k-1))^2 / eps^2 with a union bound over "
         "k, stop when the estimated residual + 2 x (Azuma margin) <= eps (estimated quantities only; for MLMC the "
         "margin is a nominal sub-Gaussian bound, so 'max estimation error / margin' is reported). Suboptimality "
         "uses the exact robust evaluator. "
@@ -332,12 +371,12 @@ def _samples_figure(rhi, s):
     ax = fig.add_subplot()
     for set_name in _sets(s):
         mine = [r for r in rhi["runs"] if r["set"] == set_name]
-        eps = np.array(s["rhi_epsilons"])
+        eps = np.array(s.rhi_epsilons)
         med = [np.median([r["samples"] for r in mine if r["epsilon"] == e]) for e in eps]
         line, = ax.loglog(1 / eps, med, marker="o", label=f"{set_name}: median (slope {rhi['slopes'][set_name]:.2f})")
         ax.scatter([1 / r["epsilon"] for r in mine], [r["samples"] for r in mine], s=10, alpha=0.4,
                    color=line.get_color(), label=f"{set_name}: seeds")
-    eps = np.array(s["rhi_epsilons"])
+    eps = np.array(s.rhi_epsilons)
     ref = np.median([r["samples"] for r in rhi["runs"] if r["epsilon"] == eps.max()])
     ax.loglog(1 / eps, ref * (eps.max() / eps) ** 2, "k:", label="slope 2")
     ax.set_xlabel("1 / epsilon")

@@ -1,6 +1,8 @@
-"""SAISA vs LLaVA vs NAEViT-LLaVA on Digits-VQA: accuracy at equal steps, and prefill cost (spec ``saisa.md``).
+"""SAISA vs LLaVA vs NAEViT-LLaVA on Digits-VQA: accuracy at equal steps, and prefill cost.
 
-Setup (spec section 5): one tiny Llama backbone (hidden 64, 4 layers, 4 query / 2 KV heads,
+SAISA (arXiv 2502.02458) claims LLaVA-1.5's accuracy at about a third of its prefill FLOPs, and
+NAEViT-LLaVA (its pilot) LLaVA's accuracy without visual queries. Reconstruction: the setup below
+scales that comparison down to a CPU. One tiny Llama backbone (hidden 64, 4 layers, 4 query / 2 KV heads,
 intermediate 172) is pre-trained on templated text (stage 0, once per seed, shared by the three
 architectures), then wrapped as ``"llava"``, ``"naevit_llava"`` and ``"saisa"`` with the same frozen
 patch encoder (2x2 patches, 16 visual tokens of width 32) and trained with the same two-stage
@@ -12,12 +14,14 @@ Cost: the same three architectures with 1x1 patches (64 visual tokens) on a digi
 forward, and the wall time of a training step (forward + backward, median over interleaved
 rounds). The analytic 7B ratio comes from :func:`icml26.models.saisa.flops`.
 
-Sizes live in :data:`SETTINGS` (tests shrink them).
+Sizes live in :data:`SETTINGS` (tests shrink them with ``dataclasses.replace``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
+from dataclasses import dataclass
 from typing import Any
 
 from icml26.eval.parallel import map_jobs
@@ -29,23 +33,45 @@ LLAMA = dict(hidden_size=64, intermediate_size=172, num_hidden_layers=4, num_att
              num_key_value_heads=2, max_position_embeddings=128, tie_word_embeddings=False)
 VICUNA_7B = dict(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32,
                  num_key_value_heads=32)
-ACC_MARGIN = 3.0  # points: "SAISA / NAEViT-LLaVA accuracy >= LLaVA - 3" (spec check 6)
-SPEEDUP_FACTOR = 0.7  # spec check 7: SAISA's step time >= 30% below LLaVA's
-YESNO_TARGET = 80.0  # spec check 6: yes/no spatial accuracy
+# Reconstruction: our thresholds for the paper's statements at this scale.
+ACC_MARGIN = 3.0  # points: "SAISA / NAEViT-LLaVA accuracy >= LLaVA - 3"
+SPEEDUP_FACTOR = 0.7  # SAISA's step time >= 30% below LLaVA's
+YESNO_TARGET = 80.0  # yes/no spatial accuracy: every architecture uses the image
+
+
+@dataclass(frozen=True)
+class SaisaSettings:
+    """Sizes of one mode: steps and learning rates of stages 0-2, batch, the backbone's
+    ``init_std``, ``n_text`` templated pre-training texts, and the step-time measurement
+    (``timing_batch``, ``timing_warmup`` rounds, ``timing_steps`` timed rounds)."""
+
+    stage0_steps: int
+    stage1_steps: int
+    stage2_steps: int
+    batch_size: int
+    stage0_lr: float
+    stage1_lr: float
+    stage2_lr: float
+    init_std: float
+    n_text: int
+    timing_batch: int
+    timing_warmup: int
+    timing_steps: int
+
 
 #: Per-mode sizes. ``init_std``: the backbone's initializer_range (0.02, Llama's default, leaves the
 #: tiny model on a plateau where it ignores the image for hundreds of steps; 0.2 escapes it in ~100).
 #: The quick recipe was picked by the mean test accuracy of all three architectures over seeds 0-2
 #: among a few variants (stage-2 lr 1.5e-3 / 2e-3 / 3e-3, 200-300 steps, batch 32 / 64; 94.8% for
-#: this one, 87-94% for the others); full mode has the spec's steps and batch (200 / 200 / 400, 64),
-#: checked once over seeds 0-2 at stage-2 lr 3e-3.
-SETTINGS: dict[str, dict[str, Any]] = {
-    "quick": dict(stage0_steps=100, stage1_steps=40, stage2_steps=300, batch_size=64, stage0_lr=3e-3,
-                  stage1_lr=1e-2, stage2_lr=2e-3, init_std=0.2, n_text=4000, timing_batch=32,
-                  timing_warmup=3, timing_steps=20),
-    "full": dict(stage0_steps=200, stage1_steps=200, stage2_steps=400, batch_size=64, stage0_lr=3e-3,
-                 stage1_lr=1e-2, stage2_lr=3e-3, init_std=0.2, n_text=8000, timing_batch=64,
-                 timing_warmup=5, timing_steps=20),
+#: this one, 87-94% for the others); full mode has steps and batch 200 / 200 / 400, 64, checked once
+#: over seeds 0-2 at stage-2 lr 3e-3.
+SETTINGS = {
+    "quick": SaisaSettings(stage0_steps=100, stage1_steps=40, stage2_steps=300, batch_size=64, stage0_lr=3e-3,
+                           stage1_lr=1e-2, stage2_lr=2e-3, init_std=0.2, n_text=4000, timing_batch=32,
+                           timing_warmup=3, timing_steps=20),
+    "full": SaisaSettings(stage0_steps=200, stage1_steps=200, stage2_steps=400, batch_size=64, stage0_lr=3e-3,
+                          stage1_lr=1e-2, stage2_lr=3e-3, init_std=0.2, n_text=8000, timing_batch=64,
+                          timing_warmup=5, timing_steps=20),
 }
 # One intra-op thread on CPU for the whole experiment: the architectures train side by side, one
 # process each, and on a shared machine descheduled OpenMP threads make 2-thread step times swing
@@ -71,18 +97,21 @@ def _wrap(language_model, arch: str, *, patch_size: int, seed: int):
 
     from icml26.models.saisa import SaisaForConditionalGeneration, SaisaPatchEncoder, SaisaPatchEncoderConfig
 
-    torch.manual_seed(seed)  # the projectors' initialisation
-    vision = SaisaPatchEncoder(SaisaPatchEncoderConfig(image_size=8, patch_size=patch_size, hidden_size=32, seed=seed))
-    return SaisaForConditionalGeneration.from_text_model(copy.deepcopy(language_model), vision, architecture=arch)
+    with torch.random.fork_rng():  # the projectors' seeded initialisation, the caller's RNG left alone
+        torch.manual_seed(seed)
+        vision = SaisaPatchEncoder(SaisaPatchEncoderConfig(image_size=8, patch_size=patch_size, hidden_size=32,
+                                                           seed=seed))
+        return SaisaForConditionalGeneration.from_text_model(copy.deepcopy(language_model), vision,
+                                                             architecture=arch)
 
 
-def _training_config(s: dict, seed: int, device):
+def _training_config(s: SaisaSettings, seed: int, device):
     from icml26.training.saisa import SaisaTrainingConfig
 
-    return SaisaTrainingConfig(stage0_steps=s["stage0_steps"], stage1_steps=s["stage1_steps"],
-                               stage2_steps=s["stage2_steps"], stage0_learning_rate=s["stage0_lr"],
-                               stage1_learning_rate=s["stage1_lr"], stage2_learning_rate=s["stage2_lr"],
-                               batch_size=s["batch_size"], seed=seed, logging_steps=10,
+    return SaisaTrainingConfig(stage0_steps=s.stage0_steps, stage1_steps=s.stage1_steps,
+                               stage2_steps=s.stage2_steps, stage0_learning_rate=s.stage0_lr,
+                               stage1_learning_rate=s.stage1_lr, stage2_learning_rate=s.stage2_lr,
+                               batch_size=s.batch_size, seed=seed, logging_steps=10,
                                use_cpu=device.type == "cpu")
 
 
@@ -105,7 +134,7 @@ def _train_arch(job: tuple) -> dict[str, Any]:
 
     if device == "cpu":
         torch.set_num_threads(CPU_THREADS)
-    from icml26.eval.digits_vqa import evaluate_accuracy
+    from icml26.eval.tasks.digits_vqa import evaluate_accuracy
     from icml26.training.saisa import SaisaDataCollator, train_saisa
 
     device = torch.device(device)
@@ -114,7 +143,7 @@ def _train_arch(job: tuple) -> dict[str, Any]:
     collator = SaisaDataCollator(data.tokenizer, model.config.image_token_id, model.n_visual)
     start, cpu_start = time.perf_counter(), time.process_time()
     model, logs = train_saisa(model, data.captions, data.train, collator, _training_config(settings, seed, device),
-                              f"{out_dir}/{arch}-seed{seed}")
+                              f"{out_dir}/{arch}-seed{seed}", phase_prefix=f"{arch}, seed {seed}: ")
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
     accuracy = evaluate_accuracy(model, data.test, collator)
     return {"arch": arch, "seed": seed, "digit": 100.0 * accuracy["digit"], "yesno": 100.0 * accuracy["yesno"],
@@ -122,18 +151,19 @@ def _train_arch(job: tuple) -> dict[str, Any]:
             "stage2": _losses(logs["stage2"])}
 
 
-def _pretrain(data, settings: dict, seed: int, out_dir: str, device):
+def _pretrain(data, settings: SaisaSettings, seed: int, out_dir: str, device):
     """Stage 0: the backbone learns the templates from text alone."""
+    import torch
     from transformers import LlamaForCausalLM
 
     from icml26.training.saisa import train_language_model
-    from icml26.utils import set_seed
 
-    set_seed(seed)
-    lm = LlamaForCausalLM(_text_config(len(data.tokenizer), data.tokenizer, settings["init_std"]))
+    with torch.random.fork_rng():  # the backbone's seeded initialisation, the caller's RNG left alone
+        torch.manual_seed(seed)
+        lm = LlamaForCausalLM(_text_config(len(data.tokenizer), data.tokenizer, settings.init_std))
     lm, history = train_language_model(lm, data.text, data.tokenizer, _training_config(settings, seed, device),
-                                       f"{out_dir}/stage0-seed{seed}")
-    return lm.cpu(), history
+                                       f"{out_dir}/stage0-seed{seed}", phase_prefix=f"seed {seed}: ")
+    return lm.cpu(), history["stage0"]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -145,13 +175,14 @@ def _sdpa_flops(query_shape, key_shape, value_shape, *args, out_shape=None, **kw
     return 2 * batch * heads * s_q * key_shape[-2] * (d + value_shape[-1])
 
 
-def _measure_cost(language_model, data, settings: dict, device) -> dict[str, dict[str, float]]:
+def _measure_cost(language_model, data, settings: SaisaSettings, device) -> dict[str, dict[str, float]]:
     import time
 
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
     from icml26.models.saisa import flops as analytic_flops
+    from icml26.progress import phase
     from icml26.training.saisa import SaisaDataCollator
 
     models = {arch: _wrap(language_model, arch, patch_size=1, seed=0).to(device) for arch in ARCHS}
@@ -160,7 +191,7 @@ def _measure_cost(language_model, data, settings: dict, device) -> dict[str, dic
     collator = SaisaDataCollator(data.tokenizer, models["saisa"].config.image_token_id, n_visual)
     one = {k: v.to(device) for k, v in collator([digit_questions[0]]).items()}
     n_text = int(one["input_ids"].shape[1]) - n_visual
-    rows = [digit_questions[i] for i in range(min(settings["timing_batch"], len(digit_questions)))]
+    rows = [digit_questions[i] for i in range(min(settings.timing_batch, len(digit_questions)))]
     batch = {k: v.to(device) for k, v in collator(rows).items()}
 
     # PyTorch counts SDPA's CUDA kernels but not its CPU flash kernel (what LLaVA's attention runs on
@@ -197,12 +228,15 @@ def _measure_cost(language_model, data, settings: dict, device) -> dict[str, dic
             p.requires_grad_(not name.startswith("vision_tower."))
     times: dict[str, list[float]] = {arch: [] for arch in ARCHS}
     order = list(ARCHS)
-    for round_ in range(settings["timing_warmup"] + settings["timing_steps"]):
-        for arch in order:  # interleaved, order rotated: machine noise hits every architecture alike
-            elapsed = step(models[arch])
-            if round_ >= settings["timing_warmup"]:
-                times[arch].append(elapsed)
-        order = order[1:] + order[:1]
+    rounds = settings.timing_warmup + settings.timing_steps
+    with phase("step time", total=rounds) as bar:
+        for round_ in range(rounds):
+            for arch in order:  # interleaved, order rotated: machine noise hits every architecture alike
+                elapsed = step(models[arch])
+                if round_ >= settings.timing_warmup:
+                    times[arch].append(elapsed)
+            order = order[1:] + order[:1]
+            bar.update()
     for arch in ARCHS:
         cost[arch]["step_seconds"] = statistics.median(times[arch])
         cost[arch]["step_seconds_all"] = times[arch]
@@ -244,21 +278,21 @@ def _figures(runs: list[dict], medians: dict[str, dict[str, float]]):
     return {"loss_curves": curves, "accuracy": bars}
 
 
-def run_experiment(config, settings: dict[str, Any] | None = None):
+def run_experiment(config, settings: SaisaSettings | None = None):
     """The experiment with its sizes exposed (``run`` uses :data:`SETTINGS` of ``config.mode``)."""
     import time
 
     import torch
 
-    from icml26.eval.digits_vqa import load_digits_vqa
+    from icml26.eval.tasks.digits_vqa import load_digits_vqa
     from icml26.models.saisa import flops as analytic_flops
     from icml26.results import Claim, Result
 
-    s = dict(settings or SETTINGS[config.mode])
+    s = settings or SETTINGS[config.mode]
     device = config.torch_device()
     out_dir = str(config.out_dir / "trainer")
     start = time.perf_counter()
-    data = load_digits_vqa(n_text=s["n_text"])
+    data = load_digits_vqa(n_text=s.n_text)
 
     threads = torch.get_num_threads()
     if device.type == "cpu":
@@ -273,7 +307,7 @@ def run_experiment(config, settings: dict[str, Any] | None = None):
         _SHARED.update(data=data, backbones=backbones)
         try:
             jobs = [(arch, seed, s, out_dir, str(device)) for seed in config.seeds for arch in ARCHS]
-            runs = map_jobs(_train_arch, jobs, device)
+            runs = map_jobs(_train_arch, jobs, device, phase_name="stages 1-2 (architectures x seeds)")
         finally:
             _SHARED.clear()
         train_seconds = time.perf_counter() - start
@@ -289,7 +323,7 @@ def run_experiment(config, settings: dict[str, Any] | None = None):
     ratio_7b = big["saisa"] / big["llava"]
 
     what = "median over seeds" if len(config.seeds) > 1 else f"seed {config.seeds[0]}"
-    steps = f"{s['stage1_steps']}+{s['stage2_steps']} steps"
+    steps = f"{s.stage1_steps}+{s.stage2_steps} steps"
     llava_acc = medians["llava"]["digit"]
     claims = [
         Claim.at_least(f"NAEViT-LLaVA digit test accuracy >= LLaVA's - {ACC_MARGIN:g} points ({what}, {steps})",
@@ -299,8 +333,8 @@ def run_experiment(config, settings: dict[str, Any] | None = None):
         Claim.less(f"SAISA prefill FLOPs < LLaVA's (FlopCounterMode, n_v={n_visual}, n_t={n_text}, tiny Llama)",
                    cost["saisa"]["flops_counted"], cost["llava"]["flops_counted"], unit="FLOPs"),
         Claim.at_most(f"SAISA training-step time (fwd+bwd) >= {1 - SPEEDUP_FACTOR:.0%} below LLaVA's "
-                      f"(n_v={n_visual}, n_t={n_text}, batch {s['timing_batch']}, {device.type}, "
-                      f"median of {s['timing_steps']})",
+                      f"(n_v={n_visual}, n_t={n_text}, batch {s.timing_batch}, {device.type}, "
+                      f"median of {s.timing_steps})",
                       cost["saisa"]["step_seconds"], cost["llava"]["step_seconds"], factor=SPEEDUP_FACTOR, unit="s"),
         Claim.at_least("analytic SAISA / LLaVA prefill FLOPs at 7B (d=4096, m=11008, L=32, d_v=1024, n_v=576, "
                        "n_t=64) >= 0.32", ratio_7b, 0.32),
@@ -310,7 +344,7 @@ def run_experiment(config, settings: dict[str, Any] | None = None):
     ]
 
     metrics: dict[str, Any] = {
-        "seeds": list(config.seeds), "settings": s, "device": str(device), "train_seconds": train_seconds,
+        "seeds": list(config.seeds), "settings": dataclasses.asdict(s), "device": str(device), "train_seconds": train_seconds,
         "stage0_cpu_seconds": stage0_cpu, "cost_seconds": cost_seconds,
         "n_train_images": len(data.captions), "n_test_examples": len(data.test),
         "analytic_7b": {"saisa_over_llava": ratio_7b, "naevit_llava_over_llava": big["naevit_llava"] / big["llava"],
@@ -343,26 +377,26 @@ def run_experiment(config, settings: dict[str, Any] | None = None):
         f"{config.mode.capitalize()} mode on {device}, seeds {list(config.seeds)}. Scaled down from the paper "
         "(Vicuna-7B + CLIP ViT-L/336, 576 visual tokens, LLaVA-558K then 665K): a tiny Llama (hidden 64, 4 layers, "
         "4 query / 2 KV heads, FFN 172, initializer_range "
-        f"{s['init_std']}) with no pretrained weights, so it first learns the templates from text alone (stage 0, "
-        f"{s['stage0_steps']} steps, shared by the three architectures of a seed); a frozen random patch encoder "
+        f"{s.init_std}) with no pretrained weights, so it first learns the templates from text alone (stage 0, "
+        f"{s.stage0_steps} steps, shared by the three architectures of a seed); a frozen random patch encoder "
         "(2x2 pixel patches of sklearn's 8x8 digits -> 16 tokens of width 32, plus 2-D sin-cos codes) instead of "
-        f"CLIP; stage 1: {s['stage1_steps']} projector-only steps on captions ('this is a <digit>', lr "
-        f"{s['stage1_lr']:g}; SAISA shares one projector across layers), stage 2: {s['stage2_steps']} steps of "
-        f"projectors + full LLM on the digit and yes/no questions (lr {s['stage2_lr']:g}; SAISA's per-layer "
-        f"projectors start as copies of the shared one), batch {s['batch_size']}, AdamW without weight decay, "
+        f"CLIP; stage 1: {s.stage1_steps} projector-only steps on captions ('this is a <digit>', lr "
+        f"{s.stage1_lr:g}; SAISA shares one projector across layers), stage 2: {s.stage2_steps} steps of "
+        f"projectors + full LLM on the digit and yes/no questions (lr {s.stage2_lr:g}; SAISA's per-layer "
+        f"projectors start as copies of the shared one), batch {s.batch_size}, AdamW without weight decay, "
         "cosine schedule with 3% warmup: the paper's lrs (1e-3, 2e-5) are for a pretrained 7B model. "
         f"{len(data.captions)} train / {len(data.test) // 2} test images (70/30, stratified, fixed split). "
         "Accuracy is greedy exact match of the answer token on the test images. "
         f"Cost: 1x1 patches (n_v = {n_visual}) and a digit question (n_t = {n_text}: 3-token system prompt, "
         "question, answer, eos); FLOPs counted by FlopCounterMode on one forward (vision tower, projectors and "
-        "lm_head included), the analytic column is the spec's decoder-only formula; step time is forward + "
-        f"backward of batch {s['timing_batch']} in the stage-2 setting, {CPU_THREADS} intra-op thread on CPU, the "
-        "architectures interleaved round by round. The 7B ratio is the spec's formula (not a measurement). "
+        "lm_head included), the analytic column is our decoder-only count (icml26.models.saisa.flops); step time is forward + "
+        f"backward of batch {s.timing_batch} in the stage-2 setting, {CPU_THREADS} intra-op thread on CPU, the "
+        "architectures interleaved round by round. The 7B ratio is the same count (not a measurement). "
         "Caveats. (1) The accuracy comparison depends on the budget: in development runs over seeds 0-2 this "
         "quick recipe and full mode put the three architectures within ~3 points of each other (93-97% on "
         "digits), but cheaper recipes (batch 32, 250-300 steps) left the models unconverged, digit accuracy "
         "moving by up to ~8 points between seeds and LLaVA up to ~7 points ahead of SAISA; with one seed the quick "
-        "accuracy claims are close to seed noise. (2) The spec's patch encoder is not "
+        "accuracy claims are close to seed noise. (2) This patch encoder is not "
         "contextual (each visual token sees 4 pixels), unlike CLIP: LLaVA's LLM lets visual tokens attend to each "
         "other and so acts as a small ViT over the patches, while in NAEViT-LLaVA and SAISA only the text queries "
         "after the image combine patches; this plausibly explains LLaVA's faster start. (3) Stage 1 (projector "

@@ -1,38 +1,64 @@
 """TFMixer reproduction: joint time-frequency IMTS forecasting on synthetic data and Mauna Loa CO2.
 
+TFMixer (Qiu et al., arXiv 2602.00582) reports forecast MSE on PhysioNet, MIMIC, HumanActivity
+and USHCN, data that cannot be downloaded here. Reconstruction: the claims below test the paper's
+reading (the frequency branch carries what a time-only model misses) on data we can build.
+
 Every trained model (TFMixer, its no-GFM and no-LTM ablations, mTAN; no-reconstruction-loss in
 full mode) gets the same number of optimiser steps, batch size and learning-rate schedule; the
 checkpoint with the best validation MSE (evaluated every ``eval_every`` steps, early stopping
 after ``patience`` evaluations without improvement) is scored on the test split. LOCF and the
-per-channel history mean need no training. Claims (spec ``tfmixer.md`` sections 5-6):
+per-channel history mean need no training. Claims:
 
 1. synthetic: TFMixer test MSE <= 0.9 x the no-GFM ablation and <= 0.7 x LOCF (median over seeds);
 2. the learnt frequencies end closer to the generator's true frequencies than they started
    (mean over true frequencies of the distance to the nearest learnt one, cycles per window);
 3. CO2: TFMixer test MSE < no-GFM test MSE (the frequency branch carries the annual cycle);
-4. full mode only (spec check 7): the reconstruction loss costs at most 2% of synthetic test MSE.
+4. full mode only: the reconstruction loss costs at most 2% of synthetic test MSE.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
+from dataclasses import dataclass
 from typing import Any
 
+from icml26.errors import input_error
 from icml26.registry import experiment
 from icml26.results import Claim, Result
 
-#: Per-mode settings; tests shrink them. ``threads``: torch CPU threads while training (tiny
-#: matrices gain nothing from more, and on a busy machine spinning OpenMP workers cost 10-20x).
-SETTINGS: dict[str, dict[str, Any]] = {
-    "quick": {"synthetic_sizes": (600, 200, 300), "steps": 150, "batch_size": 32, "lr": 3e-3, "eval_every": 50,
-              "patience": 10, "co2_steps": 150, "co2_stride": 4, "threads": 1,
-              "models": ("tfmixer", "no_gfm", "no_ltm", "mtan"), "co2_models": ("tfmixer", "no_gfm")},
-    "full": {"synthetic_sizes": (3000, 500, 500), "steps": 600, "batch_size": 64, "lr": 2e-3, "eval_every": 50,
-             "patience": 10, "co2_steps": 600, "co2_stride": 2, "threads": 1,
-             "models": ("tfmixer", "no_gfm", "no_ltm", "no_rec", "mtan"), "co2_models": ("tfmixer", "no_gfm", "mtan")},
+
+@dataclass(frozen=True)
+class TFMixerSettings:
+    """Sizes of one mode. ``threads``: torch CPU threads while training (tiny matrices gain nothing
+    from more, and on a busy machine spinning OpenMP workers cost 10-20x)."""
+
+    synthetic_sizes: tuple[int, int, int]
+    steps: int
+    batch_size: int
+    lr: float
+    eval_every: int
+    patience: int
+    co2_steps: int
+    co2_stride: int
+    threads: int
+    models: tuple[str, ...]
+    co2_models: tuple[str, ...]
+
+
+#: Per-mode settings; tests shrink them with ``dataclasses.replace``.
+SETTINGS = {
+    "quick": TFMixerSettings(synthetic_sizes=(600, 200, 300), steps=150, batch_size=32, lr=3e-3, eval_every=50,
+                             patience=10, co2_steps=150, co2_stride=4, threads=1,
+                             models=("tfmixer", "no_gfm", "no_ltm", "mtan"), co2_models=("tfmixer", "no_gfm")),
+    "full": TFMixerSettings(synthetic_sizes=(3000, 500, 500), steps=600, batch_size=64, lr=2e-3, eval_every=50,
+                            patience=10, co2_steps=600, co2_stride=2, threads=1,
+                            models=("tfmixer", "no_gfm", "no_ltm", "no_rec", "mtan"),
+                            co2_models=("tfmixer", "no_gfm", "mtan")),
 }
-#: TFMixer variants by name (config overrides); the spec's tiny model is the default config.
+#: TFMixer variants by name (config overrides); the tiny default config is the full model.
 VARIANTS = {"tfmixer": {}, "no_gfm": {"use_gfm": False}, "no_ltm": {"use_ltm": False},
             "no_rec": {"reconstruction_weight": 0.0}}
 LABELS = {"tfmixer": "TFMixer", "no_gfm": "no GFM (LTM only)", "no_ltm": "no LTM (GFM only)",
@@ -41,7 +67,7 @@ LABELS = {"tfmixer": "TFMixer", "no_gfm": "no GFM (LTM only)", "no_ltm": "no LTM
 
 def build_model(name: str, num_channels: int):
     """A fresh model by name: a TFMixer variant of :data:`VARIANTS`, ``"mtan"``, ``"locf"`` or ``"mean"``."""
-    from icml26.eval.imts import HistoryMeanForecaster, LOCFForecaster, MTANForecaster
+    from icml26.eval.tasks.imts import HistoryMeanForecaster, LOCFForecaster, MTANForecaster
     from icml26.models.tfmixer import TFMixerConfig, TFMixerForForecasting
 
     if name in VARIANTS:
@@ -52,21 +78,35 @@ def build_model(name: str, num_channels: int):
         return LOCFForecaster()
     if name == "mean":
         return HistoryMeanForecaster()
-    raise ValueError(f"build_model: name: expected one of {sorted([*VARIANTS, 'mtan', 'locf', 'mean'])}, got {name!r}")
+    raise input_error("build_model", "name", f"one of {sorted([*VARIANTS, 'mtan', 'locf', 'mean'])}", name)
+
+
+@dataclass
+class ForecasterTraining:
+    """What :func:`train_forecaster` returns: the best validation MSE, the steps run and the
+    training throughput (series per second of optimiser steps, validation excluded)."""
+
+    val_mse: float
+    steps: int
+    series_per_second: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
 
 
 def train_forecaster(model, splits, *, steps: int, batch_size: int, lr: float, eval_every: int, patience: int,
-                     seed: int, device) -> dict[str, float]:
+                     seed: int, device, phase_name: str = "train_forecaster") -> ForecasterTraining:
     """AdamW with a one-cycle schedule for ``steps`` steps; keeps the best-validation weights.
 
-    Returns the best validation MSE, the steps run and the training throughput (series per
-    second of optimiser steps, validation excluded).
+    Batches are drawn with a local generator seeded by ``seed``; ``phase_name`` is the
+    :func:`icml26.progress.phase` that reports the steps.
     """
     import copy
 
     import torch
 
-    from icml26.eval.imts import IMTSCollator, evaluate_forecaster
+    from icml26.eval.tasks.imts import IMTSCollator, evaluate_forecaster
+    from icml26.progress import phase
 
     gen = torch.Generator().manual_seed(seed)
     collate = IMTSCollator()
@@ -74,28 +114,31 @@ def train_forecaster(model, splits, *, steps: int, batch_size: int, lr: float, e
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
     schedule = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.1)
     best, best_state, stale, train_seconds, step = math.inf, None, 0, 0.0, 0
-    for step in range(1, steps + 1):
-        start = time.perf_counter()
-        idx = torch.randint(len(splits.train), (batch_size,), generator=gen).tolist()
-        batch = {k: v.to(device) for k, v in collate([splits.train[i] for i in idx]).items()}
-        loss = model(**batch).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        schedule.step()
-        train_seconds += time.perf_counter() - start
-        if step % eval_every == 0 or step == steps:
-            val = evaluate_forecaster(model, splits.validation, device=device)["mse"]
-            if val < best:
-                best, best_state, stale = val, copy.deepcopy(model.state_dict()), 0
-            else:
-                stale += 1
-                if stale >= patience:
-                    break
+    with phase(phase_name, total=steps) as bar:
+        for step in range(1, steps + 1):
+            start = time.perf_counter()
+            idx = torch.randint(len(splits.train), (batch_size,), generator=gen).tolist()
+            batch = {k: v.to(device) for k, v in collate([splits.train[i] for i in idx]).items()}
+            loss = model(**batch).loss
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            schedule.step()
+            train_seconds += time.perf_counter() - start
+            bar.update()
+            if step % eval_every == 0 or step == steps:
+                val = evaluate_forecaster(model, splits.validation, device=device)["mse"]
+                if val < best:
+                    best, best_state, stale = val, copy.deepcopy(model.state_dict()), 0
+                else:
+                    stale += 1
+                    if stale >= patience:
+                        break
     if best_state is not None:
         model.load_state_dict(best_state)
-    return {"val_mse": best, "steps": step, "series_per_second": step * batch_size / max(train_seconds, 1e-9)}
+    return ForecasterTraining(val_mse=best, steps=step,
+                              series_per_second=step * batch_size / max(train_seconds, 1e-9))
 
 
 def frequency_distance(cycles, true_frequencies) -> float:
@@ -110,24 +153,28 @@ def _cycles(model) -> list[float]:
     return (model.frequencies.detach().cpu() / (2 * math.pi)).flatten().tolist()
 
 
-def _fit_and_score(names, splits, settings, seed, device, steps_key="steps", record=None):
+def _fit_and_score(names, splits, settings: TFMixerSettings, seed, device, steps_key="steps", task="synthetic"):
     """Train (if needed) and test every named model on ``splits``: {name: row}, {name: model}."""
     import torch
 
-    from icml26.eval.imts import evaluate_forecaster
+    from icml26.eval.tasks.imts import evaluate_forecaster
 
     rows, models = {}, {}
     for name in names:
-        torch.manual_seed(seed)
-        model = build_model(name, splits.train.num_channels)
-        row: dict[str, Any] = {"model": LABELS[name], "seed": seed}
-        if hasattr(model, "frequencies"):
-            row["cycles_init"] = _cycles(model) if model.frequencies is not None else None
-        if any(p.requires_grad for p in model.parameters()):
-            row.update(train_forecaster(model, splits, steps=settings[steps_key], batch_size=settings["batch_size"],
-                                        lr=settings["lr"], eval_every=settings["eval_every"],
-                                        patience=settings["patience"], seed=seed, device=device))
-        test = evaluate_forecaster(model.to(device), splits.test, device=device)
+        # Each model starts from the global RNG seeded by ``seed`` (its initialisation), in a fork
+        # of the RNG so the caller's state is left as it was.
+        with torch.random.fork_rng():
+            torch.manual_seed(seed)
+            model = build_model(name, splits.train.num_channels)
+            row: dict[str, Any] = {"model": LABELS[name], "seed": seed}
+            if hasattr(model, "frequencies"):
+                row["cycles_init"] = _cycles(model) if model.frequencies is not None else None
+            if any(p.requires_grad for p in model.parameters()):
+                row.update(train_forecaster(model, splits, steps=getattr(settings, steps_key),
+                                            batch_size=settings.batch_size, lr=settings.lr,
+                                            eval_every=settings.eval_every, patience=settings.patience, seed=seed,
+                                            device=device, phase_name=f"{task} {name}, seed {seed}").to_dict())
+            test = evaluate_forecaster(model.to(device), splits.test, device=device)
         row.update(test_mse=test["mse"], test_mae=test["mae"])
         if row.get("cycles_init") is not None:
             row["cycles_final"] = _cycles(model)
@@ -143,23 +190,28 @@ def _median(values) -> float:
 
 @experiment("tfmixer", title="TFMixer: the frequency branch beats time-only and LOCF on IMTS", paper="tfmixer")
 def run(config) -> Result:
+    return run_experiment(config)
+
+
+def run_experiment(config, settings: TFMixerSettings | None = None) -> Result:
+    """The experiment with its sizes exposed (``run`` uses :data:`SETTINGS` of ``config.mode``)."""
     import torch
 
-    from icml26.eval.imts import SyntheticIMTSConfig, load_co2_imts, make_synthetic_imts
+    from icml26.eval.tasks.imts import SyntheticIMTSConfig, load_co2_imts, make_synthetic_imts
 
-    settings = SETTINGS[config.mode]
+    settings = settings or SETTINGS[config.mode]
     device = config.torch_device()
     threads = torch.get_num_threads()
-    torch.set_num_threads(settings["threads"])
+    torch.set_num_threads(settings.threads)
     synth_cfg = SyntheticIMTSConfig()
     try:
         per_seed, co2_per_seed, keep = [], [], {}
         for seed in config.seeds:
-            splits = make_synthetic_imts(settings["synthetic_sizes"], synth_cfg, seed=seed)
-            rows, models = _fit_and_score([*settings["models"], "locf", "mean"], splits, settings, seed, device)
-            co2 = load_co2_imts(stride=settings["co2_stride"], seed=seed)
-            co2_rows, co2_models = _fit_and_score([*settings["co2_models"], "locf", "mean"], co2, settings, seed,
-                                                  device, steps_key="co2_steps")
+            splits = make_synthetic_imts(settings.synthetic_sizes, synth_cfg, seed=seed)
+            rows, models = _fit_and_score([*settings.models, "locf", "mean"], splits, settings, seed, device)
+            co2 = load_co2_imts(stride=settings.co2_stride, seed=seed)
+            co2_rows, co2_models = _fit_and_score([*settings.co2_models, "locf", "mean"], co2, settings, seed,
+                                                  device, steps_key="co2_steps", task="CO2")
             per_seed.append(rows)
             co2_per_seed.append(co2_rows)
             if seed == config.seeds[0]:
@@ -198,8 +250,8 @@ def run(config) -> Result:
         "co2_annual_cycles_per_window": keep["co2"].info["annual_cycles_per_window"],
         "tfmixer_train_series_per_second_cpu" if device.type == "cpu" else "tfmixer_train_series_per_second":
             throughput,
-        "device": str(device), "torch_threads": settings["threads"], "seeds": list(config.seeds),
-        "settings": {k: v for k, v in settings.items()},
+        "device": str(device), "torch_threads": settings.threads, "seeds": list(config.seeds),
+        "settings": dataclasses.asdict(settings),
     }
     claims = [
         Claim.at_most("synthetic IMTS: TFMixer test MSE <= 0.9 x the no-GFM ablation (median over seeds)",
@@ -211,7 +263,7 @@ def run(config) -> Result:
         Claim.less("CO2: the frequency branch captures the annual cycle: TFMixer test MSE < no-GFM", co2_tf,
                    co2_no_gfm),
     ]
-    if "no_rec" in per_seed[0]:  # spec check 7: the reconstruction loss costs at most 2% of test MSE
+    if "no_rec" in per_seed[0]:  # the reconstruction loss costs at most 2% of test MSE
         claims.append(Claim.at_most("synthetic IMTS: with the reconstruction loss, test MSE <= 1.02 x without it",
                                     tf_mse, med(per_seed, "no_rec", "test_mse"), factor=1.02))
         no_rec_dist = [frequency_distance(r["no_rec"]["cycles_final"], true_f) for r in per_seed]
@@ -219,17 +271,17 @@ def run(config) -> Result:
     figures = {"synthetic_forecasts": _forecast_figure(keep["splits"], keep["models"], device),
                "learnt_spectrum": _spectrum_figure(keep["models"]["tfmixer"], keep["splits"], per_seed[0], device),
                "co2_forecast": _co2_figure(keep["co2"], keep["co2_models"], device)}
-    steps = settings["steps"]
+    steps = settings.steps
     notes = (
         f"{config.mode} mode: synthetic IMTS (C=6, shared frequencies {list(true_f)} cycles per history window, "
         f"Poisson + burst sampling, channel thinning, forecast window (1, 1.5]) with splits "
-        f"{settings['synthetic_sizes']}; CO2 = weekly Mauna Loa record from statsmodels, 156-week history "
+        f"{settings.synthetic_sizes}; CO2 = weekly Mauna Loa record from statsmodels, 156-week history "
         f"(50% thinned) -> 52-week forecast, chronological 60/20/20 split, per-window normalisation. "
-        f"All trained models: {steps} steps (CO2 {settings['co2_steps']}), batch {settings['batch_size']}, AdamW "
-        f"lr {settings['lr']} one-cycle, best-validation checkpoint. The paper's numbers (PhysioNet, MIMIC, "
+        f"All trained models: {steps} steps (CO2 {settings.co2_steps}), batch {settings.batch_size}, AdamW "
+        f"lr {settings.lr} one-cycle, best-validation checkpoint. The paper's numbers (PhysioNet, MIMIC, "
         "HumanActivity, USHCN; 14 baselines) need data that cannot be downloaded here; "
-        "`icml26.eval.imts.load_physionet2012` reads the PhysioNet 2012 files when a user has them. "
-        f"Throughput is optimiser steps only, {settings['threads']} torch thread(s) on {device}. "
+        "`icml26.eval.tasks.imts.load_physionet2012` reads the PhysioNet 2012 files when a user has them. "
+        f"Throughput is optimiser steps only, {settings.threads} torch thread(s) on {device}. "
         f"Synthetic test MSE of the time-only models: no-GFM {no_gfm_mse:.3g}"
         + (f", mTAN {med(per_seed, 'mtan', 'test_mse'):.3g}" if "mtan" in per_seed[0] else "")
         + f" (history mean {mean_mse:.3g}, TFMixer {tf_mse:.3g})."
@@ -258,7 +310,7 @@ def _forecast_figure(splits, models, device):
     import numpy as np
     from matplotlib.figure import Figure
 
-    from icml26.eval.imts import synthetic_signal
+    from icml26.eval.tasks.imts import synthetic_signal
 
     test, info = splits.test, splits.test.info
     picks = [(i, c) for i in range(3) for c in range(2)]
@@ -289,7 +341,7 @@ def _spectrum_figure(model, splits, rows, device):
     import torch
     from matplotlib.figure import Figure
 
-    from icml26.eval.imts import IMTSCollator
+    from icml26.eval.tasks.imts import IMTSCollator
 
     samples = [splits.test[i] for i in range(min(200, len(splits.test)))]
     batch = {k: v.to(device) for k, v in IMTSCollator()(samples).items()}

@@ -1,6 +1,7 @@
 """Digits-VQA: a tiny visual question answering task on scikit-learn's 8x8 digits, built offline.
 
-The CPU-scale stand-in for LLaVA's data (spec ``saisa.md`` section 5). Every example is
+Reconstruction: a CPU-scale stand-in for the LLaVA-1.5 data that SAISA (arXiv 2502.02458) trains on
+(LLaVA-Pretrain captions, then the instruction mix). Every example is
 ``[system prompt] [image] [question] [answer]``:
 
 - the image is one of the 1,797 ``sklearn.datasets.load_digits`` images, scaled to [0, 1], as
@@ -26,6 +27,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
+
+from icml26.errors import described, input_error
+from icml26.utils import IGNORE_INDEX
 
 if TYPE_CHECKING:
     import numpy as np
@@ -113,7 +117,7 @@ def split_indices(n: int, labels: Sequence[int] | None = None, *, test_fraction:
     from sklearn.model_selection import train_test_split
 
     if not 0.0 < test_fraction < 1.0:
-        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
+        raise input_error("split_indices", "test_fraction", "a number in (0, 1)", test_fraction)
     train, test = train_test_split(np.arange(n), test_size=test_fraction, random_state=seed, stratify=labels)
     return np.sort(train), np.sort(test)
 
@@ -131,12 +135,12 @@ def make_vqa_dataset(split: str = "train", tasks: Sequence[str] = ("digit", "yes
     from datasets import Dataset
 
     if split not in ("train", "test", "all"):
-        raise ValueError(f"split must be 'train', 'test' or 'all', got {split!r}")
+        raise input_error("make_vqa_dataset", "split", "'train', 'test' or 'all'", split)
     if isinstance(tasks, str):
         tasks = (tasks,)
     unknown = [t for t in tasks if t not in TASKS]
     if unknown or not tasks:
-        raise ValueError(f"tasks must be a non-empty subset of {tuple(TASKS)}, got {tuple(tasks)!r}")
+        raise input_error("make_vqa_dataset", "tasks", f"a non-empty subset of {tuple(TASKS)}", tuple(tasks))
     images, labels = digits if digits is not None else load_images()
     if split == "all":
         chosen = np.arange(len(labels))
@@ -233,16 +237,16 @@ def evaluate_accuracy(model, dataset: "Dataset", collator, task: str | Sequence[
     import torch
 
     if len(dataset) == 0:
-        raise ValueError("evaluate_accuracy: the dataset is empty")
+        raise input_error("evaluate_accuracy", "dataset", "at least one example", described("an empty dataset"))
     has_tasks = task_field in dataset.column_names
     if task is not None:
         if not has_tasks:
-            raise ValueError(f"evaluate_accuracy: task={task!r} given but the dataset has no {task_field!r} column")
+            raise input_error("evaluate_accuracy", "task", f"None for a dataset without a {task_field!r} column", task)
         wanted = {task} if isinstance(task, str) else set(task)
         present = set(dataset.unique(task_field))
         if wanted - present:
-            raise ValueError(f"evaluate_accuracy: task(s) {sorted(wanted - present)} not in the dataset "
-                             f"(tasks: {sorted(present)})")
+            raise input_error("evaluate_accuracy", "task", f"tasks of the dataset ({sorted(present)})",
+                              described(f"{sorted(wanted - present)}, not in the dataset"))
         dataset = dataset.select([i for i, t in enumerate(dataset[task_field]) if t in wanted])
     eos = getattr(collator.tokenizer, "eos_token_id", None)
     was_training = model.training
@@ -256,15 +260,16 @@ def evaluate_accuracy(model, dataset: "Dataset", collator, task: str | Sequence[
             examples = [{k: rows[k][i] for k in rows} for i in range(len(next(iter(rows.values()))))]
             batch = collator(examples)
             if "labels" not in batch:
-                raise ValueError("evaluate_accuracy: the collator returned no labels; pass one that includes the "
-                                 "answers (SaisaDataCollator(include_answer=True))")
+                raise input_error("evaluate_accuracy", "collator",
+                                  "a collator that returns labels (SaisaDataCollator(include_answer=True))",
+                                  described("a batch without labels"))
             labels = batch.pop("labels")
             inputs = {k: v.to(device) for k, v in batch.items()}
             with torch.no_grad():
                 logits = model(**inputs, use_cache=False).logits
             predicted = logits[:, :-1].argmax(-1).cpu()
             target = labels[:, 1:]
-            scored = target != -100
+            scored = target != IGNORE_INDEX
             if eos is not None:
                 scored &= target != eos
             hits = ((predicted == target) | ~scored).all(dim=1) & scored.any(dim=1)

@@ -10,7 +10,7 @@ Every data set here is a list of samples in one format (the PyOmniTS/APN convent
 :class:`IMTSCollator` pads samples of different ``L`` and ``H`` into a batch whose padded slots
 are unobserved (mask False), so they change nothing in any model here.
 
-Sources: :func:`make_synthetic_imts` (seeded; the spec's generator), :func:`load_co2_imts` (the
+Sources: :func:`make_synthetic_imts` (seeded; our generator, see :class:`SyntheticIMTSConfig`), :func:`load_co2_imts` (the
 weekly Mauna Loa CO2 record that ships inside statsmodels, with its genuine gaps) and
 :func:`load_physionet2012` (the PhysioNet/CinC Challenge 2012 record files, from a folder the user
 gives; nothing is downloaded). Baselines: :class:`LOCFForecaster`, :class:`HistoryMeanForecaster`
@@ -29,7 +29,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..models.tfmixer import TFMixerForecastOutput, TimeEncoding, check_imts_inputs, masked_mse
+from icml26.errors import described, input_error
+from icml26.models.tfmixer import TFMixerForecastOutput, TimeEncoding, check_imts_inputs, masked_mse
+from icml26.utils import IGNORE_INDEX
 
 KEYS = ("values", "times", "mask", "query_times", "targets", "target_mask")
 
@@ -83,8 +85,7 @@ class IMTSCollator:
 
     def __init__(self, pad_to_multiple_of: int | None = None):
         if pad_to_multiple_of is not None and (not isinstance(pad_to_multiple_of, int) or pad_to_multiple_of < 1):
-            raise ValueError("IMTSCollator: pad_to_multiple_of: expected a positive int or None, "
-                             f"got {pad_to_multiple_of!r}")
+            raise input_error("IMTSCollator", "pad_to_multiple_of", "a positive int or None", pad_to_multiple_of)
         self.multiple = pad_to_multiple_of
 
     def _round(self, n: int) -> int:
@@ -92,11 +93,11 @@ class IMTSCollator:
 
     def __call__(self, samples: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
         if not samples:
-            raise ValueError("IMTSCollator: expected at least one sample, got an empty list")
+            raise input_error("IMTSCollator", "samples", "at least one sample", described("an empty list"))
         for i, s in enumerate(samples):
             missing = [k for k in KEYS if k not in s]
             if missing:
-                raise ValueError(f"IMTSCollator: sample {i}: expected keys {KEYS}, missing {missing}")
+                raise input_error("IMTSCollator", f"sample {i}", f"keys {KEYS}", described(f"{missing} missing"))
         c = samples[0]["values"].shape[-1]
         length = self._round(max(s["values"].shape[0] for s in samples))
         horizon = self._round(max(s["query_times"].shape[0] for s in samples))
@@ -106,8 +107,9 @@ class IMTSCollator:
                "targets": torch.zeros(b, horizon, c), "target_mask": torch.zeros(b, horizon, c, dtype=torch.bool)}
         for i, s in enumerate(samples):
             if s["values"].shape[-1] != c or s["targets"].shape[-1] != c:
-                raise ValueError(f"IMTSCollator: sample {i}: expected {c} channels like sample 0, got values "
-                                 f"{tuple(s['values'].shape)} and targets {tuple(s['targets'].shape)}")
+                raise input_error("IMTSCollator", f"sample {i}", f"{c} channels like sample 0",
+                                  described(f"values {tuple(s['values'].shape)} and targets "
+                                            f"{tuple(s['targets'].shape)}"))
             n, h = s["values"].shape[0], s["query_times"].shape[0]
             for key, size in (("values", n), ("times", n), ("mask", n), ("query_times", h), ("targets", h),
                               ("target_mask", h)):
@@ -122,7 +124,7 @@ class IMTSCollator:
 # ---------------------------------------------------------------------------------------------
 @dataclass
 class SyntheticIMTSConfig:
-    """The spec's generator: ``x_c(t) = a_c + b_c t + sum_r A_cr cos(2 pi f_r t + phi_cr) + noise``.
+    """Reconstruction: a synthetic IMTS task, ``x_c(t) = a_c + b_c t + sum_r A_cr cos(2 pi f_r t + phi_cr) + noise``.
 
     Frequencies are shared by all channels and samples (cycles per history window, non-integer so
     that on-grid FFTs leak); offsets, trends, amplitudes and phases are drawn per sample and
@@ -164,7 +166,7 @@ def generate_synthetic_imts(n: int, config: SyntheticIMTSConfig | None = None, s
     """``n`` samples of the synthetic IMTS task (see :class:`SyntheticIMTSConfig`), reproducible by seed."""
     cfg = config or SyntheticIMTSConfig()
     if not isinstance(n, int) or n < 1:
-        raise ValueError(f"generate_synthetic_imts: n: expected a positive int, got {n!r}")
+        raise input_error("generate_synthetic_imts", "n", "a positive int", n)
     rng = np.random.default_rng(seed)
     c, r = cfg.num_channels, len(cfg.frequencies)
     params = {"offset": rng.normal(0, cfg.offset_std, (n, c)), "trend": rng.normal(0, cfg.trend_std, (n, c)),
@@ -240,7 +242,7 @@ def load_co2_imts(history: int = 156, horizon: int = 52, stride: int = 4, keep: 
     std of its observed history; times are weeks / ``history`` (history in [0, 1)).
     """
     if not 0 < keep <= 1:
-        raise ValueError(f"load_co2_imts: keep: expected a fraction in (0, 1], got {keep}")
+        raise input_error("load_co2_imts", "keep", "a fraction in (0, 1]", keep)
     series = co2_weekly()
     rng = np.random.default_rng(seed)
     n = len(series)
@@ -289,8 +291,9 @@ def read_physionet_record(path: str | os.PathLike) -> dict[str, Any]:
     path = Path(path)
     lines = [ln.strip() for ln in path.read_text().splitlines() if ln.strip()]
     if not lines or lines[0].replace(" ", "") != "Time,Parameter,Value":
-        raise ValueError(f"{path}: expected a PhysioNet 2012 record starting with 'Time,Parameter,Value', "
-                         f"got {lines[0][:40] if lines else 'an empty file'!r}")
+        raise input_error("read_physionet_record", str(path),
+                          "a PhysioNet 2012 record starting with 'Time,Parameter,Value'",
+                          lines[0][:40] if lines else described("an empty file"))
     static, observations = {}, []
     for number, line in enumerate(lines[1:], start=2):
         parts = line.split(",")
@@ -299,7 +302,7 @@ def read_physionet_record(path: str | os.PathLike) -> dict[str, Any]:
             hh, mm = stamp.split(":")
             hours = int(hh) + int(mm) / 60.0
         except (ValueError, IndexError):
-            raise ValueError(f"{path}:{number}: expected 'HH:MM,Parameter,Value', got {line!r}") from None
+            raise input_error("read_physionet_record", f"{path}:{number}", "'HH:MM,Parameter,Value'", line) from None
         if hours == 0 and name in PHYSIONET_STATIC and name not in static:
             static[name] = value
             if name == "RecordID":
@@ -329,15 +332,14 @@ def load_physionet2012(folder: str | os.PathLike, protocol: str = "tpatchgnn", *
     (e.g. ``Outcomes-a.txt``) are skipped.
     """
     if protocol not in PHYSIONET_PROTOCOLS:
-        raise ValueError(f"load_physionet2012: protocol: expected one of {tuple(PHYSIONET_PROTOCOLS)}, "
-                         f"got {protocol!r}")
+        raise input_error("load_physionet2012", "protocol", f"one of {tuple(PHYSIONET_PROTOCOLS)}", protocol)
     if normalization not in ("zscore", "minmax"):
-        raise ValueError(f"load_physionet2012: normalization: expected 'zscore' or 'minmax', got {normalization!r}")
+        raise input_error("load_physionet2012", "normalization", "'zscore' or 'minmax'", normalization)
     if len(split) != 3 or abs(sum(split) - 1) > 1e-6 or min(split) < 0:
-        raise ValueError(f"load_physionet2012: split: expected three fractions summing to 1, got {split!r}")
+        raise input_error("load_physionet2012", "split", "three fractions summing to 1", split)
     folder = Path(folder)
     if not folder.is_dir():
-        raise ValueError(f"load_physionet2012: folder: expected a directory of record files, got {str(folder)!r}")
+        raise input_error("load_physionet2012", "folder", "a directory of record files", str(folder))
     records = []
     for path in sorted(folder.rglob("*.txt")):
         with path.open() as handle:
@@ -345,7 +347,8 @@ def load_physionet2012(folder: str | os.PathLike, protocol: str = "tpatchgnn", *
         if first == "Time,Parameter,Value":
             records.append(read_physionet_record(path))
     if not records:
-        raise ValueError(f"load_physionet2012: no record files ('Time,Parameter,Value' .txt) under {str(folder)!r}")
+        raise input_error("load_physionet2012", "folder", "record files ('Time,Parameter,Value' .txt)",
+                          described(f"none under {str(folder)!r}"))
     history_h, horizon_h, steps = PHYSIONET_PROTOCOLS[protocol]
     column = {name: j for j, name in enumerate(variables)}
     skip = set() if include_static else set(PHYSIONET_STATIC)
@@ -418,8 +421,8 @@ def forecast_errors(forecasts, targets, target_mask) -> dict[str, float]:
     forecasts, targets, target_mask = (torch.as_tensor(np.asarray(v)) if not isinstance(v, torch.Tensor) else v
                                        for v in (forecasts, targets, target_mask))
     target_mask = target_mask.bool() if target_mask.dtype == torch.bool else target_mask == 1
-    # Trainer pads concatenated batches with -100 (a bool mask padded so reads True): not a target
-    target_mask = target_mask & ~((targets == -100) & (forecasts == -100))
+    # Trainer pads concatenated batches with IGNORE_INDEX (-100; a bool mask padded so reads True): not a target
+    target_mask = target_mask & ~((targets == IGNORE_INDEX) & (forecasts == IGNORE_INDEX))
     err = torch.where(target_mask, forecasts.double() - torch.where(target_mask, targets, 0).double(), 0.0)
     return {"se": float(err.pow(2).sum()), "ae": float(err.abs().sum()), "count": int(target_mask.sum())}
 
@@ -471,7 +474,8 @@ class _Baseline(nn.Module):
         raise NotImplementedError
 
     def forward(self, values, times, mask, query_times, targets=None, target_mask=None, **kwargs):
-        mask, target_mask = check_imts_inputs(values, times, mask, query_times, targets, target_mask)
+        mask, target_mask = check_imts_inputs(values, times, mask, query_times, targets, target_mask,
+                                              function=type(self).__name__)
         forecasts = self.predict(torch.where(mask, values, 0.0), torch.where(mask.any(-1), times, 0.0), mask,
                                  torch.where(torch.isfinite(query_times), query_times, 0.0))
         loss = masked_mse(forecasts, targets, target_mask) if targets is not None else None

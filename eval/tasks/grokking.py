@@ -4,8 +4,9 @@
   whose rows feed a causal LM directly: ``input_ids = [a, b, =, c]``, ``labels`` only on ``c``,
   ``r2g_mask`` on the two operands;
 - :func:`small_decoder`: a 1-layer GPT-2 built from a ``GPT2Config`` in the style of Nanda et al.
-  (2023): no LayerNorm, ReLU MLP, embeddings and positions ``N(0, d^-1/2)`` (the spec's "this
-  matters"), the linear layers at PyTorch's default ``U(+-1/sqrt(fan_in))``;
+  (2023, arXiv 2301.05217): no LayerNorm, ReLU MLP, embeddings and positions
+  ``N(0, d^-1/2)`` (the initialisation scale decides how fast the model memorises), the linear
+  layers at PyTorch's default ``U(+-1/sqrt(fan_in))``;
 - :func:`train_grokking`: a full-batch AdamW loop (the arms of the experiment) that adds the same
   :class:`~icml26.training.r2g.R2GLoss` the trainers use, or applies Grokfast-EMA;
 - geometry: :func:`operand_geometry` (angular spread and norm of the operand V vectors),
@@ -17,22 +18,26 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import time
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import torch
 import torch.nn.functional as F
 
+from icml26.errors import input_error
+from icml26.utils import IGNORE_INDEX
+
 __all__ = [
     "OPS", "fourier_sparsity", "modular_dataset", "modular_tensors", "accuracy", "operand_geometry",
-    "small_decoder", "steps_to", "tense_accuracy", "tense_dataset", "tense_tokenize", "tense_trainer",
+    "GrokkingHistory", "small_decoder", "steps_to", "tense_accuracy", "tense_dataset", "tense_tokenize", "tense_trainer",
     "train_grokking",
 ]
 
 OPS = {"add": lambda a, b, p: (a + b) % p, "mul": lambda a, b, p: (a * b) % p}
-IGNORE = -100
 
 
 # ---------------------------------------------------------------------------------------------
@@ -48,11 +53,11 @@ def modular_dataset(p: int = 31, op: str = "add", train_fraction: float = 0.5, s
     from datasets import Dataset, DatasetDict
 
     if isinstance(p, bool) or not isinstance(p, int) or p < 2:
-        raise ValueError(f"p must be an int >= 2, got {p!r}")
+        raise input_error("modular_dataset", "p", "an int >= 2", p)
     if op not in OPS:
-        raise ValueError(f"op must be one of {list(OPS)}, got {op!r}")
-    if not 0.0 < train_fraction < 1.0:
-        raise ValueError(f"train_fraction must be in (0, 1), got {train_fraction!r}")
+        raise input_error("modular_dataset", "op", f"one of {list(OPS)}", op)
+    if isinstance(train_fraction, bool) or not isinstance(train_fraction, (int, float)) or not 0.0 < train_fraction < 1.0:
+        raise input_error("modular_dataset", "train_fraction", "a number in (0, 1)", train_fraction)
     pairs = [(a, b) for a in range(p) for b in range(p)]
     order = torch.randperm(len(pairs), generator=torch.Generator().manual_seed(seed)).tolist()
     n_train = int(round(train_fraction * len(pairs)))
@@ -63,7 +68,7 @@ def modular_dataset(p: int = 31, op: str = "add", train_fraction: float = 0.5, s
         c = [OPS[op](x, y, p) for x, y in zip(a, b)]
         return {"a": a, "b": b, "answer": c,
                 "input_ids": [[x, y, p, z] for x, y, z in zip(a, b, c)],
-                "labels": [[IGNORE, IGNORE, IGNORE, z] for z in c],
+                "labels": [[IGNORE_INDEX, IGNORE_INDEX, IGNORE_INDEX, z] for z in c],
                 "r2g_mask": [[1, 1, 0, 0]] * len(c)}
 
     return DatasetDict(train=Dataset.from_dict(rows(order[:n_train])), test=Dataset.from_dict(rows(order[n_train:])))
@@ -79,7 +84,7 @@ def small_decoder(p: int = 31, *, d_model: int = 64, n_heads: int = 4, d_mlp: in
                   layer_norm: bool = False, initializer_range: float | None = None, seed: int = 0):
     """A GPT-2 decoder for ``p + 1`` tokens and sequences of up to 4, in the style of Nanda et al.
 
-    Token and position embeddings are drawn from ``N(0, d^-1/2)`` as the spec asks. The linear
+    Token and position embeddings are drawn from ``N(0, d^-1/2)``. The linear
     layers get PyTorch's default ``U(+-1/sqrt(fan_in))`` (the scale of the progress-measures
     model) when ``initializer_range`` is None, else GPT-2's ``N(0, initializer_range)``.
     ``layer_norm=False`` (default) replaces the LayerNorms by identities, as in the
@@ -164,10 +169,43 @@ def steps_to(steps: Sequence[int], values: Sequence[float], threshold: float = 0
     return next((s for s, v in zip(steps, values) if v >= threshold), None)
 
 
+@dataclass
+class GrokkingHistory:
+    """What :func:`train_grokking` measured, one list entry per measurement (step 0 first).
+
+    ``r2g_term`` is the ``1 / D`` the run would pay (logged for every arm, NaN at step 0);
+    ``angular_dist`` and ``v_norm`` come from :func:`operand_geometry`, ``fourier_gini`` from
+    :func:`fourier_sparsity`; ``seconds`` is the wall time of the whole run.
+    """
+
+    step: list[int] = field(default_factory=list)
+    train_acc: list[float] = field(default_factory=list)
+    test_acc: list[float] = field(default_factory=list)
+    train_loss: list[float] = field(default_factory=list)
+    r2g_term: list[float] = field(default_factory=list)
+    angular_dist: list[float] = field(default_factory=list)
+    v_norm: list[float] = field(default_factory=list)
+    fourier_gini: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def curves(self) -> dict[str, list]:
+        """The measured lists by name (everything but ``seconds``)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "seconds"}
+
+    def at(self, key: str, step: int) -> Any:
+        """``key`` at the last measurement at or before ``step``."""
+        index = max(i for i, s in enumerate(self.step) if s <= step)
+        return getattr(self, key)[index]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
 def train_grokking(model, data, *, steps: int, r2g: dict[str, Any] | None = None,
                    grokfast: dict[str, float] | None = None, lr: float = 1e-3, weight_decay: float = 1.0,
                    betas: tuple[float, float] = (0.9, 0.98), eval_every: int = 50, stop_at: float | None = None,
-                   min_steps: int = 0, seed: int = 0, device: str | torch.device = "cpu") -> dict[str, Any]:
+                   min_steps: int = 0, seed: int = 0, device: str | torch.device = "cpu",
+                   phase_name: str = "train_grokking") -> GrokkingHistory:
     """Full-batch AdamW on a :func:`modular_dataset`, with optional R2G or Grokfast-EMA.
 
     Args:
@@ -176,14 +214,17 @@ def train_grokking(model, data, *, steps: int, r2g: dict[str, Any] | None = None
         steps: optimizer steps (one per epoch: the batch is the whole training set).
         r2g: keyword arguments of :class:`~icml26.training.r2g.R2GLoss` (``alpha``, ``distance``,
             ...; ``positions`` defaults to the operands); None for plain cross-entropy.
-        grokfast: keyword arguments of :class:`~icml26.training.r2g.GrokfastEMA`, or None.
+        grokfast: keyword arguments of :class:`~icml26.training.grokfast.GrokfastEMA`, or None.
         eval_every: steps between measurements (accuracies, geometry, Fourier sparsity).
         stop_at: stop once test accuracy reaches this, but not before ``min_steps``.
+        seed: seeds the pairing of the R2G term (a local generator; the model is seeded by its builder).
+        phase_name: the :func:`icml26.progress.phase` that reports the steps.
 
-    Returns a dict of lists keyed ``step``, ``train_acc``, ``test_acc``, ``train_loss``,
-    ``r2g_term``, ``angular_dist``, ``v_norm``, ``fourier_gini``, plus ``seconds``.
+    Returns a :class:`GrokkingHistory`.
     """
-    from icml26.training.r2g import GrokfastEMA, R2GLoss, random_pairing
+    from icml26.progress import phase
+    from icml26.training.grokfast import GrokfastEMA
+    from icml26.training.r2g import R2GLoss, random_pairing
 
     device = torch.device(device)
     model.to(device).train()
@@ -194,8 +235,7 @@ def train_grokking(model, data, *, steps: int, r2g: dict[str, Any] | None = None
     hooks = R2GLoss(model, **settings)
     filt = GrokfastEMA(**grokfast) if grokfast else None
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, betas=betas)
-    history: dict[str, Any] = {k: [] for k in ("step", "train_acc", "test_acc", "train_loss", "r2g_term",
-                                                 "angular_dist", "v_norm", "fourier_gini")}
+    history = GrokkingHistory()
     generator = torch.Generator().manual_seed(seed)
     start = time.perf_counter()
 
@@ -208,30 +248,32 @@ def train_grokking(model, data, *, steps: int, r2g: dict[str, Any] | None = None
                            ("test_acc", test_acc), ("train_loss", loss), ("r2g_term", stats.get("term", math.nan)),
                            ("angular_dist", geometry["angular_dist"]), ("v_norm", geometry["v_norm"]),
                            ("fourier_gini", fourier_sparsity(model.transformer.wte.weight, p)["gini"])):
-            history[key].append(value)
+            getattr(history, key).append(value)
         model.train()
         return test_acc
 
     try:
         measure(0, math.nan)
-        for step in range(1, steps + 1):
-            logits = model(input_ids=x_train, logits_to_keep=1).logits[:, -1]
-            loss = F.cross_entropy(logits.float(), y_train)
-            perm = random_pairing(x_train.shape[0], generator=generator, device=device) if hooks.alpha > 0 else None
-            total = loss + hooks(perm=perm)
-            hooks.clear()
-            optimizer.zero_grad(set_to_none=True)
-            total.backward()
-            if filt is not None:
-                filt(model)
-            optimizer.step()
-            if step % eval_every == 0 or step == steps:
-                test_acc = measure(step, float(loss.detach()))
-                if stop_at is not None and test_acc >= stop_at and step >= min_steps:
-                    break
+        with phase(phase_name, total=steps) as bar:
+            for step in range(1, steps + 1):
+                logits = model(input_ids=x_train, logits_to_keep=1).logits[:, -1]
+                loss = F.cross_entropy(logits.float(), y_train)
+                perm = random_pairing(x_train.shape[0], generator=generator, device=device) if hooks.alpha > 0 else None
+                total = loss + hooks(perm=perm)
+                hooks.clear()
+                optimizer.zero_grad(set_to_none=True)
+                total.backward()
+                if filt is not None:
+                    filt(model)
+                optimizer.step()
+                bar.update()
+                if step % eval_every == 0 or step == steps:
+                    test_acc = measure(step, float(loss.detach()))
+                    if stop_at is not None and test_acc >= stop_at and step >= min_steps:
+                        break
     finally:
         hooks.remove()
-    history["seconds"] = time.perf_counter() - start
+    history.seconds = time.perf_counter() - start
     return history
 
 
@@ -291,14 +333,14 @@ def tense_dataset(n_train: int = 2000, n_val: int = 200, n_ood: int = 200, seed:
 
 def tense_tokenize(dataset, tokenizer, *, r2g_positions: int = 5):
     """Pre-tokenise prompt-completion rows: ``input_ids``, ``labels`` (completion and EOS only) and
-    ``r2g_mask`` on the first ``r2g_positions`` tokens (the spec's positions 0-4)."""
+    ``r2g_mask`` on the first ``r2g_positions`` tokens (positions 0-4, as in the authors' tense code)."""
     eos = tokenizer.eos_token_id
 
     def encode(example):
         prompt = tokenizer(example["prompt"], add_special_tokens=False)["input_ids"]
         completion = tokenizer(example["completion"], add_special_tokens=False)["input_ids"] + [eos]
         ids = prompt + completion
-        return {"input_ids": ids, "labels": [IGNORE] * len(prompt) + completion,
+        return {"input_ids": ids, "labels": [IGNORE_INDEX] * len(prompt) + completion,
                 "r2g_mask": [int(i < r2g_positions) for i in range(len(ids))]}
 
     return dataset.map(encode, remove_columns=[c for c in dataset.column_names if c not in ("prompt", "completion")])
@@ -316,13 +358,13 @@ def tense_accuracy(model, dataset, *, batch_size: int = 128, pad_token_id: int =
         rows = dataset[start:start + batch_size]
         length = max(len(ids) for ids in rows["input_ids"])
         ids = torch.full((len(rows["input_ids"]), length), pad_token_id, dtype=torch.long)
-        labels = torch.full_like(ids, IGNORE)
+        labels = torch.full_like(ids, IGNORE_INDEX)
         attention = torch.zeros_like(ids)
         for i, (x, y) in enumerate(zip(rows["input_ids"], rows["labels"])):
             ids[i, : len(x)], labels[i, : len(y)], attention[i, : len(x)] = torch.tensor(x), torch.tensor(y), 1
         logits = model(input_ids=ids.to(device), attention_mask=attention.to(device)).logits[:, :-1]
         target = labels[:, 1:].to(device)
-        scored = target != IGNORE
+        scored = target != IGNORE_INDEX
         hit = (logits.argmax(-1) == target) & scored
         correct += int(hit.sum())
         total += int(scored.sum())
@@ -334,9 +376,10 @@ def tense_accuracy(model, dataset, *, batch_size: int = 128, pad_token_id: int =
 def tense_trainer(model, tokenizer, train_dataset, *, output_dir, max_steps: int = 20, r2g_alpha: float = 0.08,
                   distance: str = "euclidean", learning_rate: float = 1e-3, batch_size: int = 8,
                   logging_steps: int = 5, seed: int = 0, **sft_kwargs):
-    """An ``R2GSFTTrainer`` for a :func:`tense_tokenize` dataset (the spec's recipe, shortened:
-    AdamW eps 1e-7, no weight decay, clipping 1.0, batch 8, linear warm-up over 10% of the steps)."""
-    from icml26.training.r2g import R2GSFTConfig, R2GSFTTrainer
+    """An ``R2GSFTTrainer`` for a :func:`tense_tokenize` dataset (the authors' tense-inflection recipe,
+    shortened: AdamW eps 1e-7, no weight decay, clipping 1.0, batch 8, linear warm-up over 10% of the
+    steps where theirs warms up over 10k of 1M steps)."""
+    from icml26.training.r2g_trainer import R2GSFTConfig, R2GSFTTrainer
 
     args = R2GSFTConfig(output_dir=str(output_dir), max_steps=max_steps, per_device_train_batch_size=batch_size,
                         learning_rate=learning_rate, adam_epsilon=1e-7, weight_decay=0.0, max_grad_norm=1.0,
