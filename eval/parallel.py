@@ -28,7 +28,6 @@ def _worker_init(events) -> None:
     torch.set_num_threads(1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    progress._listeners.clear()  # the parent's listeners (bars, results.json) belong to the parent
     pid, last = os.getpid(), {}
 
     def relay(tracker, event: str) -> None:
@@ -40,7 +39,7 @@ def _worker_init(events) -> None:
         if event == "close":
             last.pop(id(tracker), None)
 
-    progress._listeners.append(relay)
+    progress.reset_listeners(relay)  # the parent's listeners (bars, results.json) belong to the parent
 
 
 def _run_indexed(task: tuple) -> tuple[int, Any]:

@@ -32,15 +32,15 @@ PAPERS: tuple[Paper, ...] = (
     Paper("saisa", "SAISA / NAEViT",
           "SAISA: Towards Multimodal Large Language Models with Both Training and Inference Efficiency",
           ("kernels/naevit.py", "kernels/naevit_triton.py", "kernels/naevit_hf.py", "models/saisa.py",
-           "training/saisa.py", "eval/digits_vqa.py"),
+           "training/saisa.py", "eval/tasks/digits_vqa.py"),
           "icml26 reproduce saisa; icml26 bench naevit; icml26 bench saisa", status="working"),
     Paper("tfmixer", "TFMixer",
           "Bridging Time and Frequency: A Joint Modeling Framework for Irregular Multivariate Time Series Forecasting",
           ("kernels/nudft.py", "kernels/nudft_triton.py", "kernels/nudft_layers.py", "models/tfmixer.py",
-           "eval/imts.py"), "icml26 reproduce tfmixer; icml26 bench nudft", status="working"),
+           "eval/tasks/imts.py"), "icml26 reproduce tfmixer; icml26 bench nudft", status="working"),
     Paper("r2g", "R2G",
           "Repel-to-Grokking (R2G) loss (exact ICML title not public)",
-          ("training/r2g.py", "eval/grokking.py"), "icml26 reproduce r2g", status="working"),
+          ("training/r2g.py", "training/r2g_trainer.py", "training/grokfast.py", "eval/tasks/grokking.py"), "icml26 reproduce r2g", status="working"),
     Paper("sera", "SERA",
           "SERA: Soft-Verified Efficient Repository Agents",
           ("agents/backends.py", "agents/sandbox.py", "agents/loop.py", "agents/sera.py", "training/sera.py"),
@@ -106,11 +106,13 @@ def markdown_table() -> str:
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for p in PAPERS:
-        modules = ", ".join(f"`{m}`" for m in p.modules)
-        lines.append(
-            f"| `{p.key}` | {p.name} | {p.title} | {modules} | `{p.cli}` | "
-            f"`eval/experiments/{p.key}.py` | {p.status} |"
-        )
+        if p.status == "planned":  # nothing exists yet: show where it will go, not paths that look real
+            modules = "planned: " + ", ".join(p.modules)
+            cli, exp = f"planned: {p.cli}", f"planned: eval/experiments/{p.key}.py"
+        else:
+            modules = ", ".join(f"`{m}`" for m in p.modules)
+            cli, exp = f"`{p.cli}`", f"`eval/experiments/{p.key}.py`"
+        lines.append(f"| `{p.key}` | {p.name} | {p.title} | {modules} | {cli} | {exp} | {p.status} |")
     return "\n".join(lines)
 
 

@@ -84,6 +84,12 @@ def listening(listener: Callable[[Phase, str], None]) -> Iterator[None]:
         _listeners.remove(listener)
 
 
+def reset_listeners(*listeners: Callable[[Phase, str], None]) -> None:
+    """Replace every listener by ``listeners``: for a worker process, whose inherited listeners (the parent's
+    bars and ``results.json`` writer) belong to the parent; it installs one that relays to the parent instead."""
+    _listeners[:] = listeners
+
+
 def trainer_callback(name: str = "training") -> Any:
     """A ``transformers.TrainerCallback`` that reports the trainer's optimizer steps as phase ``name``.
 

@@ -31,7 +31,6 @@ vocabulary size.
 from __future__ import annotations
 
 import math
-import os
 import sys
 from typing import Any
 
@@ -46,18 +45,13 @@ from transformers.modeling_outputs import BaseModelOutput, CausalLMOutputWithPas
 
 from icml26.errors import describe, described, input_error
 from icml26.kernels.naevit import naevit_attention
+from icml26.kernels import values_checked
 from icml26.utils import IGNORE_INDEX
 
 ARCHITECTURES = ("saisa", "llava", "naevit_llava")
 LAYER_FAMILIES = ("llama", "mistral", "qwen2", "qwen3")  # whose decoder layers the SAISA loop drives
 
 
-def _values_checked(t: torch.Tensor) -> bool:
-    """Whether checks that read ``t``'s values may run: on CPU, or when ``ICML26_CHECK_VALUES=1``.
-
-    Reading values syncs a GPU, so on CUDA only shapes, dtypes and devices are checked by default.
-    """
-    return t.device.type == "cpu" or os.environ.get("ICML26_CHECK_VALUES") == "1"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -403,7 +397,7 @@ class SaisaForConditionalGeneration(SaisaPreTrainedModel, GenerationMixin):
                               f"the shape of input_ids {tuple(input_ids.shape)}", describe(labels))
         cache = cache if cache is not None else past_key_values
         is_image = input_ids == self.config.image_token_id
-        if _values_checked(input_ids):  # one check per forward, skipped on CUDA (it would sync)
+        if values_checked(input_ids):  # one check per forward, skipped on CUDA (it would sync)
             self._check_token_ids(input_ids, is_image)
         features = self._visual_features(is_image, pixel_values, image_features)
         if use_cache is None:

@@ -37,7 +37,6 @@ with the Triton backend no phase tensor of size N x K is built, forward or backw
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 
 import torch
@@ -49,6 +48,7 @@ from transformers.utils import ModelOutput
 
 from icml26.errors import check_finite, describe, described, input_error
 from icml26.kernels.nudft import BACKENDS, NORMS
+from icml26.kernels import values_checked
 from icml26.kernels.nudft_layers import INITS, NUDFT, InverseNUDFT
 
 FREQUENCY_LAYOUTS = ("shared", "per_channel")
@@ -194,12 +194,6 @@ class TFMixerForecastOutput(ModelOutput):
 # ---------------------------------------------------------------------------------------------
 # Input checks and masked losses (shared with the baselines)
 # ---------------------------------------------------------------------------------------------
-def _values_checked(t: torch.Tensor) -> bool:
-    """Whether checks that read ``t``'s values may run: on CPU, or when ``ICML26_CHECK_VALUES=1``.
-
-    Reading values syncs a GPU, so on CUDA only shapes, dtypes and devices are checked by default.
-    """
-    return t.device.type == "cpu" or os.environ.get("ICML26_CHECK_VALUES") == "1"
 
 
 def check_imts_inputs(values, times, mask, query_times, targets=None, target_mask=None, num_channels=None, *,
@@ -228,7 +222,7 @@ def check_imts_inputs(values, times, mask, query_times, targets=None, target_mas
     if query_times.dim() != 2 or query_times.shape[0] != b:
         raise input_error(function, "query_times", f"[batch, horizon] with batch={b}", describe(query_times))
     mask = mask if mask.dtype == torch.bool else mask != 0
-    if _values_checked(values):
+    if values_checked(values):
         observed_rows = mask.any(-1)  # [B, L]
         empty = (~observed_rows.any(-1)).nonzero().flatten().tolist()
         if empty:

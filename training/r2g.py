@@ -33,13 +33,13 @@ Grokfast-EMA baseline in :mod:`icml26.training.grokfast`; both are importable fr
 from __future__ import annotations
 
 import math
-import os
 from typing import Any, Iterable, Sequence
 
 import torch
 import torch.nn.functional as F
 
 from icml26.errors import check_finite, describe, described, input_error
+from icml26.kernels import values_checked
 
 __all__ = [
     "DISTANCES", "FORMS", "REDUCTIONS", "SCHEDULES",
@@ -74,12 +74,6 @@ def _count(function: str, name: str, value: Any) -> int:
     return value
 
 
-def _values_checked(t: torch.Tensor) -> bool:
-    """Whether checks that read ``t``'s values may run: on CPU, or when ``ICML26_CHECK_VALUES=1``.
-
-    Reading values syncs a GPU, so on CUDA only shape, dtype and device are checked by default.
-    """
-    return t.device.type == "cpu" or os.environ.get("ICML26_CHECK_VALUES") == "1"
 
 
 # -- the term (pure functions) -----------------------------------------------------------------
@@ -144,7 +138,7 @@ def r2g_distance(values: torch.Tensor, *, position_mask: torch.Tensor | None = N
         perm = torch.as_tensor(perm, device=x.device, dtype=torch.long)
         if perm.shape != (B,):
             raise input_error("r2g_distance", "perm", f"a permutation of range({B})", describe(perm))
-        if _values_checked(perm) and not torch.equal(perm.sort().values, torch.arange(B, device=x.device)):
+        if values_checked(perm) and not torch.equal(perm.sort().values, torch.arange(B, device=x.device)):
             raise input_error("r2g_distance", "perm", f"a permutation of range({B})", perm.tolist())
     # A self-pair (a fixed point of a user's perm) has no partner to repel: it is not a pair.
     pair_valid = valid & valid[perm] & (perm != torch.arange(B, device=x.device)).unsqueeze(1)
