@@ -70,12 +70,12 @@ def _synthesize(args) -> int:
     import json
 
     from icml26.agents.optminer.synth import build_corpus, save, synthesize
-    from icml26.runner import UsageError
+    from icml26.errors import InputError
     from icml26.utils import atomic_write_json
 
     for name in ("dataset", "corpus"):
         if os.path.exists(os.path.join(args.out, name)) and not args.overwrite:
-            raise UsageError(f"{os.path.join(args.out, name)} already exists; pass --overwrite or another --out")
+            raise InputError(f"{os.path.join(args.out, name)} already exists; pass --overwrite or another --out")
     instances, stats = synthesize(args.n, args.seed, union_prob=args.union_prob, transfer_prob=args.transfer_prob,
                                   fog_prob=args.fog_prob, rtol=args.rtol, workers=args.workers,
                                   progress=args.progress)
@@ -90,35 +90,35 @@ def _synthesize(args) -> int:
 
 
 def _eval(args) -> int:
-    from icml26.runner import UsageError
+    from icml26.errors import InputError
 
     from icml26.agents.optminer.bench import ENV_FOLDER, bench_folder, evaluate_folder, format_summary
 
     folder = bench_folder(args.bench_dir)
     if folder is None:
-        raise UsageError(f"no benchmark folder: pass --bench-dir or set {ENV_FOLDER}")
+        raise InputError(f"no benchmark folder: pass --bench-dir or set {ENV_FOLDER}")
     if not folder.is_dir():
-        raise UsageError(f"benchmark folder {str(folder)!r} does not exist")
+        raise InputError(f"benchmark folder {str(folder)!r} does not exist")
     from icml26.agents.backends import backend_from_spec
 
     kwargs = {"api_key": args.api_key} if args.api_key else {}
     try:
         backend = backend_from_spec(args.backend, args.model, **kwargs)
     except ValueError as exc:
-        raise UsageError(str(exc)) from None
+        raise InputError(str(exc)) from None
     search = None
     if args.corpus:
         from icml26.agents.optminer.retrieval import BM25Corpus, EmbeddingCorpus, make_search_tool
 
         if not os.path.isdir(args.corpus):
-            raise UsageError(f"corpus folder {args.corpus!r} does not exist")
+            raise InputError(f"corpus folder {args.corpus!r} does not exist")
         try:
             if args.retriever == "bm25":
                 corpus = BM25Corpus.from_folder(args.corpus, k=args.top_k)
             else:
                 corpus = EmbeddingCorpus.from_folder(args.corpus, args.embedding_model, k=args.top_k)
         except (ImportError, ValueError, FileNotFoundError) as exc:
-            raise UsageError(str(exc)) from None
+            raise InputError(str(exc)) from None
         search = make_search_tool(corpus, k=args.top_k)
     from icml26.agents.optminer.scorer import Scorer
 
@@ -130,14 +130,14 @@ def _eval(args) -> int:
     try:
         scorer.sandbox  # build it now: a machine without isolation fails here, before any generation
     except SandboxError as exc:
-        raise UsageError(f"{exc} (or pass --allow-unisolated)") from None
+        raise InputError(f"{exc} (or pass --allow-unisolated)") from None
     with scorer:
         try:
             summary = evaluate_folder(backend, folder, args.out, benchmarks=args.benchmarks, limit=args.limit,
                                       scorer=scorer, search=search, sampling=sampling, max_turns=args.max_turns,
                                       resume=args.resume, progress=args.progress)
         except (ValueError, FileNotFoundError) as exc:
-            raise UsageError(str(exc)) from None
+            raise InputError(str(exc)) from None
     print(format_summary(summary))
     print(f"generations and summary.json in {args.out}")
     return 0

@@ -109,7 +109,7 @@ def _print_summary(summary) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from icml26.runner import UsageError
+    from icml26.errors import InputError
 
     if args.sera_command == "train":
         from icml26.training.sera import main_train
@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             summary = main_train(args)
         except (FileNotFoundError, ValueError) as exc:
-            raise UsageError(str(exc)) from None
+            raise InputError(str(exc)) from None
         print(f"trained model written to {args.out}")
         if isinstance(summary, dict) and summary.get("final_loss") is not None:
             print(f"final loss: {summary['final_loss']}")
@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
             _print_summary(summary)
             return 0
         if args.backend.startswith(("http://", "https://")) and not args.model:
-            raise UsageError("--model is required with a server URL (the name the server serves)")
+            raise InputError("--model is required with a server URL (the name the server serves)")
         sampling = {"temperature": args.temperature}
         if args.max_new_tokens:
             sampling["max_tokens"] = args.max_new_tokens
@@ -149,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
                                            "allow_unisolated": args.allow_unisolated},
                            teacher_q=args.teacher_q, progress=args.progress, review_submit=args.review_submit)
     except (RepoError, FileNotFoundError, ValueError) as exc:
-        raise UsageError(str(exc)) from None
+        raise InputError(str(exc)) from None
     except RuntimeError as exc:
         print(f"icml26 sera {args.sera_command}: error: {exc}", file=sys.stderr)
         return 1
