@@ -339,8 +339,8 @@ _needs_isolation = pytest.mark.skipif(isolation_support()[0] is None, reason="no
 @_needs_isolation
 def test_scripted_teacher_trajectory_uses_only_the_fixed_path(tmp_path):
     from icml26.agents.sera import ScriptedTeacher
-    from icml26.agents.sera_prompts import render_instruction
-    from icml26.agents.sera_verify import changed_lines
+    from icml26.agents.sera.prompts import render_instruction
+    from icml26.agents.sera.verification import changed_lines
 
     repo = tmp_path / "repo"
     (repo / "shop").mkdir(parents=True)

@@ -13,15 +13,15 @@ import time
 
 import pytest
 
-from icml26.agents import sera_cli
+from icml26.agents.sera import cli as sera_cli
 from icml26.agents.sera import (RepoError, ScriptedTeacher, export, find_seed_functions, generate,
                                 make_git_repo_from_package, plan_instances, run_instance)
-from icml26.agents.sera_edits import FAMILIES, EditSpec, apply_edit, candidates, parse_fact, parse_function
-from icml26.agents.sera_export import Ledger
-from icml26.agents.sera_prompts import (CATEGORIES, UPSTREAM_SENTENCE, VAGUE_TEMPLATES, load_demonstrations,
+from icml26.agents.sera.scripted.edits import FAMILIES, EditSpec, apply_edit, candidates, parse_fact, parse_function
+from icml26.agents.sera.exporter import Ledger
+from icml26.agents.sera.prompts import (CATEGORIES, UPSTREAM_SENTENCE, VAGUE_TEMPLATES, load_demonstrations,
                                         render_vague_issue)
-from icml26.agents.sera_teacher import demonstration_style, render_issue
-from icml26.agents.sera_verify import changed_lines
+from icml26.agents.sera.scripted.teacher import demonstration_style, render_issue
+from icml26.agents.sera.verification import changed_lines
 
 GIT_ENV = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
                GIT_COMMITTER_EMAIL="t@t")
@@ -166,7 +166,7 @@ def test_teacher_acts_from_a_hand_written_issue(tmp_path):
     """No side channel: an issue the pipeline never wrote drives the second-rollout behaviour."""
     from icml26.agents.loop import run_agent
     from icml26.agents.sandbox import Sandbox
-    from icml26.agents.sera_prompts import render_instruction
+    from icml26.agents.sera.prompts import render_instruction
 
     repo = git_repo(tmp_path, SMALL)
     issue = "Passing `None` as `item` to `Cart.add` is not rejected; it should raise `ValueError` with the " \
@@ -296,7 +296,7 @@ def test_ledger_tolerates_a_torn_line_and_out_dir_is_locked(tmp_path):
     ledger.append({"id": "c", "status": "done"})
     assert set(ledger.records()) == {"a", "c"}
 
-    from icml26.agents.sera import _OutDirLock
+    from icml26.agents.sera.pipeline import _OutDirLock
 
     lock = _OutDirLock(tmp_path)
     with pytest.raises(RuntimeError, match="another generation run"):

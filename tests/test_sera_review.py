@@ -13,9 +13,9 @@ import time
 from icml26.agents.loop import run_agent
 from icml26.agents.sandbox import Sandbox
 from icml26.agents.sera import ScriptedTeacher, export, generate, plan_instances
-from icml26.agents.sera_prompts import (UPSTREAM_SENTENCE, VAGUE_TEMPLATES, extract_pr_description,
+from icml26.agents.sera.prompts import (UPSTREAM_SENTENCE, VAGUE_TEMPLATES, extract_pr_description,
                                         render_instruction, render_vague_issue)
-from icml26.agents.sera_verify import changed_lines, tool_response_tokens
+from icml26.agents.sera.verification import changed_lines, tool_response_tokens
 from icml26.agents.tools import REVIEW_PREFIX, is_review_observation
 
 GIT_ENV = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
@@ -177,7 +177,7 @@ def test_duplicate_first_patches_keep_the_lowest_index_with_any_number_of_worker
 
 
 def test_a_rollout_stopped_at_the_review_is_not_submitted_and_is_filtered(tmp_path):
-    from icml26.agents.sera_verify import filter_trajectory
+    from icml26.agents.sera.verification import filter_trajectory
 
     repo = git_repo(tmp_path / "repo", SMALL)
     with Sandbox(repo) as sandbox:
@@ -193,7 +193,7 @@ def test_a_rollout_stopped_at_the_review_is_not_submitted_and_is_filtered(tmp_pa
 
 
 def test_resolve_duplicates_rules():
-    from icml26.agents.sera_export import resolve_duplicates
+    from icml26.agents.sera.exporter import resolve_duplicates
 
     patch = "diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-a\n+b\n"
 

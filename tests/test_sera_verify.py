@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from icml26.agents.sera_verify import (FilterConfig, changed_lines, check_threshold, count_changed_lines,
+from icml26.agents.sera.verification import (FilterConfig, changed_lines, check_threshold, count_changed_lines,
                                        filter_trajectory, is_verified, patch_recall, token_counter,
                                        tool_response_tokens, truncate_messages, verify)
 

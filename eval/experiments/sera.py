@@ -3,7 +3,7 @@
 Setup (spec ``sera.md`` sections 5-6): two pure-Python packages that ship with the installed dependencies,
 ``jmespath`` (repository A) and ``idna`` (repository B), are copied into scratch git repositories
 (:func:`icml26.agents.sera.make_git_repo_from_package`). The offline scripted teacher
-(:class:`icml26.agents.sera_teacher.ScriptedTeacher`, noise ``q=0.8``) runs SERA's pipeline on both
+(:class:`icml26.agents.sera.scripted.teacher.ScriptedTeacher`, noise ``q=0.8``) runs SERA's pipeline on both
 (:func:`icml26.agents.sera.generate`: vague issue -> rollout 1 -> synthetic issue -> rollout 2 -> patch recall ->
 filters). A's instances are split into train and held-out by instance, so T1 and T2 of one instance stay
 together. A tiny Qwen3 (random weights, a locally trained tokenizer, :func:`icml26.tiny.build_tiny_model`) is
@@ -159,7 +159,7 @@ def run_experiment(config, *, n_a: int | None = None, n_b: int | None = None, he
 
     import math
 
-    from icml26.eval.sera_eval import assistant_token_loss, heldout_prompts, reply_tokens, tool_call_validity
+    from icml26.eval.tasks.sera_eval import assistant_token_loss, heldout_prompts, reply_tokens, tool_call_validity
     from icml26.results import Claim, Result
     from icml26.tiny import build_tiny_model
     from icml26.training.sera import SeraSFTConfig, build_sft_trainer

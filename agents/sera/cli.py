@@ -91,7 +91,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _filters(args):
-    from .sera_verify import FilterConfig
+    from .verification import FilterConfig
 
     return FilterConfig(max_changed_lines=args.max_changed_lines, max_avg_tool_tokens=args.max_avg_tool_tokens,
                         enforce_submit=args.enforce_submit, max_tokens=args.max_trajectory_tokens,
@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"final loss: {summary['final_loss']}")
         return 0
 
-    from .sera import RepoError, export, generate
+    from .pipeline import RepoError, export, generate
 
     try:
         if args.sera_command == "export":
@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
             sampling["max_tokens"] = args.max_new_tokens
         backend = args.backend
         if backend != "scripted":
-            from .sera import resolve_backend
+            from .pipeline import resolve_backend
 
             kw = {"api_key": args.api_key} if args.api_key else {}
             backend = resolve_backend(backend, args.model, **kw)

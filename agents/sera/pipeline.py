@@ -19,7 +19,7 @@ For each seed function of the repository (:func:`find_seed_functions`):
 
 Any :class:`~icml26.agents.backends.ChatBackend` is the teacher: an OpenAI-compatible server
 (``"http://host:8000/v1"`` with a model name, e.g. vLLM), a local model path, or the offline
-:class:`~icml26.agents.sera_teacher.ScriptedTeacher`. Finished instances go to an fsynced ledger,
+:class:`~icml26.agents.sera.scripted.ScriptedTeacher`. Finished instances go to an fsynced ledger,
 so a killed run resumes where it stopped with nothing lost or duplicated.
 """
 
@@ -37,14 +37,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from .sera_export import GenerateSummary, Ledger, export
-from .sera_prompts import (SYSTEM_PROMPT, VAGUE_TEMPLATES, load_demonstrations, parse_judge_answer,
+from .exporter import GenerateSummary, Ledger, export
+from .prompts import (SYSTEM_PROMPT, VAGUE_TEMPLATES, load_demonstrations, parse_judge_answer,
                            parse_pr_answer, render_instruction, render_judge_request, render_pr_request,
                            render_vague_issue, summarize_steps)
-from .sera_seeds import RepoError, SeedFunction, check_git_repo, find_seed_functions, head_commit, \
+from .seeds import RepoError, SeedFunction, check_git_repo, find_seed_functions, head_commit, \
     make_git_repo_from_package
-from .sera_teacher import ScriptedTeacher
-from .sera_verify import FilterConfig, changed_lines, check_threshold, count_changed_lines, filter_trajectory, \
+from .scripted.teacher import ScriptedTeacher
+from .verification import FilterConfig, changed_lines, check_threshold, count_changed_lines, filter_trajectory, \
     patch_recall, verify
 
 __all__ = ["Instance", "GenerateSummary", "FilterConfig", "ScriptedTeacher", "RepoError", "SeedFunction",
@@ -110,7 +110,7 @@ def resolve_backend(backend: Any, model: str | None = None, *, seed: int = 0, q=
     if isinstance(backend, str) and backend == "scripted":
         return ScriptedTeacher(seed=seed, q=q).backend()
     if isinstance(backend, str):
-        from .backends import backend_from_spec
+        from icml26.agents.backends import backend_from_spec
 
         return backend_from_spec(backend, model, **kw)
     raise TypeError(f"backend must be a ChatBackend, a ScriptedTeacher, 'scripted', a URL or a model path; "
@@ -132,12 +132,12 @@ def run_instance(inst: Instance, repo: Path, backend, *, demonstrations: Sequenc
 
     ``claim_patch(p1) -> bool`` returns False when an identical P1 was already seen (a duplicate);
     the answer is kept as ``p1_claimed`` (None when there was no check), which tells the export that
-    the instance took part in the duplicate check (see ``resolve_duplicates`` in ``sera_export``).
+    the instance took part in the duplicate check (see ``resolve_duplicates`` in :mod:`icml26.agents.sera.exporter`).
     """
-    from .backends import BackendError
-    from .loop import run_agent
-    from .sandbox import Sandbox
-    from .tools import default_tools
+    from icml26.agents.backends import BackendError
+    from icml26.agents.loop import run_agent
+    from icml26.agents.sandbox import Sandbox
+    from icml26.agents.tools import default_tools
 
     sampling = dict(sampling or {})
     sandbox_kwargs = dict(sandbox_kwargs or {})
@@ -299,7 +299,7 @@ class _FirstByIndex:
     ``claim(index, patch)`` is False when a lower index already holds the same P1 (this instance is
     a duplicate and stops). Otherwise it takes the P1, from a higher index too: threads finish
     their first rollouts in any order, so a higher index may have claimed first and already gone
-    on; :func:`~icml26.agents.sera_export.resolve_duplicates` then shows that one as a duplicate at
+    on; :func:`~icml26.agents.sera.exporter.resolve_duplicates` then shows that one as a duplicate at
     export, so the result is the one-worker result whatever the timing, and no worker ever waits.
     """
 

@@ -243,7 +243,7 @@ def summarize_steps(messages: list[dict], max_chars: int = 600) -> str:
 
 # ------------------------------------------------------------------------------------ demonstrations
 
-DATA_DIR = Path(__file__).resolve().parent / "sera_data"
+DATA_DIR = Path(__file__).resolve().parent / "data"
 
 
 def load_demonstrations(source: str | Path | None = None) -> list[str]:

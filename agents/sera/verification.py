@@ -177,7 +177,7 @@ def tool_response_tokens(messages: list[dict], count: TokenCounter = whitespace_
     recognised by its text too (:func:`~icml26.agents.tools.is_review_observation`), so it stays out of
     the count even when the call it answers cannot be matched (a missing or reused call id).
     """
-    from .tools import is_review_observation
+    from icml26.agents.tools import is_review_observation
 
     skip = _submit_call_ids(messages)
     return [count(m.get("content") or "") for m in messages

@@ -6,7 +6,7 @@ reads everything it needs from the messages it receives and the tool output it s
 pipeline:
 
 * **agent rollouts** (tools given): it reads ``<pr_description>``. When the description states a
-  concrete problem (a sentence :func:`~icml26.agents.sera_edits.parse_fact` understands) it is a
+  concrete problem (a sentence :func:`~icml26.agents.sera.scripted.edits.parse_fact` understands) it is a
   second rollout: it searches for the function with ``grep``, outlines the file, views the
   function, redoes the change *noisily* (each new line kept with probability ``q``, otherwise an
   alternative line), checks that the file compiles and submits. Otherwise it is a first rollout
@@ -33,9 +33,9 @@ import random
 import re
 import shlex
 
-from .sera_edits import EditSpec, apply_edit, parse_fact, parse_function, plan_edit
-from .sera_prompts import extract_pr_description
-from .tools import is_review_observation
+from .edits import EditSpec, apply_edit, parse_fact, parse_function, plan_edit
+from ..prompts import extract_pr_description
+from icml26.agents.tools import is_review_observation
 
 _SCRATCH_PATH = re.compile(r"\S*icml26-sandbox-[^/\s]+/repo")
 
@@ -146,7 +146,7 @@ class ScriptedTeacher:
         """
         import collections
 
-        from .backends import ScriptedBackend
+        from icml26.agents.backends import ScriptedBackend
 
         backend = ScriptedBackend(self, **kw)
         backend.calls = collections.deque(maxlen=keep_calls)
