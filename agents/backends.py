@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
+from icml26.errors import described, input_error
+
 from .toolcalls import ToolCall, parse_arguments, parse_tool_calls
 
 __all__ = [
@@ -36,6 +38,7 @@ __all__ = [
     "BackendError",
     "ChatBackend",
     "OpenAIChatBackend",
+    "ROLES",
     "ScriptedBackend",
     "ToolCall",
     "TransformersChatBackend",
@@ -115,17 +118,33 @@ class ChatBackend(Protocol):
     def chat(self, messages: list[dict], tools: list[dict] | None = None, **sampling) -> AssistantMessage: ...
 
 
-def to_template_messages(messages: Sequence[dict]) -> list[dict]:
-    """OpenAI-format messages -> what ``apply_chat_template`` expects.
+ROLES = ("system", "user", "assistant", "tool")
+
+
+def to_template_messages(messages: Sequence[dict], *, strict: bool = False, row_id: Any = None) -> list[dict]:
+    """OpenAI-format messages -> what ``apply_chat_template`` expects (the one converter of icml26).
 
     Chat templates index ``tool_call.function.arguments`` as a mapping (``| tojson``), while the
-    OpenAI format stores a JSON string: arguments are decoded; a malformed call's text becomes
-    ``{"invalid_arguments": <raw text>}``, as :func:`request_messages` sends it to servers, so a
-    model sees the same prompt in-process and behind a server. ``None`` content becomes
-    ``""`` because templates concatenate it. The input is not modified.
+    OpenAI format stores a JSON string: arguments are decoded, and ``None`` content becomes ``""``
+    because templates concatenate it. The input is not modified.
+
+    ``strict=False`` (generation: a model must see every turn, right or wrong): a malformed call's
+    text becomes ``{"invalid_arguments": <raw text>}``, as :func:`request_messages` sends it to
+    servers, so a model sees the same prompt in-process and behind a server; other keys are kept.
+
+    ``strict=True`` (training data): anything a template cannot render raises
+    :class:`~icml26.errors.InputError` naming the trajectory (``row_id``) and the message; keys whose
+    value is ``None`` are dropped (an Arrow round trip adds every key of every message to all of them)
+    and each call is rebuilt as ``{"type": "function", "function": {"name", "arguments"}, "id"}``.
     """
+    if strict and (not isinstance(messages, (list, tuple)) or not messages):
+        raise input_error("to_template_messages", _where(row_id), "a non-empty list of message dicts",
+                          described(f"{messages!r:.80}"))
     out: list[dict] = []
-    for message in messages:
+    for i, message in enumerate(messages):
+        if strict:
+            out.append(_strict_message(message, row_id, i))
+            continue
         message = dict(message)
         if message.get("content") is None:
             message["content"] = ""
@@ -140,6 +159,54 @@ def to_template_messages(messages: Sequence[dict]) -> list[dict]:
                 calls.append(call)
             message["tool_calls"] = calls
         out.append(message)
+    return out
+
+
+def _where(row_id: Any, index: int | None = None) -> str:
+    return f"trajectory {row_id!r}" + ("" if index is None else f", message {index}")
+
+
+def _strict_message(message: Any, row_id: Any, i: int) -> dict:
+    where = _where(row_id, i)
+    if not isinstance(message, dict):
+        raise input_error("to_template_messages", where, "a message dict", described(type(message).__name__))
+    message = {k: v for k, v in message.items() if v is not None}
+    role = message.get("role")
+    if role not in ROLES:
+        raise input_error("to_template_messages", f"{where}: role", f"one of {list(ROLES)}", role)
+    content = message.get("content", "")
+    if not isinstance(content, str):
+        raise input_error("to_template_messages", f"{where}: content", "a string", described(type(content).__name__))
+    message["content"] = content
+    calls = message.pop("tool_calls", None) or []
+    if calls and role != "assistant":
+        raise input_error("to_template_messages", f"{where}: tool_calls", "tool calls only on assistant messages",
+                          described(f"role {role!r}"))
+    if calls:
+        message["tool_calls"] = [_strict_call(call, where) for call in calls]
+    return message
+
+
+def _strict_call(call: Any, where: str) -> dict:
+    function = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not function["name"]:
+        raise input_error("to_template_messages", f"{where}: tool call", "a call with function.name",
+                          described(f"{call!r:.120}"))
+    arguments = function.get("arguments", {})
+    if arguments is None:
+        arguments = {}
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise input_error("to_template_messages", f"{where}: arguments of tool call {function['name']!r}",
+                              "valid JSON", described(f"{arguments!r:.120} ({exc})")) from None
+    if not isinstance(arguments, dict):
+        raise input_error("to_template_messages", f"{where}: arguments of tool call {function['name']!r}",
+                          "a JSON object", described(type(arguments).__name__))
+    out = {"type": "function", "function": {"name": function["name"], "arguments": arguments}}
+    if call.get("id") is not None:
+        out["id"] = call["id"]
     return out
 
 

@@ -10,7 +10,6 @@ trajectory can be replayed to any OpenAI-compatible server or rendered by a chat
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -128,8 +127,3 @@ def run_agent(backend: ChatBackend, sandbox: Sandbox, task: str, *, system_promp
     patch = executor.patch if executor.submitted and executor.patch is not None else sandbox.diff()
     return Trajectory(messages=messages, tools=tools, submitted=executor.submitted, patch=patch, steps=steps,
                       usage=usage, exit_reason=exit_reason, error=error)
-
-
-def trajectory_json(trajectory: Trajectory) -> str:
-    """One JSON line (for ``.jsonl`` files)."""
-    return json.dumps(trajectory.to_dict(), ensure_ascii=False)

@@ -1,4 +1,4 @@
-"""Opt-Miner retrieval, sandboxed scorer (spec 6.3, 6.7) and benchmark harness."""
+"""Opt-Miner retrieval, sandboxed scorer and benchmark harness."""
 
 import json
 import os

@@ -1,4 +1,4 @@
-"""Opt-Miner synthesis: problem trees, templates, operators (spec 6.2), solver validity (spec 6.1)."""
+"""Opt-Miner synthesis: problem trees, templates, operators, solver validity."""
 
 import re
 

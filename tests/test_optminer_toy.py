@@ -96,7 +96,7 @@ def test_teacher_answers_with_what_it_read(world):
 
 @pytest.mark.slow
 def test_toy_claim_over_three_seeds():
-    """Spec check 6: R-GRPO beats SFT alone by 0.1 and the tool-disabled ablation scores lower (median of 3 seeds)."""
+    """R-GRPO beats SFT alone by 0.1 and the tool-disabled ablation scores lower (median of 3 seeds)."""
     runs = [run_toy(seed) for seed in (0, 1, 2)]
     gain = statistics.median(r["reward_rgrpo"] - r["reward_sft"] for r in runs)
     gap = statistics.median(r["reward_rgrpo"] - r["reward_notool"] for r in runs)

@@ -10,8 +10,10 @@ from argparse import Namespace
 import pytest
 import torch
 
+from icml26.agents.backends import to_template_messages
+from icml26.errors import InputError
 from icml26.training.sera import (
-    SeraSFTConfig, assistant_token_loss, build_sft_trainer, load_trajectories, main_train, template_messages,
+    SeraSFTConfig, assistant_token_loss, build_sft_trainer, load_trajectories, main_train,
     tokenize_trajectory, tool_names, train_sera, training_chat_template, trajectories_to_dataset,
 )
 
@@ -79,7 +81,7 @@ def test_template_messages_parse_arguments_and_drop_arrow_nulls():
     # What an Arrow round trip does to a message: every key of every message, None where missing
     arrowed = [{"role": m["role"], "content": m.get("content"), "tool_calls": m.get("tool_calls"),
                 "tool_call_id": m.get("tool_call_id"), "name": None} for m in row["messages"]]
-    out = template_messages(arrowed)
+    out = to_template_messages(arrowed, strict=True)
     assert out[0] == {"role": "system", "content": SYSTEM}
     assert out[2]["tool_calls"][0]["function"] == {"name": "bash",
                                                    "arguments": {"command": "grep -n 'def parse' pkg/mod0.py"}}
@@ -88,16 +90,16 @@ def test_template_messages_parse_arguments_and_drop_arrow_nulls():
 
 
 @pytest.mark.parametrize("mutate, words", [
-    (lambda m: m[2]["tool_calls"][0]["function"].update(arguments="{not json"), ["message 2", "not valid JSON"]),
+    (lambda m: m[2]["tool_calls"][0]["function"].update(arguments="{not json"), ["message 2", "expected valid JSON"]),
     (lambda m: m[2]["tool_calls"][0]["function"].update(arguments="[1, 2]"), ["message 2", "JSON object", "list"]),
     (lambda m: m[1].update(role="human"), ["message 1", "role", "human"]),
-    (lambda m: m[3].update(tool_calls=[_call(9, "bash")]), ["message 3", "only assistant"]),
+    (lambda m: m[3].update(tool_calls=[_call(9, "bash")]), ["message 3", "tool calls only on assistant messages"]),
     (lambda m: m[4]["tool_calls"][0]["function"].pop("name"), ["message 4", "function.name"]),
 ])
 def test_bad_messages_raise_errors_naming_the_trajectory_and_message(mutate, words):
     row = trajectory(3)
     mutate(row["messages"])
-    with pytest.raises(ValueError) as info:
+    with pytest.raises(InputError) as info:
         trajectories_to_dataset([row])
     assert "'pkg-3'" in str(info.value)
     for word in words:
@@ -153,7 +155,7 @@ def test_trainer_labels_cover_exactly_the_assistant_turns(tiny, tmp_path):
     for k, row in enumerate(rows):
         example = trainer.train_dataset[k]
         ids, labels = example["input_ids"], example["labels"]
-        messages = template_messages(row["messages"])
+        messages = to_template_messages(row["messages"], strict=True)
         text = tokenizer.apply_chat_template(messages, tools=TOOLS, tokenize=False)
         enc = tokenizer(text, return_offsets_mapping=True, add_special_tokens=False)
         assert enc["input_ids"] == ids  # the trainer tokenised the same text as the inference template renders

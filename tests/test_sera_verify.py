@@ -1,4 +1,4 @@
-"""SERA soft verification and filters: the spec's closed forms, threshold semantics and filter boundaries."""
+"""SERA soft verification and filters: the closed forms of SERA's recall (arXiv 2601.20789), threshold semantics and filter boundaries."""
 
 import random
 

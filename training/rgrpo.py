@@ -1,7 +1,7 @@
 """R-GRPO: retrieval-augmented GRPO (the Opt-Miner paper's RL stage, reconstructed) on TRL's ``GRPOTrainer``.
 
 Only the paper's abstract is public, so what R-GRPO changes in GRPO is a reconstruction from Search-R1 and
-ReSearch (see the spec): (1) the tokens of retrieved documents are excluded from the policy-gradient and KL sums,
+ReSearch (Reconstruction; Search-R1 is arXiv 2503.09516): (1) the tokens of retrieved documents are excluded from the policy-gradient and KL sums,
 (2) the reward is the outcome (the final numeric answer, within a relative tolerance) plus an optional format
 term, and (3) an optional retrieval bonus, off by default.
 
@@ -9,9 +9,11 @@ TRL >= 1.x already runs the multi-turn tool loop (``GRPOTrainer(tools=[search])`
 tokenizer's response template (``add_response_schema`` recognises the Qwen2.5/Qwen3 templates), executes them, appends
 the tool turn *by concatenating token ids* (no re-tokenisation) and records ``tool_mask`` (0 on tool-result tokens).
 In ``trl`` 1.16 ``_compute_loss`` multiplies ``completion_mask * tool_mask`` before the policy-gradient, KL and
-entropy sums, which is exactly Search-R1's retrieved-token masking. So :class:`RGRPOTrainer` is thin: it
+entropy sums, which is exactly Search-R1's retrieved-token masking (``tests/test_rgrpo.py`` checks this by
+behaviour, not by reading TRL's source: the gradient at tool-result positions is exactly zero, and swapping the
+retrieved text leaves loss and gradient unchanged; ``pyproject.toml`` pins the tested trl range). So
+:class:`RGRPOTrainer` is thin: it
 
-- refuses to run on a TRL whose loss ignores ``tool_mask`` (a source check at construction);
 - checks every generated batch: one mask entry per completion token (the guard against TRL issue #5144, where the
   mask outgrew ``completion_ids`` after re-tokenisation: raise, or repair with ``tool_mask_mismatch="repair"``), and
   one masked span per tool turn;
@@ -26,7 +28,6 @@ Also here: :func:`group_advantages` (TRL's group-normalised advantage as a pure 
 
 from __future__ import annotations
 
-import inspect
 import math
 import re
 from dataclasses import dataclass, field
@@ -55,7 +56,7 @@ class RGRPOConfig(GRPOConfig):
 
     Parameters:
         reward_tolerance: relative tolerance of the default answer reward: a numeric answer ``y_hat`` counts as
-            correct when ``|y_hat - y| / (|y| + 1) < reward_tolerance`` (SIRL's rule; the spec's default 1e-4).
+            correct when ``|y_hat - y| / (|y| + 1) < reward_tolerance`` (SIRL's rule; our default 1e-4).
         format_reward: weight of the format term of the default reward (1 when the final turn holds one
             ``<answer>number</answer>``); 0 turns it off.
         retrieval_bonus: reward added when a tool result contains the gold document (dataset column named by
@@ -274,10 +275,6 @@ def check_tool_mask(tool_mask: Sequence[Sequence[int]], completions: Sequence[An
 
 
 # -- trainer -----------------------------------------------------------------------------------
-def _trl_masks_tool_tokens() -> bool:
-    source = inspect.getsource(GRPOTrainer._compute_loss)
-    return "tool_mask" in source
-
 
 class RGRPOTrainer(GRPOTrainer):
     """``GRPOTrainer`` whose retrieved tokens are checked to be out of the loss, with the R-GRPO default rewards.
@@ -292,9 +289,6 @@ class RGRPOTrainer(GRPOTrainer):
             raise ValueError("RGRPOTrainer needs args=RGRPOConfig(...) (got None)")
         if not isinstance(args, RGRPOConfig):
             raise TypeError(f"args must be an RGRPOConfig, got {type(args).__name__}")
-        if not _trl_masks_tool_tokens():
-            raise NotImplementedError("the installed TRL's GRPOTrainer._compute_loss does not use tool_mask, so "
-                                      "retrieved tokens would be trained on; R-GRPO needs trl >= 1.0")
         if reward_funcs is None:
             reward_funcs = [make_answer_reward(tolerance=args.reward_tolerance, answer_column=args.answer_column,
                                                format_weight=args.format_reward)]
@@ -331,7 +325,8 @@ class RGRPOTrainer(GRPOTrainer):
 
 # -- evaluation rollouts -----------------------------------------------------------------------
 def _tool_suffix_ids(tokenizer, chat_template, tool_messages) -> list[int]:
-    # Same construction as GRPOTrainer._get_tool_suffix_ids: render a dummy exchange with and without the tool turn.
+    # Copied from trl 1.16.0, trl/trainer/grpo_trainer.py, GRPOTrainer._get_tool_suffix_ids (text-only branch; a
+    # method of the trainer there, needed here without one): render a dummy exchange with and without the tool turn.
     calls = [{"type": "function", "function": {"name": tool_messages[0]["name"], "arguments": {}}}]
     dummy = [{"role": "user", "content": "dummy"}, {"role": "assistant", "content": "", "tool_calls": calls}]
     prefix = tokenizer.apply_chat_template(dummy, tokenize=True, chat_template=chat_template, return_dict=False)

@@ -1,6 +1,7 @@
 """The three synthesis operators on problem trees: subtree union, subtree transfer, knowledge fogging.
 
-Names come from the paper's abstract; the semantics are a reconstruction (spec section 2):
+Names come from the paper's abstract; the semantics are ours (Reconstruction: the closest prior
+work is InfoAgent, arXiv 2509.25189, with its entity trees, sub-tree sampling and entity fuzzification):
 
 - :func:`union` merges two problems into a multi-domain one: both scenario subtrees, both model
   subtrees, the objectives added (a min problem joined to a max problem enters with a minus sign),

@@ -1,6 +1,7 @@
 """Scoring a model's optimisation answer by running its solver code in the sandbox.
 
-Reward (spec section 2, after SIRL's reward code): the completion's last Python code block runs in
+Reward (Reconstruction: the Opt-Miner paper's abstract names no reward; this follows SIRL's reward code,
+Cardinal-Operations/SIRL): the completion's last Python code block runs in
 :class:`icml26.agents.sandbox.Sandbox` (time and memory limits, no network); the objective is
 parsed from what it prints and is correct when ``|pred - ref| / (|ref| + 1) < rtol`` (SIRL's
 relative error; ``rtol`` defaults to SIRL's 1e-6), or, when ``atol`` > 0, ``|pred - ref| <= atol``. A reference of ``None`` means the problem has

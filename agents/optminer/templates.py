@@ -261,10 +261,6 @@ def technique_document(tag: str, code: str, statement: str, site: str) -> Docume
     return Document(f"{code}", f"{title} {code}", f"{title} {code} for {site}. {statement} Modelling note: {how}")
 
 
-def _site(tree: ProblemTree, sid: str) -> str:
-    return tree.scenario(sid).site
-
-
 def _cost_sign(tree: ProblemTree) -> float:
     """+1 when a cost enters the tree's objective as is (min), -1 when it is subtracted (max)."""
     return 1.0 if tree.model.objective.sense == "min" else -1.0

@@ -134,7 +134,6 @@ def run_instance(inst: Instance, repo: Path, backend, *, demonstrations: Sequenc
     the answer is kept as ``p1_claimed`` (None when there was no check), which tells the export that
     the instance took part in the duplicate check (see ``resolve_duplicates`` in :mod:`icml26.agents.sera.exporter`).
     """
-    from icml26.agents.backends import BackendError
     from icml26.agents.loop import run_agent
     from icml26.agents.sandbox import Sandbox
     from icml26.agents.tools import default_tools
@@ -188,8 +187,6 @@ def run_instance(inst: Instance, repo: Path, backend, *, demonstrations: Sequenc
             return record
         record["recall"] = patch_recall(t1.patch, t2.patch)
         record["status"] = "done"
-    except BackendError as exc:
-        record["error"] = f"{type(exc).__name__}: {exc}"
     except Exception as exc:  # a broken instance must not stop the run; the ledger says what happened
         record["error"] = f"{type(exc).__name__}: {exc}"
     finally:

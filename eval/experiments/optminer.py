@@ -6,8 +6,8 @@
    must read every number from the text fails on fogged instances far more often than on unfogged
    ones, and succeeds again when given the top-3 BM25 documents for the fogged sentence, searched
    in the corpus of all instances' knowledge documents plus distractors. Also measured: the
-   retrieval hit rate and how often a subtree union's optimum differs from both parents' (spec 6.2).
-3. **R-GRPO on the toy task** (:func:`icml26.eval.tasks.optminer_toy.run_toy`, spec check 6): R-GRPO
+   retrieval hit rate and how often a subtree union's optimum differs from both parents'.
+3. **R-GRPO on the toy task** (:func:`icml26.eval.tasks.optminer_toy.run_toy`; Reconstruction: our toy): R-GRPO
    beats its SFT start by at least 0.1 held-out reward, and loses reward when the search tool is
    disabled (medians over seeds; full mode, or ``toy=True``).
 4. **Harness check**: submitting each benchmark's reference value as the model's output scores 100%
@@ -163,7 +163,7 @@ def run_experiment(config, *, n_instances: int | None = None, toy: bool | None =
     seed = config.seeds[0]
     n_instances = n_instances or N_INSTANCES[config.mode]
     notes = [f"Reconstruction: only the paper's abstract is public; trees, operators, fogging and R-GRPO details "
-             f"are our reconstruction (spec). {'Quick' if config.quick else 'Full'} mode, seeds {list(config.seeds)}."]
+             f"are our reconstruction (closest prior work: InfoAgent, Search-R1, SIRL). {'Quick' if config.quick else 'Full'} mode, seeds {list(config.seeds)}."]
     metrics, rows = _synthesis_and_gaps(seed, n_instances)
     claims = [
         Claim.at_least(f"synthesis valid: share of {metrics['instances']} seeded instances whose stored objective "
@@ -217,7 +217,7 @@ def run_experiment(config, *, n_instances: int | None = None, toy: bool | None =
             claims.append(Claim.less(f"R-GRPO toy: held-out reward with the search tool disabled vs enabled ({what})",
                                      med["reward_notool"], med["reward_rgrpo"]))
             notes.append("Claim 3's cold start imitates a scripted teacher that searches for the right document 40% "
-                         "of the time (the spec's toy, with the search choice left for RL); gold_rate is the share "
+                         "of the time (our toy, with the search choice left for RL); gold_rate is the share "
                          "of held-out rollouts whose search returned the capacity document.")
             tables["toy"] = [{k: v for k, v in r.items() if k != "reward_curve"} for r in toy_rows]
     # 4. harness check on the real benchmarks

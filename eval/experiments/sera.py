@@ -1,6 +1,7 @@
 """SERA on real Python repositories: soft-verified generation with the scripted teacher, then SFT of a tiny student.
 
-Setup (spec ``sera.md`` sections 5-6): two pure-Python packages that ship with the installed dependencies,
+Setup (SERA, arXiv 2601.20789, scaled down to CPU; Reconstruction: the repositories, the scripted
+teacher and the tiny student are our choices): two pure-Python packages that ship with the installed dependencies,
 ``jmespath`` (repository A) and ``idna`` (repository B), are copied into scratch git repositories
 (:func:`icml26.agents.sera.make_git_repo_from_package`). The offline scripted teacher
 (:class:`icml26.agents.sera.scripted.teacher.ScriptedTeacher`, noise ``q=0.8``) runs SERA's pipeline on both
