@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from icml26.errors import input_error
+
 from .backends import BackendError, ChatBackend, Usage
 from .sandbox import Sandbox
 from .tools import ToolExecutor, default_tools
@@ -86,9 +88,9 @@ def run_agent(backend: ChatBackend, sandbox: Sandbox, task: str, *, system_promp
     to the executor built here; a given ``executor`` keeps its own setting.
     """
     if not isinstance(task, str) or not task.strip():
-        raise ValueError("task must be a non-empty string")
+        raise input_error("run_agent", "task", "a non-empty string", task)
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
-        raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}")
+        raise input_error("run_agent", "max_steps", "a positive integer", max_steps)
     tools = default_tools() if tools is None else list(tools)
     executor = executor if executor is not None else ToolExecutor(sandbox, tools=tools, review_submit=review_submit)
     messages: list[dict] = [{"role": "system", "content": system_prompt or DEFAULT_SYSTEM_PROMPT},

@@ -48,6 +48,8 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from icml26.errors import described, input_error
+
 from . import sandbox_launcher as _launcher
 
 __all__ = ["DEFAULT_DISPLAY_ROOT", "PRIVATE_DIR", "ExecResult", "Sandbox", "SandboxError", "isolation_support"]
@@ -145,19 +147,18 @@ def _check_display_root(value) -> str | None:
                         f"got {type(value).__name__}")
     text = os.fspath(value)
     if not text.startswith("/"):
-        raise ValueError(f"display_root must be an absolute path like {DEFAULT_DISPLAY_ROOT!r}, got {text!r}")
+        raise input_error("Sandbox", "display_root", f"an absolute path like {DEFAULT_DISPLAY_ROOT!r}", text)
     if any(ch.isspace() or not ch.isprintable() for ch in text):
-        raise ValueError(f"display_root must not contain spaces or control characters, got {text!r}")
+        raise input_error("Sandbox", "display_root", "a path without spaces or control characters", text)
     parts = [p for p in text.split("/") if p]
     if any(p in (".", "..") for p in parts):
-        raise ValueError(f"display_root must not contain '.' or '..' components, got {text!r}")
+        raise input_error("Sandbox", "display_root", "a path without '.' or '..' components", text)
     if not parts:
-        raise ValueError("display_root cannot be '/': the repository needs a folder of its own, like "
-                         f"{DEFAULT_DISPLAY_ROOT!r}")
+        raise input_error("Sandbox", "display_root", f"a folder of its own for the repository, like "
+                          f"{DEFAULT_DISPLAY_ROOT!r} (it cannot be '/')", text)
     if parts[0] in _SYSTEM_TOP:
-        raise ValueError(f"display_root {text!r} is inside the system folder /{parts[0]}, which the sandbox must "
-                         f"not replace; choose a path under a top-level folder of its own, like "
-                         f"{DEFAULT_DISPLAY_ROOT!r}")
+        raise input_error("Sandbox", "display_root", f"a path under a top-level folder of its own, like "
+                          f"{DEFAULT_DISPLAY_ROOT!r}, not inside the system folder /{parts[0]}", text)
     return "/" + "/".join(parts)
 
 
@@ -167,8 +168,9 @@ def _hides(display_root: str, needed: dict[str, str]) -> None:
     for what, path in needed.items():
         real = os.path.realpath(path)
         if real == top or real.startswith(top + "/"):
-            raise ValueError(f"display_root {display_root!r} would hide {top} inside the sandbox, but {what} "
-                             f"({real}) lives there; choose another top-level folder, like {DEFAULT_DISPLAY_ROOT!r}")
+            raise input_error("Sandbox", "display_root", f"a top-level folder that hides nothing the sandbox needs, like "
+                              f"{DEFAULT_DISPLAY_ROOT!r}", described(f"{display_root!r}, which would hide {top} "
+                                                                    f"inside the sandbox, but {what} ({real}) lives there"))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -225,17 +227,18 @@ class Sandbox:
     def __init__(self, repo: str | Path | None = None, *, time_limit: float = 30.0, memory_limit_mb: int = 1024,
                  max_output_chars: int = 10_000, allow_unisolated: bool = False, scratch_parent=None,
                  isolation: str = "auto", max_file_mb: int = 512, display_root: str | None = DEFAULT_DISPLAY_ROOT):
-        if not time_limit or time_limit <= 0:
-            raise ValueError(f"time_limit must be > 0 seconds, got {time_limit!r}")
-        if memory_limit_mb is not None and memory_limit_mb < 16:
-            raise ValueError(f"memory_limit_mb must be >= 16 (or None for no limit), got {memory_limit_mb!r}")
-        if max_output_chars < 100:
-            raise ValueError(f"max_output_chars must be >= 100, got {max_output_chars!r}")
+        if time_limit is None or isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) \
+                or not 0 < time_limit < float("inf"):
+            raise input_error("Sandbox", "time_limit", "a finite number of seconds > 0", time_limit)
+        if memory_limit_mb is not None and not memory_limit_mb >= 16:
+            raise input_error("Sandbox", "memory_limit_mb", ">= 16 (or None for no limit)", memory_limit_mb)
+        if not max_output_chars >= 100:
+            raise input_error("Sandbox", "max_output_chars", ">= 100", max_output_chars)
         if isolation not in ("auto", "namespaces", "none"):
-            raise ValueError(f"isolation must be 'auto', 'namespaces' or 'none', got {isolation!r}")
+            raise input_error("Sandbox", "isolation", "'auto', 'namespaces' or 'none'", isolation)
         if isolation == "none" and not allow_unisolated:
-            raise ValueError("isolation='none' runs commands without network or filesystem isolation; "
-                             "pass allow_unisolated=True to confirm")
+            raise input_error("Sandbox", "isolation", "'auto' or 'namespaces' unless allow_unisolated=True confirms "
+                              "that commands run without network or filesystem isolation", isolation)
         fixed = _check_display_root(display_root)
         if fixed is not None:
             _hides(fixed, {"the scratch folder": scratch_parent or tempfile.gettempdir(),

@@ -85,9 +85,9 @@ def test_scenarios_with_each_technique_are_valid(template):
 
 def test_unknown_template_and_technique_errors():
     rng = np.random.default_rng(0)
-    with pytest.raises(ValueError, match="unknown scenario template 'bakery'"):
+    with pytest.raises(ValueError, match="template: expected one of .*got 'bakery'"):
         new_scenario("bakery", rng)
-    with pytest.raises(ValueError, match="unknown technique 'sos3'"):
+    with pytest.raises(ValueError, match="tag: expected one of .*got 'sos3'"):
         apply_technique(new_scenario("diet", rng), "sos3", rng)
 
 
@@ -200,7 +200,7 @@ def test_synthesis_validity_and_determinism(tmp_path):
 def test_synthesize_rejects_bad_arguments():
     with pytest.raises(ValueError, match="positive int"):
         synthesize(0)
-    with pytest.raises(ValueError, match="fog_prob must be a probability"):
+    with pytest.raises(ValueError, match="fog_prob: expected a probability"):
         synthesize(1, fog_prob=2.0)
 
 

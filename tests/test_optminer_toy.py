@@ -61,7 +61,7 @@ def test_scripted_trajectory_renders_with_the_toy_tokenizer(world):
 
 
 def test_bad_mode_is_rejected():
-    with pytest.raises(ValueError, match="mode must be one of"):
+    with pytest.raises(ValueError, match="run_toy: mode: expected one of"):
         run_toy(0, mode="medium")
     assert set(MODES) == {"quick", "full"}
 

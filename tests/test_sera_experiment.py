@@ -148,11 +148,13 @@ def test_experiment_end_to_end_reduced(tmp_path):
     At 30 steps the student has learnt the shared format (both repositories' losses fall) but neither the call
     syntax nor much of A, so this run checks the measurements and the claims that hold by construction; the
     quick run is the slow test below."""
-    from icml26.eval.experiments.sera import run_experiment
+    from dataclasses import replace
+
+    from icml26.eval.experiments.sera import SETTINGS, run_experiment
     from icml26.runner import RunConfig
 
-    result = run_experiment(RunConfig(mode="quick", seeds=(0,), out_dir=tmp_path, device="cpu"), n_a=8, n_b=2,
-                            heldout_a=2, steps=30, n_prompts=6, max_new_tokens=96)
+    settings = replace(SETTINGS["quick"], n_a=8, n_b=2, heldout_a=2, steps=30, n_prompts=6, max_new_tokens=96)
+    result = run_experiment(RunConfig(mode="quick", seeds=(0,), out_dir=tmp_path, device="cpu"), settings)
     _check_result(result, all_claims=False)
     assert result.metrics["instances_A"] == 8 and result.metrics["prompts"] == 6
     assert (tmp_path / "generated_jmespath" / "summary.json").is_file()

@@ -233,13 +233,13 @@ def test_config_has_the_papers_defaults_and_parses_from_the_command_line():
     assert (config.learning_rate, str(config.lr_scheduler_type.value), config.num_train_epochs) == (1e-5, "cosine", 3)
     assert (config.adam_beta1, config.adam_beta2, config.weight_decay) == (0.9, 0.95, 0.01)
     assert config.assistant_only_loss and config.max_length == 32768 and config.per_device_train_batch_size == 1
-    assert config.bf16 is False and config.activation_checkpointing is True and config.peft_config() is None
+    assert config.bf16 is False and config.activation_checkpointing is True and config.get_peft_config() is None
     (parsed,) = HfArgumentParser(SeraSFTConfig).parse_args_into_dataclasses(
         ["--output_dir", "o", "--learning_rate", "2e-4", "--use_peft", "--lora_r", "4", "--sera_stages", "T2",
          "--overlong", "drop", "--max_length", "4096", "--num_train_epochs", "1", "--use_cpu"])
     assert (parsed.learning_rate, parsed.use_peft, parsed.lora_r, parsed.sera_stages) == (2e-4, True, 4, ["T2"])
     assert (parsed.overlong, parsed.max_length, parsed.num_train_epochs) == ("drop", 4096, 1)
-    assert parsed.peft_config().r == 4 and parsed.peft_config().target_modules == "all-linear"
+    assert parsed.get_peft_config().r == 4 and parsed.get_peft_config().target_modules == "all-linear"
     with pytest.raises(ValueError, match="overlong"):
         SeraSFTConfig(output_dir="o", overlong="cut", use_cpu=True)
     with pytest.raises(ValueError, match="lora_r"):
@@ -291,7 +291,7 @@ def test_main_train_through_the_cli_arguments(tiny, tmp_path):
     data.mkdir()
     (data / "trajectories.jsonl").write_text("".join(json.dumps(trajectory(i)) + "\n" for i in range(4)))
     args = Namespace(data=str(data), model=str(path), out=str(tmp_path / "trained"), epochs=None, lr=1e-3,
-                     lora=False, max_length=1024, max_steps=2)
+                     use_peft=False, max_length=1024, max_steps=2)
     summary = main_train(args)
     assert summary["global_step"] == 2 and summary["n_trajectories"] == 4
     assert summary["config"]["max_length"] == 1024 and summary["config"]["learning_rate"] == 1e-3

@@ -87,7 +87,7 @@ def test_kept_count_is_monotone_in_threshold():
 
 @pytest.mark.parametrize("bad", [1.5, -0.1, True, "0.5", None])
 def test_threshold_validation(bad):
-    with pytest.raises(ValueError, match="threshold must be a number in"):
+    with pytest.raises(ValueError, match="check_threshold: threshold: expected a number in"):
         check_threshold(bad)
 
 

@@ -36,6 +36,8 @@ from typing import Any, Callable, Sequence
 import torch
 from trl import GRPOConfig, GRPOTrainer
 
+from icml26.errors import described, input_error
+
 __all__ = [
     "GENERATION_BACKENDS", "TOOL_MASK_MISMATCH",
     "RGRPOConfig", "RGRPOTrainer",
@@ -84,15 +86,15 @@ class RGRPOConfig(GRPOConfig):
         for name in ("reward_tolerance", "format_reward", "retrieval_bonus"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+                raise input_error("RGRPOConfig", name, "a finite number >= 0", value)
         if self.reward_tolerance == 0:
-            raise ValueError("reward_tolerance must be > 0 (a relative tolerance such as 1e-4), got 0")
+            raise input_error("RGRPOConfig", "reward_tolerance", "a relative tolerance > 0, such as 1e-4", self.reward_tolerance)
         if self.tool_mask_mismatch not in TOOL_MASK_MISMATCH:
-            raise ValueError(f"tool_mask_mismatch must be one of {list(TOOL_MASK_MISMATCH)}, "
-                             f"got {self.tool_mask_mismatch!r}")
+            raise input_error("RGRPOConfig", "tool_mask_mismatch", f"one of {list(TOOL_MASK_MISMATCH)}",
+                              self.tool_mask_mismatch)
         if self.generation_backend not in GENERATION_BACKENDS:
-            raise ValueError(f"generation_backend must be one of {list(GENERATION_BACKENDS)}, "
-                             f"got {self.generation_backend!r}")
+            raise input_error("RGRPOConfig", "generation_backend", f"one of {list(GENERATION_BACKENDS)}",
+                              self.generation_backend)
         if self.generation_backend == "vllm":
             self.use_vllm = True
         elif self.generation_backend == "transformers":
@@ -148,8 +150,8 @@ def make_answer_reward(scorer: Callable[[str, Any], float] | None = None, *, tol
         answer_column: dataset column holding the target (TRL passes dataset columns as keyword lists).
         format_weight: added when the model's text holds a parseable ``<answer>number</answer>``.
     """
-    if not (isinstance(tolerance, (int, float)) and tolerance > 0):
-        raise ValueError(f"tolerance must be a number > 0, got {tolerance!r}")
+    if isinstance(tolerance, bool) or not (isinstance(tolerance, (int, float)) and tolerance > 0):
+        raise input_error("make_answer_reward", "tolerance", "a number > 0", tolerance)
 
     def default_scorer(text: str, target: Any) -> float:
         return float(numeric_match(extract_answer(text), float(target), tolerance))
@@ -179,7 +181,7 @@ def make_retrieval_bonus(bonus: float, gold_column: str = "gold_doc") -> Callabl
     as its id). Completions without tool turns get 0.
     """
     if not (isinstance(bonus, (int, float)) and math.isfinite(bonus) and bonus >= 0):
-        raise ValueError(f"bonus must be a finite number >= 0, got {bonus!r}")
+        raise input_error("make_retrieval_bonus", "bonus", "a finite number >= 0", bonus)
 
     def retrieval_bonus(prompts=None, completions=None, **kwargs) -> list[float]:
         if gold_column not in kwargs:
@@ -205,9 +207,10 @@ def group_advantages(rewards: torch.Tensor | Sequence[float], num_generations: i
     rewards = torch.as_tensor(rewards, dtype=torch.float32)
     scale = {True: "group", False: "none"}.get(scale_rewards, scale_rewards)
     if scale not in ("group", "batch", "none"):
-        raise ValueError(f"scale_rewards must be 'group', 'batch' or 'none', got {scale_rewards!r}")
+        raise input_error("group_advantages", "scale_rewards", "'group', 'batch' or 'none'", scale_rewards)
     if num_generations < 1 or rewards.numel() % num_generations:
-        raise ValueError(f"{rewards.numel()} rewards do not split into groups of num_generations={num_generations}")
+        raise input_error("group_advantages", "num_generations", f"a group size dividing the {rewards.numel()} rewards",
+                          num_generations)
     grouped = rewards.view(-1, num_generations)
     centred = (grouped - grouped.mean(dim=1, keepdim=True)).view(-1)
     if scale == "none":
@@ -240,9 +243,10 @@ def align_tool_mask(completion_ids: Sequence[Sequence[int]], tool_mask: Sequence
     too long and extends one that is too short with 0 (those tokens get no gradient rather than a wrong one).
     """
     if policy not in TOOL_MASK_MISMATCH:
-        raise ValueError(f"policy must be one of {list(TOOL_MASK_MISMATCH)}, got {policy!r}")
+        raise input_error("align_tool_mask", "policy", f"one of {list(TOOL_MASK_MISMATCH)}", policy)
     if len(completion_ids) != len(tool_mask):
-        raise ValueError(f"tool_mask has {len(tool_mask)} rows but there are {len(completion_ids)} completions")
+        raise input_error("align_tool_mask", "tool_mask", f"one row per completion ({len(completion_ids)})",
+                          described(f"{len(tool_mask)} rows"))
     fixed = []
     for i, (ids, mask) in enumerate(zip(completion_ids, tool_mask)):
         mask = list(mask)
@@ -286,7 +290,7 @@ class RGRPOTrainer(GRPOTrainer):
 
     def __init__(self, model, reward_funcs=None, args: RGRPOConfig | None = None, *pos, **kwargs):
         if args is None:
-            raise ValueError("RGRPOTrainer needs args=RGRPOConfig(...) (got None)")
+            raise input_error("RGRPOTrainer", "args", "an RGRPOConfig(...)", None)
         if not isinstance(args, RGRPOConfig):
             raise TypeError(f"args must be an RGRPOConfig, got {type(args).__name__}")
         if reward_funcs is None:
@@ -336,7 +340,8 @@ def _tool_suffix_ids(tokenizer, chat_template, tool_messages) -> list[int]:
     if eos:
         prefix = prefix[: eos[-1] + 1]
     if full[: len(prefix)] != prefix:
-        raise ValueError("the chat template is not prefix-preserving around tool turns")
+        raise input_error("rollout_with_tools", "tokenizer", "a chat template that is prefix-preserving around tool "
+                          "turns", described("one that is not"))
     return full[len(prefix):]
 
 

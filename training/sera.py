@@ -160,8 +160,8 @@ class SeraSFTConfig(SFTConfig):
             self.bf16 = bool(not self.fp16 and not self.use_cpu and _cuda_bf16())
         super().__post_init__()
 
-    def peft_config(self):
-        """The ``peft.LoraConfig`` for ``use_peft=True`` runs, else None."""
+    def get_peft_config(self):
+        """The ``peft.LoraConfig`` for ``use_peft=True`` runs, else None (as ``trl.get_peft_config(ModelConfig)``)."""
         if not self.use_peft:
             return None
         from peft import LoraConfig
@@ -390,8 +390,12 @@ class SeraSFTTrainer(SFTTrainer):
 
 
 def build_sft_trainer(model: Any, tokenizer: PreTrainedTokenizerBase, train: Any, config: SeraSFTConfig, *,
-                      eval_dataset: Any = None, callbacks: list | None = None) -> SeraSFTTrainer:
+                      eval_dataset: Any = None, callbacks: list | None = None, peft_config: Any = None
+                      ) -> SeraSFTTrainer:
     """TRL's ``SFTTrainer`` set up with SERA's recipe on ``train`` (any :func:`load_trajectories` source).
+
+    ``peft_config`` (a peft config, as ``SFTTrainer`` takes it) overrides the LoRA fields of ``config``
+    (``use_peft``, ``lora_r``, ... as TRL's ``ModelConfig`` names them).
 
     The trainer's ``sera_dropped_overlong`` attribute counts trajectories removed by ``overlong="drop"``.
     """
@@ -409,7 +413,9 @@ def build_sft_trainer(model: Any, tokenizer: PreTrainedTokenizerBase, train: Any
                               "overlong='drop' (raise max_length or use overlong='truncate')",
                               described(f"max_length={config.max_length}: every trajectory is longer"))
     trainer = SeraSFTTrainer(model=model, args=config, train_dataset=train, eval_dataset=eval_dataset,
-                             processing_class=tokenizer, peft_config=config.peft_config(), callbacks=callbacks)
+                             processing_class=tokenizer,
+                             peft_config=peft_config if peft_config is not None else config.get_peft_config(),
+                             callbacks=callbacks)
     if len(trainer.train_dataset) == 0:
         raise input_error("build_sft_trainer", "config.max_length", "room for an assistant token after the system "
                           "prompt, tool schemas and task (raise max_length)",
@@ -441,8 +447,8 @@ class SeraTrainOutput:
 
 
 def train_sera(data: Any, model: Any, output_dir: str | os.PathLike, *, config: SeraSFTConfig | None = None,
-               tokenizer: PreTrainedTokenizerBase | None = None, save: bool = True, **overrides: Any
-               ) -> SeraTrainOutput:
+               tokenizer: PreTrainedTokenizerBase | None = None, save: bool = True, peft_config: Any = None,
+               **overrides: Any) -> SeraTrainOutput:
     """Fine-tune ``model`` (a path, hub id or loaded model) on SERA trajectories and save it to ``output_dir``.
 
     ``config`` defaults to ``SeraSFTConfig(output_dir=output_dir, **overrides)``. The result is saved with
@@ -462,11 +468,11 @@ def train_sera(data: Any, model: Any, output_dir: str | os.PathLike, *, config: 
     elif tokenizer is None:
         raise input_error("train_sera", "tokenizer", "a tokenizer with a loaded model", None)
     dataset = trajectories_to_dataset(data, stages=config.sera_stages)
-    trainer = build_sft_trainer(model, tokenizer, dataset, config)
+    trainer = build_sft_trainer(model, tokenizer, dataset, config, peft_config=peft_config)
     result = trainer.train()
     output_dir = Path(output_dir)
     trained = trainer.model
-    if config.use_peft and config.merge_lora:
+    if (config.use_peft or peft_config is not None) and config.merge_lora:
         trained = trained.merge_and_unload()
     if save:
         output_dir.mkdir(parents=True, exist_ok=True)
@@ -479,10 +485,12 @@ def train_sera(data: Any, model: Any, output_dir: str | os.PathLike, *, config: 
 
 
 def main_train(args: Any) -> dict[str, Any]:
-    """``icml26 sera train --data DIR --model PATH --out DIR [--epochs --lr --lora --max-length --max-steps]``.
+    """``icml26 sera train --data DIR --model PATH --out DIR [--epochs --lr --max-length --max-steps --use-peft
+    --lora-r --lora-alpha --lora-dropout --lora-target-modules]``.
 
-    ``args`` has the attributes ``data``, ``model``, ``out``, ``epochs``, ``lr``, ``lora``, ``max_length`` and
-    ``max_steps`` (None or missing: the :class:`SeraSFTConfig` default). Writes the model, the tokenizer and
+    ``args`` has the attributes ``data``, ``model``, ``out``, ``epochs``, ``lr``, ``max_length``, ``max_steps``,
+    ``use_peft`` and ``lora_*`` (None or missing: the :class:`SeraSFTConfig` default; the LoRA names are TRL's
+    ``ModelConfig``'s). Writes the model, the tokenizer and
     ``sera_train.json`` (counts, final loss, log history) into ``out``; returns that summary.
     """
     from icml26.results import to_jsonable
@@ -499,8 +507,11 @@ def main_train(args: Any) -> dict[str, Any]:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 raise input_error("icml26 sera train", f"--{attr.replace('_', '-')}", "a positive number", value)
             overrides[key] = value
-    if getattr(args, "lora", False):
+    if getattr(args, "use_peft", False):
         overrides["use_peft"] = True
+    for key in ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules"):
+        if getattr(args, key, None) is not None:
+            overrides[key] = getattr(args, key)
     model = args.model
     if isinstance(model, str) and not Path(model).exists() and model.startswith((".", "/", "~")):
         raise FileNotFoundError(f"--model {model!r}: no such folder")

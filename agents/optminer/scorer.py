@@ -17,6 +17,8 @@ import math
 import re
 from dataclasses import asdict, dataclass
 
+from icml26.errors import input_error
+
 DEFAULT_RTOL = 1e-6
 NUMBER = r"[-+]?(?:\d[\d,]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 _OBJECTIVE_LINE = re.compile(
@@ -39,7 +41,7 @@ def parse_number(text: str) -> float | None:
 def parse_answer(raw) -> float | None:
     """A benchmark answer: a number, or ``None`` for "No Best Solution" / infeasible / unbounded."""
     if isinstance(raw, bool):
-        raise ValueError(f"answer must be a number or 'No Best Solution', got {raw!r}")
+        raise input_error("parse_answer", "answer", "a number or 'No Best Solution'", raw)
     if isinstance(raw, (int, float)):
         return float(raw)
     if isinstance(raw, str):
@@ -48,7 +50,7 @@ def parse_answer(raw) -> float | None:
             return value
         if _NO_OPTIMUM.search(raw):
             return None
-    raise ValueError(f"answer must be a number or 'No Best Solution', got {raw!r}")
+    raise input_error("parse_answer", "answer", "a number or 'No Best Solution'", raw)
 
 
 def extract_code(completion: str) -> str | None:
@@ -104,12 +106,12 @@ class Scorer:
                  memory_limit_mb: int = 2048, format_weight: float = 0.0, require_think: bool = False,
                  max_output_chars: int = 4000, **sandbox_kwargs):
         if not rtol > 0:
-            raise ValueError(f"rtol must be > 0, got {rtol!r}")
+            raise input_error("Scorer", "rtol", "a number > 0", rtol)
         if not atol >= 0:
-            raise ValueError(f"atol must be >= 0, got {atol!r}")
+            raise input_error("Scorer", "atol", "a number >= 0", atol)
         self.atol = float(atol)
-        if format_weight < 0:
-            raise ValueError(f"format_weight must be >= 0, got {format_weight!r}")
+        if not format_weight >= 0:
+            raise input_error("Scorer", "format_weight", "a number >= 0", format_weight)
         self.rtol, self.format_weight, self.require_think = float(rtol), float(format_weight), require_think
         self.time_limit = float(time_limit)
         self._sandbox_kwargs = dict(time_limit=time_limit, memory_limit_mb=memory_limit_mb,

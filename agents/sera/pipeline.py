@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from icml26.errors import described, input_error
+
 from .exporter import GenerateSummary, Ledger, export
 from .prompts import (SYSTEM_PROMPT, VAGUE_TEMPLATES, load_demonstrations, parse_judge_answer,
                            parse_pr_answer, render_instruction, render_judge_request, render_pr_request,
@@ -77,9 +79,9 @@ def plan_instances(repo: str | os.PathLike, *, seed: int = 0, limit: int | None 
                    n_demos: int = 1) -> list[Instance]:
     """The instances of a run, in a seeded order; the same arguments always give the same list and ids."""
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise ValueError(f"limit must be a positive integer or None, got {limit!r}")
+        raise input_error("plan_instances", "limit", "a positive integer or None", limit)
     if isinstance(insts_per_fn, bool) or not isinstance(insts_per_fn, int) or insts_per_fn < 1:
-        raise ValueError(f"insts_per_fn must be a positive integer, got {insts_per_fn!r}")
+        raise input_error("plan_instances", "insts_per_fn", "a positive integer", insts_per_fn)
     root = check_git_repo(repo)
     functions = find_seed_functions(root, max_folder_depth=max_folder_depth, max_functions=max_functions)
     if not functions:
@@ -240,13 +242,14 @@ def generate(repo: str | os.PathLike, backend: Any, out_dir: str | os.PathLike, 
     """
     threshold = check_threshold(threshold)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+        raise input_error("generate", "workers", "a positive integer", workers)
     if not isinstance(review_submit, bool):
-        raise TypeError(f"review_submit must be True or False, got {type(review_submit).__name__} {review_submit!r}")
+        raise TypeError(f"generate: review_submit: expected True or False, got {type(review_submit).__name__} "
+                        f"{review_submit!r}")
     root = check_git_repo(repo)
     demos = list(demonstrations) if isinstance(demonstrations, (list, tuple)) else load_demonstrations(demonstrations)
     if not demos or not all(isinstance(d, str) and d.strip() for d in demos):
-        raise ValueError("demonstrations must be non-empty issue texts")
+        raise input_error("generate", "demonstrations", "non-empty issue texts", described(f"{demos!r:.80}"))
     instances = plan_instances(root, seed=seed, limit=limit, insts_per_fn=insts_per_fn, max_functions=max_functions,
                                n_demos=len(demos))
     chat = resolve_backend(backend, model, seed=seed, q=teacher_q)
@@ -317,10 +320,12 @@ class _FirstByIndex:
 def _run_pool(todo: list[Instance], work, ledger: Ledger, *, workers: int, progress: bool) -> None:
     from tqdm.auto import tqdm
 
+    from icml26.progress import phase
+
     bar = tqdm(total=len(todo), desc="SERA instances", unit="inst", disable=not progress)
     errors, successes, first_error = 0, 0, None
     pending_iter = iter(todo)
-    with ThreadPoolExecutor(max_workers=workers) as pool:
+    with phase("generation", total=len(todo)) as tracker, ThreadPoolExecutor(max_workers=workers) as pool:
         running = set()
         try:
             for inst in pending_iter:  # keep at most `workers` in flight so a kill loses little
@@ -329,9 +334,11 @@ def _run_pool(todo: list[Instance], work, ledger: Ledger, *, workers: int, progr
                     continue
                 finished, running = wait(running, return_when=FIRST_COMPLETED)
                 for fut in finished:
-                    errors, successes, first_error = _record(fut.result(), ledger, bar, errors, successes, first_error)
+                    errors, successes, first_error = _record(fut.result(), ledger, (bar, tracker), errors,
+                                                             successes, first_error)
             for fut in list(running):
-                errors, successes, first_error = _record(fut.result(), ledger, bar, errors, successes, first_error)
+                errors, successes, first_error = _record(fut.result(), ledger, (bar, tracker), errors, successes,
+                                                         first_error)
                 running.discard(fut)
         finally:
             for fut in running:
@@ -339,9 +346,11 @@ def _run_pool(todo: list[Instance], work, ledger: Ledger, *, workers: int, progr
             bar.close()
 
 
-def _record(record: dict, ledger: Ledger, bar, errors: int, successes: int, first_error):
+def _record(record: dict, ledger: Ledger, bars, errors: int, successes: int, first_error):
     ledger.append(record)
+    bar, tracker = bars
     bar.update(1)
+    tracker.update()
     if record["status"] == "error":
         errors += 1
         first_error = first_error or record["error"]

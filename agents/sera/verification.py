@@ -20,6 +20,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+from icml26.errors import input_error
+
 HEADER_PREFIXES = ("diff", "---", "+++", "@@")
 TokenCounter = Callable[[str], int]
 
@@ -73,7 +75,8 @@ def patch_recall(p1: str | None, p2: str | None) -> float | None:
 
 def check_threshold(threshold: Any) -> float:
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0.0 <= threshold <= 1.0:
-        raise ValueError(f"threshold must be a number in [0, 1] (1 = hard verification, 0 = none), got {threshold!r}")
+        raise input_error("check_threshold", "threshold", "a number in [0, 1] (1 = hard verification, 0 = none)",
+                          threshold)
     return float(threshold)
 
 
@@ -116,8 +119,8 @@ class FilterConfig:
     def __post_init__(self):
         for name in ("max_changed_lines", "max_avg_tool_tokens", "max_tokens"):
             value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
-                raise ValueError(f"FilterConfig.{name} must be a non-negative number or None, got {value!r}")
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0):
+                raise input_error("FilterConfig", name, "a non-negative number or None", value)
 
 
 @dataclass

@@ -15,6 +15,7 @@ import random
 from typing import Any, Sequence
 
 from icml26.agents.backends import to_template_messages
+from icml26.errors import described, input_error
 from icml26.training.sera import assistant_token_loss, load_trajectories, row_tools, tool_names
 
 __all__ = ["assistant_token_loss", "heldout_prompts", "reply_tokens", "tool_call_validity"]
@@ -98,7 +99,7 @@ def tool_call_validity(model: Any, tokenizer: Any, prompts: Sequence[dict], *, m
     from icml26.agents.toolcalls import parse_tool_calls
 
     if not prompts:
-        raise ValueError("no prompts to decode")
+        raise input_error("tool_call_validity", "prompts", "prompts to decode", described("none"))
     device = next(model.parameters()).device
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     vocab = tokenizer.get_vocab()

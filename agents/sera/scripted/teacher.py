@@ -33,9 +33,11 @@ import random
 import re
 import shlex
 
-from .edits import EditSpec, apply_edit, parse_fact, parse_function, plan_edit
-from ..prompts import extract_pr_description
 from icml26.agents.tools import is_review_observation
+from icml26.errors import input_error
+
+from ..prompts import extract_pr_description
+from .edits import EditSpec, apply_edit, parse_fact, parse_function, plan_edit
 
 _SCRATCH_PATH = re.compile(r"\S*icml26-sandbox-[^/\s]+/repo")
 
@@ -135,7 +137,7 @@ class ScriptedTeacher:
     def __init__(self, seed: int = 0, q: float | tuple[float, float] = 0.8, *, judge_accepts: bool = True):
         low, high = (q, q) if isinstance(q, (int, float)) else tuple(q)
         if not 0.0 <= low <= high <= 1.0:
-            raise ValueError(f"q must be a probability or a (low, high) pair within [0, 1], got {q!r}")
+            raise input_error("ScriptedTeacher", "q", "a probability or a (low, high) pair within [0, 1]", q)
         self.seed, self.q_range, self.judge_accepts = int(seed), (float(low), float(high)), judge_accepts
 
     def backend(self, *, keep_calls: int = 32, **kw):
