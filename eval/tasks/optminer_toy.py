@@ -288,6 +288,18 @@ def _quiet(trainer):
     return trainer
 
 
+def _evaluate_with_and_without_tool(name: str, model, tokenizer, tasks, search, reward, max_len) -> tuple[dict, dict]:
+    """:func:`evaluate_policy` with the search tool and with it disabled, reported as phase ``name``."""
+    from icml26.progress import phase
+
+    with phase(name, total=2) as bar:
+        with_tool = evaluate_policy(model, tokenizer, tasks, [search], reward, max_len)
+        bar.update()
+        without = evaluate_policy(model, tokenizer, tasks, [make_toy_search(None)], reward, max_len)
+        bar.update()
+    return with_tool, without
+
+
 def run_toy(seed: int, mode: str = "quick", device: str = "cpu", *, recipe: ToyRecipe | None = None,
             output_dir: str | None = None) -> dict[str, Any]:
     """SFT cold start, then R-GRPO with the search tool, on the fogged toy task; rewards on 50 held-out tasks.
@@ -328,7 +340,7 @@ def _run_seeded(seed: int, device: str, recipe: ToyRecipe, output_dir: str | Non
     from trl import SFTConfig, SFTTrainer
 
     from icml26.agents.optminer.retrieval import BM25Corpus
-    from icml26.progress import phase, trainer_callback
+    from icml26.progress import trainer_callback
     from icml26.tiny import tiny_model_for_tokenizer
     from icml26.training.rgrpo import RGRPOConfig, RGRPOTrainer, make_answer_reward
 
@@ -378,11 +390,8 @@ def _run_seeded(seed: int, device: str, recipe: ToyRecipe, output_dir: str | Non
 
     max_len = recipe.max_completion_length
     tick = time.perf_counter()
-    with phase("evaluation after sft", total=2) as bar:
-        sft_eval = evaluate_policy(model, tokenizer, eval_tasks, [search], reward, max_len)
-        bar.update()
-        sft_notool = evaluate_policy(model, tokenizer, eval_tasks, [make_toy_search(None)], reward, max_len)
-        bar.update()
+    sft_eval, sft_notool = _evaluate_with_and_without_tool("evaluation after sft", model, tokenizer, eval_tasks,
+                                                           search, reward, max_len)
     timings["eval_sft_s"] = time.perf_counter() - tick
 
     # R-GRPO
@@ -406,11 +415,8 @@ def _run_seeded(seed: int, device: str, recipe: ToyRecipe, output_dir: str | Non
     masked = [float(h["tools/masked_fraction"]) for h in history if "tools/masked_fraction" in h]
 
     tick = time.perf_counter()
-    with phase("evaluation after r-grpo", total=2) as bar:
-        rl_eval = evaluate_policy(model, tokenizer, eval_tasks, [search], reward, max_len)
-        bar.update()
-        rl_notool = evaluate_policy(model, tokenizer, eval_tasks, [make_toy_search(None)], reward, max_len)
-        bar.update()
+    rl_eval, rl_notool = _evaluate_with_and_without_tool("evaluation after r-grpo", model, tokenizer, eval_tasks,
+                                                         search, reward, max_len)
     timings["eval_rgrpo_s"] = time.perf_counter() - tick
     return {
         "reward_sft": sft_eval["reward"],
