@@ -81,7 +81,7 @@ def test_tool_call_validity_counts_only_well_formed_calls_to_offered_tools():
     assert set(model.kwargs["eos_token_id"]) == set(tokenizer.convert_tokens_to_ids(["<|im_end|>", "</tool_call>"]))
     tool_call_validity(model, tokenizer, prompts[:1], max_new_tokens=64, stop_at_call_end=False)
     assert model.kwargs["eos_token_id"] == [tokenizer.convert_tokens_to_ids("<|im_end|>")]
-    with pytest.raises(ValueError, match="no prompts"):
+    with pytest.raises(ValueError, match="tool_call_validity: prompts: expected prompts to decode, got none"):
         tool_call_validity(_Scripted(tokenizer, []), tokenizer, [])
 
 

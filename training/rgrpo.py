@@ -1,8 +1,8 @@
 """R-GRPO: retrieval-augmented GRPO (the Opt-Miner paper's RL stage, reconstructed) on TRL's ``GRPOTrainer``.
 
-Only the paper's abstract is public, so what R-GRPO changes in GRPO is a reconstruction from Search-R1 and
-ReSearch (Reconstruction; Search-R1 is arXiv 2503.09516): (1) the tokens of retrieved documents are excluded from the policy-gradient and KL sums,
-(2) the reward is the outcome (the final numeric answer, within a relative tolerance) plus an optional format
+Only the paper's abstract is public (ICML 2026 poster 65154). Reconstruction: what R-GRPO changes in GRPO follows
+Search-R1 (arXiv 2503.09516) and ReSearch: (1) the tokens of retrieved documents are excluded from the
+policy-gradient and KL sums, (2) the reward is the outcome (the final numeric answer, within a relative tolerance) plus an optional format
 term, and (3) an optional retrieval bonus, off by default.
 
 TRL >= 1.x already runs the multi-turn tool loop (``GRPOTrainer(tools=[search])``): it parses tool calls with the

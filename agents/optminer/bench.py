@@ -6,7 +6,7 @@ with the problem in ``en_question`` and the optimal objective in ``en_answer`` (
 files may be a JSON array of records or JSON lines (IndustryOR's file is the latter despite its
 name). Any file in that convention is a benchmark, so users can add their own.
 
-The agent (:func:`solve_problem`) is Opt-Miner's loop, reconstructed: the model may call
+Reconstruction: the agent (:func:`solve_problem`) is our reading of Opt-Miner's loop: the model may call
 ``search(query)`` over a document corpus (when one is given) and ends with a model and solver code
 in a ``python`` block; :class:`~.scorer.Scorer` runs it and compares the objective.
 """

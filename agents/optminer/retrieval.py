@@ -1,4 +1,4 @@
-"""Local document search for Opt-Miner's information-seeking agent (reconstruction).
+"""Local document search for Opt-Miner's information-seeking agent (Reconstruction: a local corpus for the web).
 
 The paper retrieves "technical documents on the web"; offline we substitute a local corpus
 searched with BM25 (the ``bm25s`` library). The corpus holds the knowledge documents that

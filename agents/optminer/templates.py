@@ -1,4 +1,4 @@
-"""Scenario and technique templates that problem trees start from (reconstruction).
+"""Scenario and technique templates that problem trees start from (Reconstruction: all six of each are ours).
 
 Six scenario templates (:data:`SCENARIOS`: production mix, diet, transportation, knapsack, facility
 location, staffing) each build a one-scenario :class:`~.tree.ProblemTree` with seeded parameters

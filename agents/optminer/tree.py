@@ -1,4 +1,5 @@
-"""Opt-Miner's typed problem tree (reconstruction of the paper's tree; only its abstract is public).
+"""Opt-Miner's typed problem tree (ICML 2026 poster 65154; Reconstruction: only the abstract is public, the
+schema below is ours).
 
 A :class:`ProblemTree` has three kinds of subtrees:
 

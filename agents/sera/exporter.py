@@ -1,4 +1,5 @@
-"""SERA export: the append-only ledger of finished instances, and the SFT dataset built from it.
+"""SERA export (arXiv 2601.20789, the postprocessing into SFT data): the append-only ledger of finished
+instances, and the SFT dataset built from it.
 
 Every finished instance is one JSON line in ``ledger.jsonl`` (fsynced), holding both rollouts,
 the synthetic issue, the judge's answer, the recall and the token usage. The dataset, the JSONL

@@ -1,5 +1,8 @@
 """SERA's soft-verified generation (SVG): agent trajectories from any Python repository, no tests needed.
 
+SERA is arXiv 2601.20789; the stages follow its pipeline in allenai/SERA (``sera/main.py``: generate,
+distill stage one and two, eval, postprocess).
+
 For each seed function of the repository (:func:`find_seed_functions`):
 
 1. **rollout 1**: the teacher gets a SWE-agent style instruction whose issue is a vague template

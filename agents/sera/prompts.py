@@ -1,7 +1,8 @@
 """Prompts of SERA's soft-verified generation: the agent instruction, the vague first-rollout issues,
 the synthetic pull-request request, the patch judge, and the demonstration issues.
 
-The vague templates are written for this toolkit (SERA had an LLM write 51 of them); each names
+SERA is arXiv 2601.20789. Reconstruction: the vague templates are written for this toolkit (SERA had an LLM
+write 51 of them); each names
 ``{start_fn}`` in ``{start_fn_file}`` and a category, and always ends by saying the issue may be in
 ``{start_fn}`` or a function upstream/downstream of it. The bundled demonstrations are fictional
 issues written for this toolkit; users pass their own repository's issues instead

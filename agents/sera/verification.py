@@ -1,4 +1,5 @@
-"""SERA soft verification and trajectory filters (paper sections "soft verification" and "filters").
+"""SERA soft verification and trajectory filters (arXiv 2601.20789, "soft verification" and the filters of its
+postprocessing; as allenai/SERA computes them in ``sera/datagen/data/eval/eval.py`` and ``filter.py``).
 
 * :func:`patch_recall` is the line-level recall of the first rollout's patch P1 inside the second
   rollout's patch P2, exactly as SERA's evaluation computes it: changed lines keep their sign, diff

@@ -1,4 +1,6 @@
-"""The R-GRPO toy task (Reconstruction: our toy for Opt-Miner's R-GRPO stage, ICML 2026 poster 65154): a fogged constant that only the right search reveals.
+"""The R-GRPO toy task: a fogged constant that only the right search reveals.
+
+Reconstruction: our toy for Opt-Miner's R-GRPO stage (ICML 2026 poster 65154; only the abstract is public).
 
 Each task names a plant ("Shifts: ten. How many units does plant K73 make?"). The plant's capacity per shift was
 *fogged* out of the question into a document of a BM25-searched corpus ("Plant K73 makes 37 units per shift."),

@@ -1,5 +1,7 @@
 """Measurements for SERA's student: does it call tools in the right format, and what does it know of a repository?
 
+Reconstruction: SERA (arXiv 2601.20789) reports SWE-bench resolve rates; these CPU-sized measurements are ours.
+
 - :func:`heldout_prompts` cuts held-out trajectories before an assistant turn (system prompt, task and
   the earlier turns with their tool outputs): what the student would see at that point of an episode;
 - :func:`tool_call_validity` greedy-decodes from those prompts with the tokenizer's own (inference)
