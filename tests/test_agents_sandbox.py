@@ -218,6 +218,8 @@ def test_refuses_to_run_unisolated_unless_allowed(monkeypatch, repo):
 
 @pytest.mark.parametrize("kwargs, match", [
     (dict(time_limit=0), "time_limit"),
+    (dict(time_limit=float("nan")), "Sandbox: time_limit: expected a finite number of seconds > 0, got nan"),
+    (dict(memory_limit_mb=float("nan")), "memory_limit_mb: expected >= 16"),
     (dict(memory_limit_mb=1), "memory_limit_mb"),
     (dict(max_output_chars=5), "max_output_chars"),
     (dict(isolation="docker"), "isolation"),

@@ -226,4 +226,10 @@ def test_cli_eval_errors(tmp_path, capsys, monkeypatch):
     assert main(["optminer", "eval", "--backend", str(tmp_path / "no-model"), "--bench-dir", str(tmp_path),
                  "--out", str(tmp_path / "o")]) == 2
     assert "expected an http(s) URL or an existing local model path" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as info:  # used to be accepted (and a negative temperature sent to the server)
+        main(["optminer", "eval", "--backend", "http://127.0.0.1:9", "--temperature", "-1", "--out", str(tmp_path)])
+    assert info.value.code == 2
+    with pytest.raises(SystemExit) as info:
+        main(["optminer", "eval", "--backend", "http://127.0.0.1:9", "--atol", "-0.1", "--out", str(tmp_path)])
+    assert info.value.code == 2
     assert os.environ.get(ENV_FOLDER) is None

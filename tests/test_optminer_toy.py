@@ -4,6 +4,7 @@ import random
 import statistics
 
 import pytest
+import torch
 
 from icml26.eval.tasks.optminer_toy import (
     MODES, ToyRecipe, make_tasks, make_toy_search, make_toy_world, run_toy, scripted_trajectory, toy_prompt,
@@ -60,7 +61,10 @@ def test_scripted_trajectory_renders_with_the_toy_tokenizer(world):
     assert len(lengths) == 1
 
 
-def test_bad_mode_is_rejected():
+def test_bad_mode_and_device_are_rejected():
+    if not torch.cuda.is_available():  # refused before any work instead of failing late
+        with pytest.raises(ValueError, match="run_toy: device: expected 'cpu' on a machine without a CUDA GPU"):
+            run_toy(0, device="cuda")
     with pytest.raises(ValueError, match="run_toy: mode: expected one of"):
         run_toy(0, mode="medium")
     assert set(MODES) == {"quick", "full"}

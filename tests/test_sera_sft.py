@@ -12,6 +12,7 @@ import torch
 
 from icml26.agents.backends import to_template_messages
 from icml26.errors import InputError
+from icml26.utils import IGNORE_INDEX
 from icml26.training.sera import (
     SeraSFTConfig, assistant_token_loss, build_sft_trainer, load_trajectories, main_train,
     tokenize_trajectory, tool_names, train_sera, training_chat_template, trajectories_to_dataset,
@@ -163,14 +164,14 @@ def test_trainer_labels_cover_exactly_the_assistant_turns(tiny, tmp_path):
         assert len(spans) == 3
         for token, label, (a, b) in zip(ids, labels, enc["offset_mapping"]):
             inside = any(s <= a and b <= e for s, e in spans)
-            assert (label == token) if inside else (label == -100), (tokenizer.decode([token]), a, b)
+            assert (label == token) if inside else (label == IGNORE_INDEX), (tokenizer.decode([token]), a, b)
         # every system, user and tool-output character is in a masked token
         for message in messages:
             if message["role"] != "assistant":
                 pos = text.index(message["content"])
                 for a, b in enc["offset_mapping"]:
                     if a < pos + len(message["content"]) and b > pos:
-                        assert labels[enc["offset_mapping"].index((a, b))] == -100
+                        assert labels[enc["offset_mapping"].index((a, b))] == IGNORE_INDEX
         # the stop token of each assistant turn is trained (the model learns to end its turn)
         end_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
         trained_ends = sum(1 for t, l in zip(ids, labels) if t == end_id and l == end_id)
@@ -191,7 +192,7 @@ def test_perturbing_tool_outputs_leaves_the_loss_unchanged(tiny, tmp_path):
     model = copy.deepcopy(model).eval()
     rows = [trajectory(i) for i in range(2)]
     base, batch = _batch_loss(model, tokenizer, rows, tmp_path)
-    assert (batch["labels"] != -100).sum() > 50
+    assert (batch["labels"] != IGNORE_INDEX).sum() > 50
     # the final observation follows the last assistant turn: any change to it must leave the loss alone
     for new_text in ("Submitted. Final observation TEXT.", "a much longer observation " * 20, "x"):
         perturbed = copy.deepcopy(rows)
@@ -206,7 +207,7 @@ def test_perturbing_tool_outputs_leaves_the_loss_unchanged(tiny, tmp_path):
     assert abs(_batch_loss(model, tokenizer, changed, tmp_path)[0] - base) > 1e-4
     # and the held-out loss helper sees the same tokens as the trainer
     helper = assistant_token_loss(model, tokenizer, rows, max_length=1024)
-    assert helper["tokens"] == int((batch["labels"][:, 1:] != -100).sum())
+    assert helper["tokens"] == int((batch["labels"][:, 1:] != IGNORE_INDEX).sum())
     assert helper["loss"] == pytest.approx(base, rel=1e-5)
 
 
@@ -217,7 +218,7 @@ def test_the_models_own_loss_equals_trls_fused_loss(tiny, tmp_path):
     for impl in ("fused", "model"):
         trainer = build_sft_trainer(copy.deepcopy(model), tokenizer, rows, _config(tmp_path, loss_impl=impl))
         batch = trainer.data_collator([trainer.train_dataset[i] for i in range(3)])
-        n_items = int((batch["labels"][:, 1:] != -100).sum())
+        n_items = int((batch["labels"][:, 1:] != IGNORE_INDEX).sum())
         with torch.no_grad():
             losses[impl] = trainer.compute_loss(trainer.model, dict(batch), num_items_in_batch=n_items).item()
     assert losses["model"] == pytest.approx(losses["fused"], rel=1e-5)

@@ -156,8 +156,10 @@ def test_token_counters():
     assert token_counter(len)("abcd") == 4
     with pytest.raises(TypeError, match="tokenizer must be"):
         token_counter(3)
-    with pytest.raises(ValueError, match="max_changed_lines"):
+    with pytest.raises(ValueError, match="FilterConfig: max_changed_lines: expected a non-negative number or None"):
         FilterConfig(max_changed_lines=-1)
+    with pytest.raises(ValueError, match="max_avg_tool_tokens: expected a non-negative number or None, got nan"):
+        FilterConfig(max_avg_tool_tokens=float("nan"))  # used to be accepted, and then filtered nothing
 
 
 def test_the_submit_review_observation_is_not_counted_even_without_its_call():

@@ -305,6 +305,9 @@ class RGRPOTrainer(GRPOTrainer):
                 args.reward_weights = [*args.reward_weights, 1.0]
         super().__init__(model, reward_funcs, args, *pos, **kwargs)
 
+    # TRL internals, trl 1.16.0 (trl/trainer/grpo_trainer.py): ``GRPOTrainer._generate`` returns (prompt_ids,
+    # completion_ids, tool_mask, completions, ...), and ``self._metrics[mode]`` is the dict TRL logs from; the
+    # behaviour both rely on is tested in tests/test_rgrpo.py.
     def _generate(self, prompts: list):
         out = list(super()._generate(prompts))
         _, completion_ids, tool_mask, completions = out[:4]
@@ -319,6 +322,7 @@ class RGRPOTrainer(GRPOTrainer):
             self._metrics[mode]["tools/masked_fraction"].append(masked / max(total, 1))
         return tuple(out)
 
+    # trl 1.16.0 ``GRPOTrainer._generate_and_score_completions``: its output carries ``tool_mask`` when tools are set.
     def _generate_and_score_completions(self, inputs):
         output = super()._generate_and_score_completions(inputs)
         if self.tools and "tool_mask" not in output:

@@ -306,7 +306,7 @@ def tokenize_trajectory(tokenizer: PreTrainedTokenizerBase, messages: Sequence[d
 
     ``messages`` may be OpenAI-format (arguments as JSON strings): they go through
     :func:`icml26.agents.backends.to_template_messages` with ``strict=True``.
-    Labels are ``-100`` outside the template's ``{% generation %}`` blocks; ``max_length`` keeps the start.
+    Labels are ``IGNORE_INDEX`` (-100) outside the template's ``{% generation %}`` blocks; ``max_length`` keeps the start.
     """
     messages = to_template_messages(messages, strict=True)
     tools = json.loads(tools) if isinstance(tools, str) else tools
@@ -383,7 +383,7 @@ class SeraSFTTrainer(SFTTrainer):
         if getattr(self.args, "loss_impl", "fused") == "model":
             from transformers import Trainer
 
-            # Labels already hold -100 outside assistant turns; the model shifts them itself.
+            # Labels already hold IGNORE_INDEX outside assistant turns; the model shifts them itself.
             return Trainer.compute_loss(self, model, inputs, return_outputs=return_outputs,
                                         num_items_in_batch=num_items_in_batch)
         return super().compute_loss(model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)
