@@ -498,14 +498,14 @@ def main_train(args: Any) -> dict[str, Any]:
 
     for name in ("data", "model", "out"):
         if not getattr(args, name, None):
-            raise InputError(f"icml26 sera train: --{name} is required")
+            raise InputError(f"train: --{name} is required")
     overrides: dict[str, Any] = {}
     for attr, key in (("epochs", "num_train_epochs"), ("lr", "learning_rate"), ("max_length", "max_length"),
                       ("max_steps", "max_steps")):
         value = getattr(args, attr, None)
         if value is not None:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise input_error("icml26 sera train", f"--{attr.replace('_', '-')}", "a positive number", value)
+                raise input_error("train", f"--{attr.replace('_', '-')}", "a positive number", value)
             overrides[key] = value
     if getattr(args, "use_peft", False):
         overrides["use_peft"] = True

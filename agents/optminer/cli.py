@@ -11,7 +11,7 @@ import os
 from icml26.agents.backends import add_backend_arguments
 from icml26.argtypes import non_negative_float, number, positive_float, positive_int, probability
 
-_EVAL = "icml26 optminer eval"
+_EVAL = "eval"
 _non_negative_int = number(int, "a non-negative integer", lambda v: v >= 0)
 
 
@@ -74,7 +74,7 @@ def _synthesize(args) -> int:
 
     for name in ("dataset", "corpus"):
         if os.path.exists(os.path.join(args.out, name)) and not args.overwrite:
-            raise input_error("icml26 optminer synthesize", "--out", "a folder without dataset/ and corpus/ (or "
+            raise input_error("synthesize", "--out", "a folder without dataset/ and corpus/ (or "
                               "--overwrite)", os.path.join(args.out, name))
     instances, stats = synthesize(args.n, args.seed, union_prob=args.union_prob, transfer_prob=args.transfer_prob,
                                   fog_prob=args.fog_prob, rtol=args.rtol, workers=args.workers,

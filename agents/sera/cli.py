@@ -135,8 +135,8 @@ def run(args: argparse.Namespace) -> int:
         from icml26.agents.backends import backend_from_args, sampling_from_args
 
         if (args.base_url or args.backend or "").startswith(("http://", "https://")) and not args.model:
-            raise InputError("icml26 sera generate", "--model", "the name the server serves, with a server URL", None)
-        backend = backend_from_args(args, command="icml26 sera generate", scripted=lambda: "scripted")
+            raise InputError("generate", "--model", "the name the server serves, with a server URL", None)
+        backend = backend_from_args(args, command="generate", scripted=lambda: "scripted")
         sampling = sampling_from_args(args)
         summary = generate(args.repo, backend, args.out, threshold=args.threshold, workers=args.workers,
                            limit=args.limit, seed=args.seed, model=args.model, insts_per_fn=args.insts_per_fn,
