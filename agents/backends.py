@@ -18,6 +18,8 @@ instead of raising, see :mod:`icml26.agents.toolcalls`) and whose token usage is
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import http.client
 import json
 import os
@@ -29,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
+from icml26.errors import described, input_error
+
 from .toolcalls import ToolCall, parse_arguments, parse_tool_calls
 
 __all__ = [
@@ -36,12 +40,16 @@ __all__ = [
     "BackendError",
     "ChatBackend",
     "OpenAIChatBackend",
+    "ROLES",
     "ScriptedBackend",
     "ToolCall",
     "TransformersChatBackend",
     "Usage",
+    "add_backend_arguments",
+    "backend_from_args",
     "backend_from_spec",
     "request_messages",
+    "sampling_from_args",
     "to_template_messages",
 ]
 
@@ -115,17 +123,33 @@ class ChatBackend(Protocol):
     def chat(self, messages: list[dict], tools: list[dict] | None = None, **sampling) -> AssistantMessage: ...
 
 
-def to_template_messages(messages: Sequence[dict]) -> list[dict]:
-    """OpenAI-format messages -> what ``apply_chat_template`` expects.
+ROLES = ("system", "user", "assistant", "tool")
+
+
+def to_template_messages(messages: Sequence[dict], *, strict: bool = False, row_id: Any = None) -> list[dict]:
+    """OpenAI-format messages -> what ``apply_chat_template`` expects (the one converter of icml26).
 
     Chat templates index ``tool_call.function.arguments`` as a mapping (``| tojson``), while the
-    OpenAI format stores a JSON string: arguments are decoded; a malformed call's text becomes
-    ``{"invalid_arguments": <raw text>}``, as :func:`request_messages` sends it to servers, so a
-    model sees the same prompt in-process and behind a server. ``None`` content becomes
-    ``""`` because templates concatenate it. The input is not modified.
+    OpenAI format stores a JSON string: arguments are decoded, and ``None`` content becomes ``""``
+    because templates concatenate it. The input is not modified.
+
+    ``strict=False`` (generation: a model must see every turn, right or wrong): a malformed call's
+    text becomes ``{"invalid_arguments": <raw text>}``, as :func:`request_messages` sends it to
+    servers, so a model sees the same prompt in-process and behind a server; other keys are kept.
+
+    ``strict=True`` (training data): anything a template cannot render raises
+    :class:`~icml26.errors.InputError` naming the trajectory (``row_id``) and the message; keys whose
+    value is ``None`` are dropped (an Arrow round trip adds every key of every message to all of them)
+    and each call is rebuilt as ``{"type": "function", "function": {"name", "arguments"}, "id"}``.
     """
+    if strict and (not isinstance(messages, (list, tuple)) or not messages):
+        raise input_error("to_template_messages", _where(row_id), "a non-empty list of message dicts",
+                          described(f"{messages!r:.80}"))
     out: list[dict] = []
-    for message in messages:
+    for i, message in enumerate(messages):
+        if strict:
+            out.append(_strict_message(message, row_id, i))
+            continue
         message = dict(message)
         if message.get("content") is None:
             message["content"] = ""
@@ -140,6 +164,54 @@ def to_template_messages(messages: Sequence[dict]) -> list[dict]:
                 calls.append(call)
             message["tool_calls"] = calls
         out.append(message)
+    return out
+
+
+def _where(row_id: Any, index: int | None = None) -> str:
+    return f"trajectory {row_id!r}" + ("" if index is None else f", message {index}")
+
+
+def _strict_message(message: Any, row_id: Any, i: int) -> dict:
+    where = _where(row_id, i)
+    if not isinstance(message, dict):
+        raise input_error("to_template_messages", where, "a message dict", described(type(message).__name__))
+    message = {k: v for k, v in message.items() if v is not None}
+    role = message.get("role")
+    if role not in ROLES:
+        raise input_error("to_template_messages", f"{where}: role", f"one of {list(ROLES)}", role)
+    content = message.get("content", "")
+    if not isinstance(content, str):
+        raise input_error("to_template_messages", f"{where}: content", "a string", described(type(content).__name__))
+    message["content"] = content
+    calls = message.pop("tool_calls", None) or []
+    if calls and role != "assistant":
+        raise input_error("to_template_messages", f"{where}: tool_calls", "tool calls only on assistant messages",
+                          described(f"role {role!r}"))
+    if calls:
+        message["tool_calls"] = [_strict_call(call, where) for call in calls]
+    return message
+
+
+def _strict_call(call: Any, where: str) -> dict:
+    function = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not function["name"]:
+        raise input_error("to_template_messages", f"{where}: tool call", "a call with function.name",
+                          described(f"{call!r:.120}"))
+    arguments = function.get("arguments", {})
+    if arguments is None:
+        arguments = {}
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise input_error("to_template_messages", f"{where}: arguments of tool call {function['name']!r}",
+                              "valid JSON", described(f"{arguments!r:.120} ({exc})")) from None
+    if not isinstance(arguments, dict):
+        raise input_error("to_template_messages", f"{where}: arguments of tool call {function['name']!r}",
+                          "a JSON object", described(type(arguments).__name__))
+    out = {"type": "function", "function": {"name": function["name"], "arguments": arguments}}
+    if call.get("id") is not None:
+        out["id"] = call["id"]
     return out
 
 
@@ -197,11 +269,12 @@ class OpenAIChatBackend:
     def __init__(self, base_url: str, model: str, api_key: str | None = None, *, timeout: float = 60.0,
                  max_retries: int = 3, backoff: float = 0.5, **default_sampling):
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
-            raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
+            raise input_error("OpenAIChatBackend", "base_url", "an http(s) URL", base_url)
         if not model:
-            raise ValueError("model must name the served model (as the server lists it under /v1/models)")
+            raise input_error("OpenAIChatBackend", "model", "the name of the served model (as /v1/models lists it)", model)
         if timeout <= 0 or max_retries < 0 or backoff < 0:
-            raise ValueError(f"need timeout > 0, max_retries >= 0, backoff >= 0; got {timeout}, {max_retries}, {backoff}")
+            raise input_error("OpenAIChatBackend", "timeout, max_retries, backoff", "timeout > 0, max_retries >= 0, "
+                              "backoff >= 0", (timeout, max_retries, backoff))
         self.base_url = base_url
         self.url = _chat_url(base_url)
         self.model = model
@@ -313,12 +386,15 @@ class TransformersChatBackend:
             self.name = path
         else:
             if tokenizer is None:
-                raise ValueError("a tokenizer is required when passing a loaded model")
+                raise input_error("TransformersChatBackend", "tokenizer", "a tokenizer with a loaded model", None)
             self.model, self.tokenizer = model_or_path, tokenizer
             self.name = getattr(getattr(model_or_path, "config", None), "name_or_path", type(model_or_path).__name__)
         if getattr(self.tokenizer, "chat_template", None) is None:
-            raise ValueError(f"the tokenizer of {self.name!r} has no chat template; set tokenizer.chat_template")
+            raise input_error("TransformersChatBackend", "tokenizer", "a tokenizer with a chat template (set "
+                              "tokenizer.chat_template)", described(f"the tokenizer of {self.name!r}, without one"))
         if device is not None:
+            if str(device).startswith("cuda") and not torch.cuda.is_available():
+                raise input_error("TransformersChatBackend", "device", "'cpu' on a machine without a CUDA GPU", device)
             self.model.to(torch.device(device))
         self.model.eval()
         self.max_new_tokens = int(max_new_tokens)
@@ -338,7 +414,8 @@ class TransformersChatBackend:
         seed = params.pop("seed", None)
         stop = params.pop("stop", None)
         if params:
-            raise ValueError(f"unsupported sampling arguments for TransformersChatBackend: {sorted(params)}")
+            raise input_error("TransformersChatBackend.chat", "sampling", "temperature, top_p, max_tokens, "
+                              "max_new_tokens, seed or stop", described(f"unsupported sampling arguments {sorted(params)}"))
         inputs = self.tokenizer.apply_chat_template(to_template_messages(messages), tools=tools or None,
                                                     add_generation_prompt=True, return_tensors="pt",
                                                     return_dict=True)
@@ -353,9 +430,13 @@ class TransformersChatBackend:
         if stop:
             generate_kwargs["stop_strings"] = [stop] if isinstance(stop, str) else list(stop)
             generate_kwargs["tokenizer"] = self.tokenizer
-        if seed is not None:
-            torch.manual_seed(int(seed))
-        with torch.no_grad():
+        # A seeded call draws from torch's global generator as ``generate`` does, inside a fork: the caller's RNG
+        # state is left as it was (the sampled tokens are those of ``torch.manual_seed(seed)`` before generating).
+        seeded = torch.random.fork_rng(devices=range(torch.cuda.device_count())) if seed is not None \
+            else contextlib.nullcontext()
+        with seeded, torch.no_grad():
+            if seed is not None:
+                torch.manual_seed(int(seed))
             output = self.model.generate(**inputs, **generate_kwargs)
         prompt_len = inputs["input_ids"].shape[1]
         new_ids = output[0, prompt_len:].tolist()
@@ -456,11 +537,76 @@ def backend_from_spec(spec: str, model: str | None = None, **kw) -> ChatBackend:
             probe = OpenAIChatBackend(spec, "?", **{k: v for k, v in kw.items() if k in ("api_key", "timeout")})
             models = probe.list_models()
             if len(models) != 1:
-                raise ValueError(f"pass model=...: the server at {spec} lists {models or 'no models'}")
+                raise input_error("backend_from_spec", "model", f"the name of one model the server at {spec} lists",
+                                  described(f"none given, and it lists {models or 'no models'}"))
             model = models[0]
         return OpenAIChatBackend(spec, model, **kw)
     if Path(spec).exists():
         if model is not None and model != spec:
-            raise ValueError(f"model={model!r} given with a local model path {spec!r}; pass one of them")
+            raise input_error("backend_from_spec", "model", f"no model name with the local model path {spec!r}", model)
         return TransformersChatBackend(spec, **kw)
-    raise ValueError(f"backend spec {spec!r} is neither an http(s) URL nor an existing local model path")
+    raise input_error("backend_from_spec", "spec", "an http(s) URL or an existing local model path", spec)
+
+
+# --------------------------------------------------------------------------------------------------
+# The chat-backend options of every command that talks to a model
+
+def add_backend_arguments(parser: argparse.ArgumentParser, *, scripted: str | None = None, temperature: float = 0.0,
+                          max_new_tokens: int | None = None) -> None:
+    """Add ``--backend --model --base-url --api-key --temperature --max-new-tokens`` to ``parser``.
+
+    ``scripted``: help text of ``--backend scripted`` where the command has an offline stand-in for a model
+    (None: the command has none). ``temperature`` / ``max_new_tokens``: the command's defaults.
+    Read them back with :func:`backend_from_args` and :func:`sampling_from_args`.
+    """
+    from icml26.argtypes import non_negative_float, positive_int
+
+    kinds = "an OpenAI-compatible server URL (vLLM, `transformers serve`: http://host:8000/v1), a local model " \
+            "folder (in-process transformers)" + (f", or 'scripted' ({scripted})" if scripted else "")
+    parser.add_argument("--backend", metavar="BACKEND", help=f"the model: {kinds}; default: --base-url's server")
+    parser.add_argument("--base-url", metavar="URL", help="OpenAI-compatible server URL (the same as --backend URL)")
+    parser.add_argument("--model", metavar="NAME", help="model name on the server (default: the only one it lists)")
+    parser.add_argument("--api-key", help="API key for the server (default: $OPENAI_API_KEY, else none)")
+    parser.add_argument("--temperature", type=non_negative_float, default=temperature,
+                        help=f"sampling temperature ({temperature:g})")
+    parser.add_argument("--max-new-tokens", type=positive_int, default=max_new_tokens,
+                        help=f"completion tokens per model call ({max_new_tokens or 'the backend default'})")
+
+
+def backend_from_args(args: argparse.Namespace, *, command: str, scripted: Callable[[], Any] | None = None
+                      ) -> ChatBackend:
+    """The :class:`ChatBackend` named by the options of :func:`add_backend_arguments` (bad ones: InputError).
+
+    ``scripted()`` builds the offline stand-in for ``--backend scripted``; ``command`` names the command in errors.
+    """
+    spec, url = args.backend, args.base_url
+    if spec == "scripted":
+        if scripted is None:
+            raise input_error(command, "--backend", "a server URL or a local model folder", spec)
+        if url:
+            raise input_error(command, "--base-url", "no server URL with --backend scripted", url)
+        return scripted()
+    if spec is None and url is None:
+        raise input_error(command, "--backend", "a server URL, a local model folder"
+                          + (" or 'scripted'" if scripted else "") + " (or --base-url URL)", None)
+    if url is not None:
+        if not url.startswith(("http://", "https://")):
+            raise input_error(command, "--base-url", "an http(s) URL", url)
+        if spec is not None and spec != url:
+            raise input_error(command, "--backend", f"nothing else with --base-url {url}", spec)
+        spec = url
+    kwargs: dict[str, Any] = {}
+    if spec.startswith(("http://", "https://")):
+        if args.api_key:
+            kwargs["api_key"] = args.api_key
+    elif args.api_key:
+        raise input_error(command, "--api-key", "an API key only with a server URL", described("a key"))
+    return backend_from_spec(spec, args.model, **kwargs)
+
+
+def sampling_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The sampling arguments of every chat call: ``temperature`` and, when set, ``max_tokens``."""
+    sampling: dict[str, Any] = {"temperature": args.temperature}
+    if args.max_new_tokens:
+        sampling["max_tokens"] = args.max_new_tokens
+    return sampling

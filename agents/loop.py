@@ -10,9 +10,10 @@ trajectory can be replayed to any OpenAI-compatible server or rendered by a chat
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from icml26.errors import input_error
 
 from .backends import BackendError, ChatBackend, Usage
 from .sandbox import Sandbox
@@ -87,9 +88,9 @@ def run_agent(backend: ChatBackend, sandbox: Sandbox, task: str, *, system_promp
     to the executor built here; a given ``executor`` keeps its own setting.
     """
     if not isinstance(task, str) or not task.strip():
-        raise ValueError("task must be a non-empty string")
+        raise input_error("run_agent", "task", "a non-empty string", task)
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
-        raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}")
+        raise input_error("run_agent", "max_steps", "a positive integer", max_steps)
     tools = default_tools() if tools is None else list(tools)
     executor = executor if executor is not None else ToolExecutor(sandbox, tools=tools, review_submit=review_submit)
     messages: list[dict] = [{"role": "system", "content": system_prompt or DEFAULT_SYSTEM_PROMPT},
@@ -128,8 +129,3 @@ def run_agent(backend: ChatBackend, sandbox: Sandbox, task: str, *, system_promp
     patch = executor.patch if executor.submitted and executor.patch is not None else sandbox.diff()
     return Trajectory(messages=messages, tools=tools, submitted=executor.submitted, patch=patch, steps=steps,
                       usage=usage, exit_reason=exit_reason, error=error)
-
-
-def trajectory_json(trajectory: Trajectory) -> str:
-    """One JSON line (for ``.jsonl`` files)."""
-    return json.dumps(trajectory.to_dict(), ensure_ascii=False)

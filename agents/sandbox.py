@@ -23,7 +23,7 @@ working tree) into a scratch folder, commits it as the *base*, and runs commands
 
 Namespaces come from util-linux's ``unshare`` (as root; otherwise with ``--map-root-user`` where
 unprivileged user namespaces are allowed); the mount, capability and rlimit steps run in a small
-launcher (this file executed as a script) because no common tool does all of them: ``bwrap`` does,
+launcher (:mod:`icml26.agents.sandbox_launcher`, executed as a script) because no common tool does all of them: ``bwrap`` does,
 but is rarely installed and needs the same kernel features. Whether isolation works is probed once
 per process when a sandbox is built; when it does not (a plain container without ``CAP_SYS_ADMIN``
 or user namespaces), :class:`SandboxError` says why, unless ``allow_unisolated=True``, which runs
@@ -33,7 +33,6 @@ commands as plain subprocesses with only the limits (and a warning).
 from __future__ import annotations
 
 import collections
-import ctypes
 import functools
 import json
 import os
@@ -49,11 +48,12 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from icml26.errors import described, input_error
+
+from . import sandbox_launcher as _launcher
+
 __all__ = ["DEFAULT_DISPLAY_ROOT", "PRIVATE_DIR", "ExecResult", "Sandbox", "SandboxError", "isolation_support"]
 
-_LAUNCH_FLAG = "--icml26-sandbox-launch"
-_SETUP_FAILED = 125
-_TMPFS = ("/tmp", "/var/tmp", "/dev/shm")
 _GIT_IDENTITY = ("-c", "user.name=icml26 sandbox", "-c", "user.email=sandbox@icml26.invalid",
                  "-c", "commit.gpgsign=false", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false",
                  "-c", "color.ui=false", "-c", "diff.noprefix=false", "-c", "diff.external=",
@@ -105,7 +105,7 @@ def isolation_support() -> tuple[tuple[str, ...] | None, str]:
         spec = {"binds": [[tmp, tmp, False]], "new_root": False, "hide": [], "cwd": tmp, "memory_bytes": 0,
                 "fsize_bytes": 0, "argv": ["/bin/sh", "-c", "echo ok > probe && cat probe"]}
         for prefix in modes:
-            cmd = [*prefix, sys.executable, "-I", "-S", __file__, _LAUNCH_FLAG, json.dumps(spec)]
+            cmd = [*prefix, sys.executable, "-I", "-S", _launcher.__file__, _launcher.LAUNCH_FLAG, json.dumps(spec)]
             try:
                 proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
             except (OSError, subprocess.TimeoutExpired) as exc:
@@ -127,7 +127,7 @@ def _fixed_root_support(prefix: tuple[str, ...]) -> str:
     with tempfile.TemporaryDirectory(prefix="icml26-sandbox-probe-") as tmp:
         spec = {"binds": [[tmp, target, False]], "new_root": True, "hide": [PRIVATE_DIR.strip("/")], "cwd": target,
                 "memory_bytes": 0, "fsize_bytes": 0, "argv": ["/bin/sh", "-c", "echo ok > probe && cat probe && pwd"]}
-        cmd = [*prefix, sys.executable, "-I", "-S", __file__, _LAUNCH_FLAG, json.dumps(spec)]
+        cmd = [*prefix, sys.executable, "-I", "-S", _launcher.__file__, _launcher.LAUNCH_FLAG, json.dumps(spec)]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
         except (OSError, subprocess.TimeoutExpired) as exc:
@@ -147,19 +147,18 @@ def _check_display_root(value) -> str | None:
                         f"got {type(value).__name__}")
     text = os.fspath(value)
     if not text.startswith("/"):
-        raise ValueError(f"display_root must be an absolute path like {DEFAULT_DISPLAY_ROOT!r}, got {text!r}")
+        raise input_error("Sandbox", "display_root", f"an absolute path like {DEFAULT_DISPLAY_ROOT!r}", text)
     if any(ch.isspace() or not ch.isprintable() for ch in text):
-        raise ValueError(f"display_root must not contain spaces or control characters, got {text!r}")
+        raise input_error("Sandbox", "display_root", "a path without spaces or control characters", text)
     parts = [p for p in text.split("/") if p]
     if any(p in (".", "..") for p in parts):
-        raise ValueError(f"display_root must not contain '.' or '..' components, got {text!r}")
+        raise input_error("Sandbox", "display_root", "a path without '.' or '..' components", text)
     if not parts:
-        raise ValueError("display_root cannot be '/': the repository needs a folder of its own, like "
-                         f"{DEFAULT_DISPLAY_ROOT!r}")
+        raise input_error("Sandbox", "display_root", f"a folder of its own for the repository, like "
+                          f"{DEFAULT_DISPLAY_ROOT!r} (it cannot be '/')", text)
     if parts[0] in _SYSTEM_TOP:
-        raise ValueError(f"display_root {text!r} is inside the system folder /{parts[0]}, which the sandbox must "
-                         f"not replace; choose a path under a top-level folder of its own, like "
-                         f"{DEFAULT_DISPLAY_ROOT!r}")
+        raise input_error("Sandbox", "display_root", f"a path under a top-level folder of its own, like "
+                          f"{DEFAULT_DISPLAY_ROOT!r}, not inside the system folder /{parts[0]}", text)
     return "/" + "/".join(parts)
 
 
@@ -169,8 +168,9 @@ def _hides(display_root: str, needed: dict[str, str]) -> None:
     for what, path in needed.items():
         real = os.path.realpath(path)
         if real == top or real.startswith(top + "/"):
-            raise ValueError(f"display_root {display_root!r} would hide {top} inside the sandbox, but {what} "
-                             f"({real}) lives there; choose another top-level folder, like {DEFAULT_DISPLAY_ROOT!r}")
+            raise input_error("Sandbox", "display_root", f"a top-level folder that hides nothing the sandbox needs, like "
+                              f"{DEFAULT_DISPLAY_ROOT!r}", described(f"{display_root!r}, which would hide {top} "
+                                                                    f"inside the sandbox, but {what} ({real}) lives there"))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -227,17 +227,18 @@ class Sandbox:
     def __init__(self, repo: str | Path | None = None, *, time_limit: float = 30.0, memory_limit_mb: int = 1024,
                  max_output_chars: int = 10_000, allow_unisolated: bool = False, scratch_parent=None,
                  isolation: str = "auto", max_file_mb: int = 512, display_root: str | None = DEFAULT_DISPLAY_ROOT):
-        if not time_limit or time_limit <= 0:
-            raise ValueError(f"time_limit must be > 0 seconds, got {time_limit!r}")
-        if memory_limit_mb is not None and memory_limit_mb < 16:
-            raise ValueError(f"memory_limit_mb must be >= 16 (or None for no limit), got {memory_limit_mb!r}")
-        if max_output_chars < 100:
-            raise ValueError(f"max_output_chars must be >= 100, got {max_output_chars!r}")
+        if time_limit is None or isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) \
+                or not 0 < time_limit < float("inf"):
+            raise input_error("Sandbox", "time_limit", "a finite number of seconds > 0", time_limit)
+        if memory_limit_mb is not None and not memory_limit_mb >= 16:
+            raise input_error("Sandbox", "memory_limit_mb", ">= 16 (or None for no limit)", memory_limit_mb)
+        if not max_output_chars >= 100:
+            raise input_error("Sandbox", "max_output_chars", ">= 100", max_output_chars)
         if isolation not in ("auto", "namespaces", "none"):
-            raise ValueError(f"isolation must be 'auto', 'namespaces' or 'none', got {isolation!r}")
+            raise input_error("Sandbox", "isolation", "'auto', 'namespaces' or 'none'", isolation)
         if isolation == "none" and not allow_unisolated:
-            raise ValueError("isolation='none' runs commands without network or filesystem isolation; "
-                             "pass allow_unisolated=True to confirm")
+            raise input_error("Sandbox", "isolation", "'auto' or 'namespaces' unless allow_unisolated=True confirms "
+                              "that commands run without network or filesystem isolation", isolation)
         fixed = _check_display_root(display_root)
         if fixed is not None:
             _hides(fixed, {"the scratch folder": scratch_parent or tempfile.gettempdir(),
@@ -398,11 +399,12 @@ class Sandbox:
             # the launcher reports a failed setup on this pipe (closed at exec, so the command cannot write to it)
             status_read, status_write = os.pipe()
             spec["status_fd"] = status_write
-            argv = [*self._unshare, sys.executable, "-I", "-S", __file__, _LAUNCH_FLAG, json.dumps(spec)]
+            argv = [*self._unshare, sys.executable, "-I", "-S", _launcher.__file__, _launcher.LAUNCH_FLAG,
+                    json.dumps(spec)]
             preexec = None
         else:
             def preexec():
-                _set_limits(memory, fsize)
+                _launcher.set_limits(memory, fsize)
 
         start = time.monotonic()
         try:
@@ -471,7 +473,7 @@ class Sandbox:
         # open or write them there, nor see the other sandboxes beside this one (the path's name can
         # still be read in /proc/self/mountinfo, as the source of the binds below).
         mask = _scratch_mask(self._dir)
-        runtime = [[path, path, True] for path in _hidden_runtime(_TMPFS + tuple(mask))]
+        runtime = [[path, path, True] for path in _hidden_runtime(_launcher.TMPFS + tuple(mask))]
         shown = [[str(self.root), self.display_root, False], [str(self.home), self._inside_home, False],
                  [str(self.git_dir), self._inside_git, True]]
         binds = sorted(shown + runtime, key=lambda b: (b[1].count("/"), b[1]))  # parents first
@@ -484,7 +486,7 @@ def _scratch_mask(scratch: Path) -> list[str]:
     and its siblings are out of sight: nothing when it lies in a private temporary folder, else its
     parent, or the folder itself when the parent is ``/`` or a top-level folder like ``/home``."""
     real = os.path.realpath(scratch)
-    if any(real == t or real.startswith(t + "/") for t in _TMPFS):
+    if any(real == t or real.startswith(t + "/") for t in _launcher.TMPFS):
         return []
     parent = os.path.dirname(real)
     return [parent if parent.count("/") >= 2 else real]
@@ -508,7 +510,7 @@ def _read_status(fd: int) -> str:
     return b"".join(chunks).decode("utf-8", "replace").strip()
 
 
-def _hidden_runtime(hidden: tuple[str, ...] | list[str] = _TMPFS) -> list[str]:
+def _hidden_runtime(hidden: tuple[str, ...] | list[str] = _launcher.TMPFS) -> list[str]:
     """Folders of this Python (prefix, import path) that a tmpfs over ``hidden`` (the private
     temporary folders, a masked scratch folder) would hide (a virtualenv under /tmp, say): they are
     bound back, read-only, so ``python`` works inside the sandbox."""
@@ -571,175 +573,3 @@ class _OutputReader(threading.Thread):
         head = head[: self.limit - len(tail)]
         omitted = self.total - len(head.encode()) - len(tail.encode())
         return (f"{head}\n[... output truncated: {self.total} bytes in total, {omitted} omitted ...]\n{tail}"), True
-
-
-# --------------------------------------------------------------------------------------------------
-# the launcher: runs inside the new namespaces, before the command (``python -I -S sandbox.py ...``)
-
-_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
-_MS_REMOUNT, _MS_NOATIME, _MS_NODIRATIME, _MS_BIND = 32, 1024, 2048, 4096
-_MS_REC, _MS_RELATIME, _MS_STRICTATIME = 16384, 1 << 21, 1 << 24
-_MOUNT_OPTION_FLAGS = {"nosuid": _MS_NOSUID, "nodev": _MS_NODEV, "noexec": _MS_NOEXEC, "noatime": _MS_NOATIME,
-                       "nodiratime": _MS_NODIRATIME, "relatime": _MS_RELATIME, "strictatime": _MS_STRICTATIME}
-
-
-def _set_limits(memory_bytes: int, fsize_bytes: int) -> None:
-    import resource
-
-    if memory_bytes:
-        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-    if fsize_bytes:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize_bytes, fsize_bytes))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-
-
-def _launch(spec: dict) -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
-
-    def mount(source, target, fstype, flags, data=None):
-        enc = lambda s: None if s is None else os.fsencode(s)  # noqa: E731
-        if libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"mount {source} -> {target} (flags {flags:#x}): {os.strerror(err)}")
-
-    def prctl(option, arg2=0):
-        if libc.prctl(option, ctypes.c_ulong(arg2), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"prctl({option}, {arg2}): {os.strerror(err)}")
-
-    def bind(fd, target, read_only):
-        os.makedirs(target, exist_ok=True)
-        mount(f"/proc/self/fd/{fd}", target, None, _MS_BIND | _MS_REC)
-        mount(None, target, None, _MS_REMOUNT | _MS_BIND | _MS_NOSUID | _MS_NODEV | (_MS_RDONLY if read_only else 0))
-
-    keep: dict[str, int] = {}
-    for source, _target, _read_only in spec["binds"]:
-        if source not in keep:
-            keep[source] = os.open(source, os.O_PATH | os.O_DIRECTORY)
-    # 1. every existing mount read-only (keeping its per-mount flags: some are locked in user namespaces)
-    with open("/proc/self/mountinfo", encoding="utf-8") as handle:
-        mounts = [line.split() for line in handle]
-    for fields in mounts:
-        point = fields[4].encode().decode("unicode_escape")  # \040 for spaces
-        flags = _MS_REMOUNT | _MS_BIND | _MS_RDONLY
-        for option in fields[5].split(","):
-            flags |= _MOUNT_OPTION_FLAGS.get(option, 0)
-        try:
-            mount(None, point, None, flags)
-        except OSError as exc:
-            if os.path.exists(point) and os.path.ismount(point):
-                raise
-            del exc  # a mount hidden under another one is not reachable anyway
-    # 2. private, empty temporary folders
-    for point in _TMPFS:
-        if os.path.isdir(point):
-            mount("tmpfs", point, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=1777,size=512m")
-    # 3. the sandbox's own folders, visible again at their paths (they may have been under /tmp)...
-    if not spec["new_root"]:
-        for source, target, read_only in spec["binds"]:
-            bind(keep[source], target, read_only)
-    else:  # ...or in a new root, where the copy is at a fixed path
-        _pivot_into_new_root(mount, libc, spec, keep, bind)
-    for fd in keep.values():
-        os.close(fd)
-    _loopback_up()
-    # 4. no way back: drop every capability, forbid gaining new ones, die with the parent
-    last_cap = int(open("/proc/sys/kernel/cap_last_cap").read())
-    for cap in range(last_cap + 1):
-        prctl(24, cap)  # PR_CAPBSET_DROP
-    prctl(47, 4)  # PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL
-    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this thread
-    data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable (x2 words): all empty
-    if libc.capset(header, data) != 0:
-        raise OSError(ctypes.get_errno(), "capset")
-    prctl(38, 1)  # PR_SET_NO_NEW_PRIVS
-    prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    _set_limits(spec["memory_bytes"], spec["fsize_bytes"])
-    os.chdir(spec["cwd"])
-    if spec.get("status_fd") is not None:
-        os.set_inheritable(spec["status_fd"], False)  # closed by a successful exec: the command cannot use it
-    os.execvpe(spec["argv"][0], spec["argv"], os.environ)
-
-
-# pivot_root(2) has no libc wrapper: its system call number per architecture
-_PIVOT_ROOT_NR = {"x86_64": 155, "amd64": 155, "aarch64": 41, "arm64": 41, "riscv64": 41, "loongarch64": 41,
-                  "ppc64le": 203, "ppc64": 203, "s390x": 217, "i386": 217, "i686": 217, "armv7l": 218, "armv8l": 218}
-_MNT_DETACH = 2
-_STAGING, _OLD_ROOT = "/tmp/.new-root", ".old-root"
-
-
-def _pivot_into_new_root(mount, libc, spec: dict, keep: dict, bind) -> None:
-    """Make a tmpfs the root: every top-level host folder bound into it (read-only already, and with
-    the private ``/var/tmp`` and ``/dev/shm`` under them), a fresh private ``/tmp``, the folders of
-    ``spec["binds"]`` at their targets; then ``pivot_root`` into it and detach the old root."""
-    machine = os.uname().machine
-    if machine not in _PIVOT_ROOT_NR:
-        raise OSError(f"pivot_root: no system call number known for this architecture ({machine})")
-    if not os.path.ismount("/tmp"):
-        raise OSError("no private /tmp to build the new root in")
-    new = _STAGING
-    os.mkdir(new, 0o755)
-    mount("tmpfs", new, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755,size=16m")
-    hidden = {"tmp", _OLD_ROOT, *spec["hide"]}
-    for name in sorted(os.listdir("/")):
-        source, target = "/" + name, f"{new}/{name}"
-        if name in hidden:
-            continue
-        if os.path.islink(source):
-            os.symlink(os.readlink(source), target)
-        elif os.path.isdir(source):
-            os.mkdir(target)
-            mount(source, target, None, _MS_BIND | _MS_REC)  # keeps the source's read-only flag
-        elif os.path.isfile(source):
-            open(target, "x").close()
-            mount(source, target, None, _MS_BIND)
-    os.mkdir(f"{new}/tmp")
-    mount("tmpfs", f"{new}/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=1777,size=512m")
-    masks = [new + point for point in spec.get("mask", ()) if os.path.isdir(new + point)]
-    for point in masks:  # the scratch folder, when it is not under /tmp (see Sandbox._mounts)
-        mount("tmpfs", point, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755,size=64k")
-    for source, target, read_only in spec["binds"]:
-        bind(keep[source], new + target, read_only)
-    for point in masks:  # read-only once the folders of this Python under it are bound back
-        mount(None, point, None, _MS_REMOUNT | _MS_NOSUID | _MS_NODEV | _MS_RDONLY, "mode=0755,size=64k")
-    os.mkdir(f"{new}/{_OLD_ROOT}")
-    if libc.syscall(ctypes.c_long(_PIVOT_ROOT_NR[machine]), os.fsencode(new), os.fsencode(f"{new}/{_OLD_ROOT}")) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"pivot_root {new}: {os.strerror(err)}")
-    os.chdir("/")
-    if libc.umount2(os.fsencode("/" + _OLD_ROOT), _MNT_DETACH) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"detaching the old root: {os.strerror(err)}")
-    os.rmdir("/" + _OLD_ROOT)
-    mount(None, "/", None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
-
-
-def _loopback_up() -> None:
-    """Bring ``lo`` up in the new network namespace (servers on 127.0.0.1 inside still work)."""
-    import fcntl
-    import socket
-    import struct
-
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-            request = struct.pack("16sH22x", b"lo", 0)
-            flags = struct.unpack("16sH22x", fcntl.ioctl(sock, 0x8913, request))[1]  # SIOCGIFFLAGS
-            fcntl.ioctl(sock, 0x8914, struct.pack("16sH22x", b"lo", flags | 1))  # SIOCSIFFLAGS, IFF_UP
-    except OSError:
-        pass
-
-
-if __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[1] == _LAUNCH_FLAG:
-    try:
-        _launch(json.loads(sys.argv[2]))
-    except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
-        message = f"icml26 sandbox setup failed: {type(exc).__name__}: {exc}\n"
-        sys.stderr.write(message)
-        try:
-            status_fd = json.loads(sys.argv[2]).get("status_fd")
-            if status_fd is not None:
-                os.write(status_fd, message.encode("utf-8", "replace"))
-        except (ValueError, AttributeError, TypeError, OSError):
-            pass
-        sys.exit(_SETUP_FAILED)

@@ -52,8 +52,8 @@ def _add_run_options(p: argparse.ArgumentParser, kind: str) -> None:
 # parser imports it, and ``icml26 list`` must not pay for torch. A module defines
 # ``add_arguments(parser)`` (it adds its own sub-commands) and ``run(args) -> int``.
 METHOD_COMMANDS = {
-    "sera": ("icml26.agents.sera_cli", "SERA: generate soft-verified agent trajectories from a repository, SFT on them"),
-    "optminer": ("icml26.agents.optminer_cli", "Opt-Miner: synthesise optimisation problems, evaluate chat backends"),
+    "sera": ("icml26.agents.sera.cli", "SERA: generate soft-verified agent trajectories from a repository, SFT on them"),
+    "optminer": ("icml26.agents.optminer.cli", "Opt-Miner: synthesise optimisation problems, evaluate chat backends"),
 }
 
 

@@ -37,6 +37,34 @@ def plugin_env(monkeypatch):
 
 
 @pytest.fixture
+def make_git_repo():
+    """``make_git_repo(root, files=None, *, commit=True)``: a git repository at ``root`` (returned).
+
+    ``files`` maps relative paths to texts (dedented, so they can be written indented in a test); with
+    ``commit`` everything is committed as ``init`` by a fixed test identity, else the files stay untracked.
+    """
+    import subprocess
+    import textwrap
+
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
+               GIT_COMMITTER_EMAIL="t@t")
+
+    def make(root, files=None, *, commit=True):
+        root = Path(root)
+        root.mkdir(parents=True, exist_ok=True)
+        for rel, text in (files or {}).items():
+            path = root / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(textwrap.dedent(text))
+        steps = [["init", "-q"]] + ([["add", "-A"], ["commit", "-q", "-m", "init"]] if commit else [])
+        for args in steps:
+            subprocess.run(["git", "-C", str(root), *args], check=True, env=env, capture_output=True)
+        return root
+
+    return make
+
+
+@pytest.fixture
 def run_cli():
     """``run_cli(args, env=None)``: ``python -m icml26 ARGS`` in a subprocess, output as text."""
     import subprocess

@@ -18,10 +18,14 @@ from icml26.agents.backends import (
     ToolCall,
     TransformersChatBackend,
     Usage,
+    add_backend_arguments,
+    backend_from_args,
     backend_from_spec,
     request_messages,
+    sampling_from_args,
     to_template_messages,
 )
+from icml26.errors import InputError
 from icml26.agents.toolcalls import parse_tool_calls
 
 # ---------------------------------------------------------------------------------------------------
@@ -358,5 +362,69 @@ def test_backend_from_spec(tiny_llama_path, tmp_path):
     assert isinstance(http, OpenAIChatBackend) and http.model == "m"
     local = backend_from_spec(str(tiny_llama_path), max_new_tokens=4)
     assert isinstance(local, TransformersChatBackend)
-    with pytest.raises(ValueError, match="neither an http"):
+    with pytest.raises(InputError, match="backend_from_spec: spec: expected an http"):
         backend_from_spec(str(tmp_path / "missing"))
+
+
+def test_seeded_sampling_leaves_the_global_generator_alone(tiny_llama_path):
+    import torch
+
+    backend = TransformersChatBackend(tiny_llama_path, max_new_tokens=6)
+    torch.manual_seed(123)
+    state = torch.get_rng_state()
+    first = backend.chat(MESSAGES, temperature=1.0, seed=7)
+    assert torch.equal(torch.get_rng_state(), state)  # the caller's RNG is where it was
+    torch.manual_seed(7)  # the tokens are those of seeding torch's generator before generating, as before
+    assert backend.chat(MESSAGES, temperature=1.0).content == first.content
+
+
+def test_cuda_device_without_a_gpu_is_refused_up_front(tiny_llama_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(InputError, match="TransformersChatBackend: device: expected 'cpu' on a machine without"):
+        TransformersChatBackend(tiny_llama_path, device="cuda")
+
+
+def _backend_args(*argv):
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    add_backend_arguments(parser, scripted="offline", temperature=0.6)
+    return parser.parse_args(list(argv))
+
+
+def test_backend_options_helper(tiny_llama_path):
+    args = _backend_args("--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--api-key", "k",
+                         "--max-new-tokens", "7")
+    backend = backend_from_args(args, command="cmd")
+    assert isinstance(backend, OpenAIChatBackend) and backend.model == "m"
+    assert backend._headers["Authorization"] == "Bearer k"
+    assert sampling_from_args(args) == {"temperature": 0.6, "max_tokens": 7}
+    assert backend_from_args(_backend_args("--backend", "scripted"), command="cmd", scripted=lambda: "S") == "S"
+    assert isinstance(backend_from_args(_backend_args("--backend", str(tiny_llama_path)), command="cmd"),
+                      TransformersChatBackend)
+    for argv, scripted, match in [
+        ((), None, "cmd: --backend: expected a server URL, a local model folder"),
+        (("--backend", "scripted"), None, "cmd: --backend: expected a server URL or a local model folder"),
+        (("--base-url", "localhost:8000"), None, "cmd: --base-url: expected an http"),
+        (("--backend", "http://a:1", "--base-url", "http://b:1"), None, "cmd: --backend: expected nothing else"),
+        (("--backend", str(tiny_llama_path), "--api-key", "k"), None, "cmd: --api-key: expected an API key only"),
+    ]:
+        with pytest.raises(InputError, match=match):
+            backend_from_args(_backend_args(*argv), command="cmd", scripted=scripted)
+    with pytest.raises(SystemExit):
+        _backend_args("--temperature", "-1")
+
+
+def test_strict_template_messages_name_the_bad_message():
+    out = to_template_messages([{"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c", "function": {"name": "bash", "arguments": "{\"command\": \"ls\"}"}}], "name": None}], strict=True)
+    assert out == [{"role": "assistant", "content": "", "tool_calls": [
+        {"type": "function", "function": {"name": "bash", "arguments": {"command": "ls"}}, "id": "c"}]}]
+    with pytest.raises(InputError, match=r"to_template_messages: trajectory 'r', message 0: role: expected one of"):
+        to_template_messages([{"role": "human", "content": "x"}], strict=True, row_id="r")
+    with pytest.raises(InputError, match="expected a non-empty list"):
+        to_template_messages([], strict=True)
+    assert to_template_messages([]) == []  # lenient: anything goes

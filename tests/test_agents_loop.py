@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 
 import pytest
 
@@ -17,12 +16,9 @@ from icml26.agents.tools import BASH_TOOL, EDITOR_TOOL, SUBMIT_TOOL, ToolExecuto
 
 
 @pytest.fixture
-def box(tmp_path):
-    repo = tmp_path / "repo"
-    (repo / "src").mkdir(parents=True)
-    (repo / "src" / "app.py").write_text("def add(a, b):\n    return a - b\n\n\nprint(add(1, 2))\n")
-    (repo / "src" / "dup.py").write_text("x = 1\nx = 1\n")
-    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)  # untracked files are copied too
+def box(tmp_path, make_git_repo):
+    repo = make_git_repo(tmp_path / "repo", {"src/app.py": "def add(a, b):\n    return a - b\n\n\nprint(add(1, 2))\n",
+                                             "src/dup.py": "x = 1\nx = 1\n"}, commit=False)  # untracked: copied too
     # allow_unisolated: these tests are about the tools, not isolation (tested in test_agents_sandbox)
     with Sandbox(repo, time_limit=20, allow_unisolated=True) as sandbox:
         yield sandbox
@@ -337,16 +333,14 @@ _needs_isolation = pytest.mark.skipif(isolation_support()[0] is None, reason="no
 
 
 @_needs_isolation
-def test_scripted_teacher_trajectory_uses_only_the_fixed_path(tmp_path):
+def test_scripted_teacher_trajectory_uses_only_the_fixed_path(tmp_path, make_git_repo):
     from icml26.agents.sera import ScriptedTeacher
-    from icml26.agents.sera_prompts import render_instruction
-    from icml26.agents.sera_verify import changed_lines
+    from icml26.agents.sera.prompts import render_instruction
+    from icml26.agents.sera.verification import changed_lines
 
-    repo = tmp_path / "repo"
-    (repo / "shop").mkdir(parents=True)
-    (repo / "shop" / "cart.py").write_text("class Cart:\n    def add(self, item, count: int):\n"
-                                           "        self.items.append((item, count))\n        return count\n")
-    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    repo = make_git_repo(tmp_path / "repo", {"shop/cart.py": "class Cart:\n    def add(self, item, count: int):\n"
+                                             "        self.items.append((item, count))\n        return count\n"},
+                         commit=False)
     issue = ("Passing `None` as `item` to `Cart.add` is not rejected; it should raise `ValueError` with the "
              "message `item is required`.")
     with Sandbox(repo, time_limit=20) as sandbox:

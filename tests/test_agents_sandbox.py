@@ -25,22 +25,11 @@ _PREFIX, _REASON = isolation_support()
 needs_isolation = pytest.mark.skipif(_PREFIX is None, reason=f"no namespace isolation here: {_REASON}")
 
 
-def _git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo, check=True,
-                   capture_output=True)
-
-
 @pytest.fixture
-def repo(tmp_path):
+def repo(tmp_path, make_git_repo):
     """A small git repository with a commit, a modified tracked file, an untracked and an ignored file."""
-    root = tmp_path / "project"
-    (root / "pkg").mkdir(parents=True)
-    (root / "pkg" / "mod.py").write_text("def f():\n    return 1\n")
-    (root / "README").write_text("readme\n")
-    (root / ".gitignore").write_text("build/\n")
-    _git(root, "init", "-q")
-    _git(root, "add", "-A")
-    _git(root, "commit", "-qm", "init")
+    root = make_git_repo(tmp_path / "project", {"pkg/mod.py": "def f():\n    return 1\n", "README": "readme\n",
+                                                ".gitignore": "build/\n"})
     (root / "README").write_text("readme, edited\n")
     (root / "notes.txt").write_text("untracked\n")
     (root / "build").mkdir()
@@ -229,6 +218,8 @@ def test_refuses_to_run_unisolated_unless_allowed(monkeypatch, repo):
 
 @pytest.mark.parametrize("kwargs, match", [
     (dict(time_limit=0), "time_limit"),
+    (dict(time_limit=float("nan")), "Sandbox: time_limit: expected a finite number of seconds > 0, got nan"),
+    (dict(memory_limit_mb=float("nan")), "memory_limit_mb: expected >= 16"),
     (dict(memory_limit_mb=1), "memory_limit_mb"),
     (dict(max_output_chars=5), "max_output_chars"),
     (dict(isolation="docker"), "isolation"),
@@ -380,7 +371,7 @@ def test_setup_failure_at_run_time_raises(box):
 
 @pytest.mark.parametrize("value, error, match", [
     ("testbed", ValueError, "absolute path"),
-    ("/", ValueError, "cannot be '/'"),
+    ("/", ValueError, "it cannot be '/'"),
     ("/usr/testbed", ValueError, "system folder /usr"),
     ("/tmp", ValueError, "system folder /tmp"),
     ("/etc", ValueError, "system folder /etc"),
@@ -422,3 +413,28 @@ def test_editor_maps_testbed_onto_the_copy(box):
     assert failed.startswith("Error:") and "/testbed/README" in failed, failed
     for observation in (out, refused, failed):
         assert str(box.root) not in observation and "icml26-sandbox-" not in observation
+
+
+def test_launcher_imports_only_the_standard_library():
+    """The launcher runs as ``python -I -S sandbox_launcher.py`` inside the sandbox, where the package and
+    site-packages may be out of reach: importing it must load standard-library modules only."""
+    import json
+    import sys
+
+    from icml26.agents import sandbox_launcher
+
+    probe = (
+        "import importlib.util, json, sys\n"
+        "before = set(sys.modules)\n"
+        f"spec = importlib.util.spec_from_file_location('sandbox_launcher', {sandbox_launcher.__file__!r})\n"
+        "module = importlib.util.module_from_spec(spec)\n"
+        "sys.modules['sandbox_launcher'] = module\n"
+        "spec.loader.exec_module(module)\n"
+        "print(json.dumps(sorted(set(sys.modules) - before)))\n"
+    )
+    proc = subprocess.run([sys.executable, "-I", "-S", "-c", probe], capture_output=True, text=True, timeout=60,
+                          check=True)
+    added = json.loads(proc.stdout)
+    outside = [m for m in added if m != "sandbox_launcher" and m.split(".")[0] not in sys.stdlib_module_names]
+    assert not outside, outside
+    assert "sandbox_launcher" in added and not [m for m in added if m.startswith("icml26")]

@@ -1,5 +1,7 @@
 """The ``optminer`` experiment end to end (reduced: 40 instances, no toy training) and its registration."""
 
+from dataclasses import replace
+
 import pytest
 
 from icml26.agents.optminer.bench import ENV_FOLDER, bench_folder
@@ -7,9 +9,9 @@ from icml26.runner import RunConfig
 
 
 def test_optminer_experiment_reduced_end_to_end(tmp_path):
-    from icml26.eval.experiments.optminer import run_experiment
+    from icml26.eval.experiments.optminer import SETTINGS, run_experiment
 
-    result = run_experiment(RunConfig(out_dir=tmp_path), n_instances=40, toy=False)
+    result = run_experiment(RunConfig(out_dir=tmp_path), replace(SETTINGS["quick"], n_instances=40, toy=False))
     m = result.metrics
     assert m["instances"] == 40 and m["fresh_cbc_agreement"] == 1.0
     assert m["fail_text_only_fogged"] > m["fail_text_only_unfogged"]
@@ -35,9 +37,9 @@ def test_optminer_experiment_is_registered():
 @pytest.mark.slow
 def test_optminer_experiment_with_toy_over_three_seeds(tmp_path):
     """Claim 3 as ``--full`` runs it (three seeds of the toy, about 10 minutes), with fewer synthesis instances."""
-    from icml26.eval.experiments.optminer import run_experiment
+    from icml26.eval.experiments.optminer import SETTINGS, run_experiment
 
-    result = run_experiment(RunConfig(out_dir=tmp_path, device="cpu", mode="full", seeds=(0, 1, 2)), n_instances=40,
-                            toy=True)
+    result = run_experiment(RunConfig(out_dir=tmp_path, device="cpu", mode="full", seeds=(0, 1, 2)),
+                            replace(SETTINGS["full"], n_instances=40, toy=True))
     assert all(c.holds for c in result.claims), [c.to_dict() for c in result.claims if not c.holds]
     assert len(result.tables["toy"]) == 3

@@ -1,4 +1,4 @@
-"""Opt-Miner retrieval, sandboxed scorer (spec 6.3, 6.7) and benchmark harness."""
+"""Opt-Miner retrieval, sandboxed scorer and benchmark harness."""
 
 import json
 import os
@@ -66,7 +66,7 @@ def test_tolerance_format_reward_and_no_optimum():
     assert strict.judge("Status: Infeasible\nNo Best Solution", None)[0]
     assert not strict.judge("Optimal objective: 3", None)[0]
     assert Scorer(atol=1e-2).judge("Optimal objective: 12.009", 12.0)[0]
-    with pytest.raises(ValueError, match="rtol must be > 0"):
+    with pytest.raises(ValueError, match="Scorer: rtol: expected a number > 0"):
         Scorer(rtol=0)
 
 
@@ -122,7 +122,7 @@ def test_corpus_from_folder_and_errors(tmp_path):
         BM25Corpus.from_folder(tmp_path / "nope")
     with pytest.raises(ValueError, match="at least one document"):
         BM25Corpus([])
-    with pytest.raises(ValueError, match="k must be a positive int"):
+    with pytest.raises(ValueError, match="k: expected a positive int"):
         BM25Corpus(docs(), k=0)
     with pytest.raises(ValueError, match="unique"):
         BM25Corpus(docs() + docs())
@@ -154,11 +154,11 @@ def test_load_benchmark_formats_and_errors(tmp_path):
     assert len(load_benchmark(array)) == 2
     assert len(load_benchmark(write_jsonl(tmp_path / "lines.json", rec))) == 2  # JSON lines in a .json file
     (tmp_path / "data.csv").write_text("q,a\n")
-    with pytest.raises(ValueError, match="unsupported benchmark file format '.csv'"):
+    with pytest.raises(ValueError, match="got '.csv'"):
         load_benchmark(tmp_path / "data.csv")
     with pytest.raises(ValueError, match="missing the 'en_answer' field"):
         load_benchmark(write_jsonl(tmp_path / "bad.jsonl", [{"en_question": "q", "answer": "3"}]))
-    with pytest.raises(ValueError, match="record 1: answer must be a number"):
+    with pytest.raises(ValueError, match="record 1: en_answer: expected a number"):
         load_benchmark(write_jsonl(tmp_path / "bad2.jsonl", [{"en_question": "q", "en_answer": "lots"}]))
     other = load_benchmark(write_jsonl(tmp_path / "own.jsonl", [{"q": "x", "a": 3}]), question_field="q",
                            answer_field="a")
@@ -225,5 +225,11 @@ def test_cli_eval_errors(tmp_path, capsys, monkeypatch):
     assert ENV_FOLDER in capsys.readouterr().err
     assert main(["optminer", "eval", "--backend", str(tmp_path / "no-model"), "--bench-dir", str(tmp_path),
                  "--out", str(tmp_path / "o")]) == 2
-    assert "neither an http(s) URL nor an existing local model path" in capsys.readouterr().err
+    assert "expected an http(s) URL or an existing local model path" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as info:  # used to be accepted (and a negative temperature sent to the server)
+        main(["optminer", "eval", "--backend", "http://127.0.0.1:9", "--temperature", "-1", "--out", str(tmp_path)])
+    assert info.value.code == 2
+    with pytest.raises(SystemExit) as info:
+        main(["optminer", "eval", "--backend", "http://127.0.0.1:9", "--atol", "-0.1", "--out", str(tmp_path)])
+    assert info.value.code == 2
     assert os.environ.get(ENV_FOLDER) is None

@@ -1,11 +1,12 @@
-"""The R-GRPO toy task (icml26.eval.optminer_toy): fogged constants, BM25 retrieval, the SFT -> R-GRPO pipeline."""
+"""The R-GRPO toy task (icml26.eval.tasks.optminer_toy): fogged constants, BM25 retrieval, the SFT -> R-GRPO pipeline."""
 
 import random
 import statistics
 
 import pytest
+import torch
 
-from icml26.eval.optminer_toy import (
+from icml26.eval.tasks.optminer_toy import (
     MODES, ToyRecipe, make_tasks, make_toy_search, make_toy_world, run_toy, scripted_trajectory, toy_prompt,
     toy_tokenizer,
 )
@@ -60,8 +61,11 @@ def test_scripted_trajectory_renders_with_the_toy_tokenizer(world):
     assert len(lengths) == 1
 
 
-def test_bad_mode_is_rejected():
-    with pytest.raises(ValueError, match="mode must be one of"):
+def test_bad_mode_and_device_are_rejected():
+    if not torch.cuda.is_available():  # refused before any work instead of failing late
+        with pytest.raises(ValueError, match="run_toy: device: expected 'cpu' on a machine without a CUDA GPU"):
+            run_toy(0, device="cuda")
+    with pytest.raises(ValueError, match="run_toy: mode: expected one of"):
         run_toy(0, mode="medium")
     assert set(MODES) == {"quick", "full"}
 
@@ -96,7 +100,7 @@ def test_teacher_answers_with_what_it_read(world):
 
 @pytest.mark.slow
 def test_toy_claim_over_three_seeds():
-    """Spec check 6: R-GRPO beats SFT alone by 0.1 and the tool-disabled ablation scores lower (median of 3 seeds)."""
+    """R-GRPO beats SFT alone by 0.1 and the tool-disabled ablation scores lower (median of 3 seeds)."""
     runs = [run_toy(seed) for seed in (0, 1, 2)]
     gain = statistics.median(r["reward_rgrpo"] - r["reward_sft"] for r in runs)
     gap = statistics.median(r["reward_rgrpo"] - r["reward_notool"] for r in runs)
@@ -110,7 +114,7 @@ def test_compact_template_is_accepted_by_trl_and_renders_like_qwen(world):
     from trl.chat_template_utils import (has_generation_markers, is_chat_template_prefix_preserving,
                                          is_chat_template_stop_token_trained, parse_response)
 
-    from icml26.eval.optminer_toy import COMPACT_TOOL_TEMPLATE
+    from icml26.eval.tasks.optminer_toy import COMPACT_TOOL_TEMPLATE
     from icml26.tiny import build_tiny_model
 
     _, capacities, search = world

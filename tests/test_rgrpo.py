@@ -91,11 +91,11 @@ def test_config_from_hf_argument_parser(tmp_path):
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    ({"retrieval_bonus": -0.1}, "retrieval_bonus must be a finite number >= 0"),
-    ({"reward_tolerance": 0.0}, "reward_tolerance must be > 0"),
+    ({"retrieval_bonus": -0.1}, "retrieval_bonus: expected a finite number >= 0"),
+    ({"reward_tolerance": 0.0}, "reward_tolerance: expected a relative tolerance > 0"),
     ({"format_reward": float("nan")}, "format_reward"),
-    ({"tool_mask_mismatch": "ignore"}, "tool_mask_mismatch must be one of"),
-    ({"generation_backend": "tpu"}, "generation_backend must be one of"),
+    ({"tool_mask_mismatch": "ignore"}, "tool_mask_mismatch: expected one of"),
+    ({"generation_backend": "tpu"}, "generation_backend: expected one of"),
 ])
 def test_bad_config_is_rejected_clearly(tmp_path, kwargs, match):
     with pytest.raises(ValueError, match=match):

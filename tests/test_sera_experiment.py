@@ -1,4 +1,4 @@
-"""Tests of SERA's student measurements (icml26.eval.sera_eval) and the `sera` experiment."""
+"""Tests of SERA's student measurements (icml26.eval.tasks.sera_eval) and the `sera` experiment."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from icml26.eval.sera_eval import heldout_prompts, tool_call_validity
+from icml26.eval.tasks.sera_eval import heldout_prompts, tool_call_validity
 
 TOOLS = [{"type": "function", "function": {"name": n, "parameters": {"type": "object", "properties": {}}}}
          for n in ("bash", "submit")]
@@ -81,14 +81,14 @@ def test_tool_call_validity_counts_only_well_formed_calls_to_offered_tools():
     assert set(model.kwargs["eos_token_id"]) == set(tokenizer.convert_tokens_to_ids(["<|im_end|>", "</tool_call>"]))
     tool_call_validity(model, tokenizer, prompts[:1], max_new_tokens=64, stop_at_call_end=False)
     assert model.kwargs["eos_token_id"] == [tokenizer.convert_tokens_to_ids("<|im_end|>")]
-    with pytest.raises(ValueError, match="no prompts"):
+    with pytest.raises(ValueError, match="tool_call_validity: prompts: expected prompts to decode, got none"):
         tool_call_validity(_Scripted(tokenizer, []), tokenizer, [])
 
 
 def test_reply_tokens_counts_the_reply_as_the_template_renders_it():
     from transformers import AutoTokenizer
 
-    from icml26.eval.sera_eval import reply_tokens
+    from icml26.eval.tasks.sera_eval import reply_tokens
     from icml26.tiny import build_tiny_model
 
     tokenizer = AutoTokenizer.from_pretrained(build_tiny_model("qwen3", max_position_embeddings=1024))
@@ -148,11 +148,13 @@ def test_experiment_end_to_end_reduced(tmp_path):
     At 30 steps the student has learnt the shared format (both repositories' losses fall) but neither the call
     syntax nor much of A, so this run checks the measurements and the claims that hold by construction; the
     quick run is the slow test below."""
-    from icml26.eval.experiments.sera import run_experiment
+    from dataclasses import replace
+
+    from icml26.eval.experiments.sera import SETTINGS, run_experiment
     from icml26.runner import RunConfig
 
-    result = run_experiment(RunConfig(mode="quick", seeds=(0,), out_dir=tmp_path, device="cpu"), n_a=8, n_b=2,
-                            heldout_a=2, steps=30, n_prompts=6, max_new_tokens=96)
+    settings = replace(SETTINGS["quick"], n_a=8, n_b=2, heldout_a=2, steps=30, n_prompts=6, max_new_tokens=96)
+    result = run_experiment(RunConfig(mode="quick", seeds=(0,), out_dir=tmp_path, device="cpu"), settings)
     _check_result(result, all_claims=False)
     assert result.metrics["instances_A"] == 8 and result.metrics["prompts"] == 6
     assert (tmp_path / "generated_jmespath" / "summary.json").is_file()

@@ -2,40 +2,24 @@
 
 import argparse
 import json
-import os
 import random
 import re
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 
 import pytest
 
-from icml26.agents import sera_cli
+from icml26.agents.sera import cli as sera_cli
 from icml26.agents.sera import (RepoError, ScriptedTeacher, export, find_seed_functions, generate,
                                 make_git_repo_from_package, plan_instances, run_instance)
-from icml26.agents.sera_edits import FAMILIES, EditSpec, apply_edit, candidates, parse_fact, parse_function
-from icml26.agents.sera_export import Ledger
-from icml26.agents.sera_prompts import (CATEGORIES, UPSTREAM_SENTENCE, VAGUE_TEMPLATES, load_demonstrations,
+from icml26.agents.sera.scripted.edits import FAMILIES, EditSpec, apply_edit, candidates, parse_fact, parse_function
+from icml26.agents.sera.exporter import Ledger
+from icml26.agents.sera.prompts import (CATEGORIES, UPSTREAM_SENTENCE, VAGUE_TEMPLATES, load_demonstrations,
                                         render_vague_issue)
-from icml26.agents.sera_teacher import demonstration_style, render_issue
-from icml26.agents.sera_verify import changed_lines
-
-GIT_ENV = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
-               GIT_COMMITTER_EMAIL="t@t")
-
-
-def git_repo(root, files):
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text))
-    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "init"]):
-        subprocess.run(["git", "-C", str(root), *args], check=True, env=GIT_ENV, capture_output=True)
-    return root
-
+from icml26.agents.sera.scripted.teacher import demonstration_style, render_issue
+from icml26.agents.sera.verification import changed_lines
 
 SMALL = {
     "shop/cart.py": '''
@@ -66,8 +50,8 @@ def package_repo(tmp_path_factory):
 
 # ---------------------------------------------------------------------------------- seeds and prompts
 
-def test_seed_functions_and_call_graph(tmp_path):
-    repo = git_repo(tmp_path, SMALL)
+def test_seed_functions_and_call_graph(tmp_path, make_git_repo):
+    repo = make_git_repo(tmp_path, SMALL)
     fns = {f.qualname: f for f in find_seed_functions(repo)}
     assert set(fns) == {"total", "Cart.add"}  # tests/ and folders deeper than 3 are skipped
     assert fns["total"].file == "shop/cart.py" and fns["total"].lineno == 5
@@ -114,8 +98,8 @@ def test_templates_and_demonstrations(tmp_path):
         load_demonstrations(tmp_path / "bad.json")
 
 
-def test_plan_is_stable_and_ids_unique(tmp_path):
-    repo = git_repo(tmp_path, SMALL)
+def test_plan_is_stable_and_ids_unique(tmp_path, make_git_repo):
+    repo = make_git_repo(tmp_path, SMALL)
     plan = plan_instances(repo, seed=3, insts_per_fn=3)
     assert plan == plan_instances(repo, seed=3, insts_per_fn=3)
     assert len({i.id for i in plan}) == len(plan) == 6
@@ -162,13 +146,13 @@ def test_issue_follows_the_demonstration_and_states_the_problem():
         assert not re.search(r"\bdiff\b|\btests?\b|raise ValueError\(", issue, re.I)
 
 
-def test_teacher_acts_from_a_hand_written_issue(tmp_path):
+def test_teacher_acts_from_a_hand_written_issue(tmp_path, make_git_repo):
     """No side channel: an issue the pipeline never wrote drives the second-rollout behaviour."""
     from icml26.agents.loop import run_agent
     from icml26.agents.sandbox import Sandbox
-    from icml26.agents.sera_prompts import render_instruction
+    from icml26.agents.sera.prompts import render_instruction
 
-    repo = git_repo(tmp_path, SMALL)
+    repo = make_git_repo(tmp_path, SMALL)
     issue = "Passing `None` as `item` to `Cart.add` is not rejected; it should raise `ValueError` with the " \
             "message `item is required`."
     with Sandbox(repo) as sandbox:
@@ -296,7 +280,7 @@ def test_ledger_tolerates_a_torn_line_and_out_dir_is_locked(tmp_path):
     ledger.append({"id": "c", "status": "done"})
     assert set(ledger.records()) == {"a", "c"}
 
-    from icml26.agents.sera import _OutDirLock
+    from icml26.agents.sera.pipeline import _OutDirLock
 
     lock = _OutDirLock(tmp_path)
     with pytest.raises(RuntimeError, match="another generation run"):
@@ -305,13 +289,13 @@ def test_ledger_tolerates_a_torn_line_and_out_dir_is_locked(tmp_path):
     _OutDirLock(tmp_path).release()
 
 
-def test_generate_rejects_bad_options_before_any_work(tmp_path):
+def test_generate_rejects_bad_options_before_any_work(tmp_path, make_git_repo):
     from icml26.agents.sera import generate
 
-    repo = git_repo(tmp_path, SMALL)
-    with pytest.raises(ValueError, match="workers must be a positive integer, got 0"):
+    repo = make_git_repo(tmp_path, SMALL)
+    with pytest.raises(ValueError, match="generate: workers: expected a positive integer, got 0"):
         generate(repo, "scripted", tmp_path / "out", workers=0, progress=False)
-    with pytest.raises(TypeError, match="review_submit must be True or False, got str 'no'"):
+    with pytest.raises(TypeError, match="review_submit: expected True or False, got str 'no'"):
         generate(repo, "scripted", tmp_path / "out", review_submit="no", progress=False)
     assert not (tmp_path / "out").exists()
 
@@ -328,10 +312,14 @@ def test_cli_train_dispatch(monkeypatch):
     parser = argparse.ArgumentParser()
     sera_cli.add_arguments(parser)
     args = parser.parse_args(["train", "--data", "d", "--model", "m", "--out", "o", "--epochs", "2", "--lr", "1e-4",
-                              "--lora", "--max-length", "512", "--max-steps", "7"])
+                              "--use-peft", "--lora-r", "8", "--lora_alpha", "16", "--lora-dropout", "0.1",
+                              "--lora-target-modules", "q_proj", "v_proj", "--max-length", "512", "--max-steps", "7"])
     assert sera_cli.run(args) == 0
-    assert {k: seen[k] for k in ("data", "model", "out", "epochs", "lr", "lora", "max_length", "max_steps")} == \
-        {"data": "d", "model": "m", "out": "o", "epochs": 2.0, "lr": 1e-4, "lora": True, "max_length": 512,
+    keys = ("data", "model", "out", "epochs", "lr", "use_peft", "lora_r", "lora_alpha", "lora_dropout",
+            "lora_target_modules", "max_length", "max_steps")
+    assert {k: seen[k] for k in keys} == \
+        {"data": "d", "model": "m", "out": "o", "epochs": 2.0, "lr": 1e-4, "use_peft": True, "lora_r": 8,
+         "lora_alpha": 16, "lora_dropout": 0.1, "lora_target_modules": ["q_proj", "v_proj"], "max_length": 512,
          "max_steps": 7}
     with pytest.raises(SystemExit):
         parser.parse_args(["generate", "--repo", "r", "--backend", "scripted", "--out", "o", "--threshold", "2"])

@@ -4,22 +4,17 @@ does not depend on the number of workers or on thread timing."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import textwrap
 import time
 
 from icml26.agents.loop import run_agent
 from icml26.agents.sandbox import Sandbox
 from icml26.agents.sera import ScriptedTeacher, export, generate, plan_instances
-from icml26.agents.sera_prompts import (UPSTREAM_SENTENCE, VAGUE_TEMPLATES, extract_pr_description,
+from icml26.agents.sera.prompts import (UPSTREAM_SENTENCE, VAGUE_TEMPLATES, extract_pr_description,
                                         render_instruction, render_vague_issue)
-from icml26.agents.sera_verify import changed_lines, tool_response_tokens
+from icml26.agents.sera.verification import changed_lines, tool_response_tokens
 from icml26.agents.tools import REVIEW_PREFIX, is_review_observation
 
-GIT_ENV = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
-               GIT_COMMITTER_EMAIL="t@t")
 SMALL = {
     "shop/cart.py": '''
         LIMIT = 10
@@ -39,16 +34,6 @@ SMALL = {
 }
 
 
-def git_repo(root, files):
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text))
-    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "init"]):
-        subprocess.run(["git", "-C", str(root), *args], check=True, env=GIT_ENV, capture_output=True)
-    return root
-
-
 ISSUE = ("Passing `None` as `item` to `Cart.add` is not rejected; it should raise `ValueError` with the "
          "message `item is required`.")
 
@@ -59,8 +44,8 @@ def _names_and_observations(messages):
             for c in m.get("tool_calls") or []]
 
 
-def test_teacher_removes_a_leftover_file_at_the_review_and_submits_again(tmp_path):
-    repo = git_repo(tmp_path / "repo", SMALL)
+def test_teacher_removes_a_leftover_file_at_the_review_and_submits_again(tmp_path, make_git_repo):
+    repo = make_git_repo(tmp_path / "repo", SMALL)
     with Sandbox(repo) as sandbox:
         (sandbox.root / "reproduce_issue.py").write_text("from shop.cart import Cart\nCart().add(None, 1)\n")
         traj = run_agent(ScriptedTeacher(q=1.0).backend(), sandbox, render_instruction(ISSUE, sandbox.display_root),
@@ -78,8 +63,8 @@ def test_teacher_removes_a_leftover_file_at_the_review_and_submits_again(tmp_pat
     assert changed_lines(traj.patch) == ["+        if item is None:", '+            raise ValueError("item is required")']
 
 
-def test_pipeline_rollouts_end_with_the_review_and_the_filter_skips_it(tmp_path):
-    repo = git_repo(tmp_path / "repo", SMALL)
+def test_pipeline_rollouts_end_with_the_review_and_the_filter_skips_it(tmp_path, make_git_repo):
+    repo = make_git_repo(tmp_path / "repo", SMALL)
     out = tmp_path / "out"
     summary = generate(repo, ScriptedTeacher(seed=2, q=1.0), out, limit=2, progress=False, judge=False)
     records = [json.loads(line) for line in (out / "ledger.jsonl").read_text().splitlines()]
@@ -146,10 +131,10 @@ class _SameEditPolicy:
             {"id": call_id, "type": "function", "function": {"name": "submit", "arguments": "{}"}}]}
 
 
-def test_duplicate_first_patches_keep_the_lowest_index_with_any_number_of_workers(tmp_path):
+def test_duplicate_first_patches_keep_the_lowest_index_with_any_number_of_workers(tmp_path, make_git_repo):
     from icml26.agents.backends import ScriptedBackend
 
-    repo = git_repo(tmp_path / "repo", SMALL)  # two seed functions: total and Cart.add
+    repo = make_git_repo(tmp_path / "repo", SMALL)  # two seed functions: total and Cart.add
     n = 6
     results = {}
     for workers in (1, 3):
@@ -176,10 +161,10 @@ def test_duplicate_first_patches_keep_the_lowest_index_with_any_number_of_worker
     assert results[1][2] == {"done": 2, "duplicate": n - 2}
 
 
-def test_a_rollout_stopped_at_the_review_is_not_submitted_and_is_filtered(tmp_path):
-    from icml26.agents.sera_verify import filter_trajectory
+def test_a_rollout_stopped_at_the_review_is_not_submitted_and_is_filtered(tmp_path, make_git_repo):
+    from icml26.agents.sera.verification import filter_trajectory
 
-    repo = git_repo(tmp_path / "repo", SMALL)
+    repo = make_git_repo(tmp_path / "repo", SMALL)
     with Sandbox(repo) as sandbox:
         task = render_instruction(ISSUE, sandbox.display_root)
         full = run_agent(ScriptedTeacher(q=1.0).backend(), sandbox, task, review_submit=True)
@@ -193,7 +178,7 @@ def test_a_rollout_stopped_at_the_review_is_not_submitted_and_is_filtered(tmp_pa
 
 
 def test_resolve_duplicates_rules():
-    from icml26.agents.sera_export import resolve_duplicates
+    from icml26.agents.sera.exporter import resolve_duplicates
 
     patch = "diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-a\n+b\n"
 

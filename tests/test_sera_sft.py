@@ -10,8 +10,11 @@ from argparse import Namespace
 import pytest
 import torch
 
+from icml26.agents.backends import to_template_messages
+from icml26.errors import InputError
+from icml26.utils import IGNORE_INDEX
 from icml26.training.sera import (
-    SeraSFTConfig, assistant_token_loss, build_sft_trainer, load_trajectories, main_train, template_messages,
+    SeraSFTConfig, assistant_token_loss, build_sft_trainer, load_trajectories, main_train,
     tokenize_trajectory, tool_names, train_sera, training_chat_template, trajectories_to_dataset,
 )
 
@@ -79,7 +82,7 @@ def test_template_messages_parse_arguments_and_drop_arrow_nulls():
     # What an Arrow round trip does to a message: every key of every message, None where missing
     arrowed = [{"role": m["role"], "content": m.get("content"), "tool_calls": m.get("tool_calls"),
                 "tool_call_id": m.get("tool_call_id"), "name": None} for m in row["messages"]]
-    out = template_messages(arrowed)
+    out = to_template_messages(arrowed, strict=True)
     assert out[0] == {"role": "system", "content": SYSTEM}
     assert out[2]["tool_calls"][0]["function"] == {"name": "bash",
                                                    "arguments": {"command": "grep -n 'def parse' pkg/mod0.py"}}
@@ -88,16 +91,16 @@ def test_template_messages_parse_arguments_and_drop_arrow_nulls():
 
 
 @pytest.mark.parametrize("mutate, words", [
-    (lambda m: m[2]["tool_calls"][0]["function"].update(arguments="{not json"), ["message 2", "not valid JSON"]),
+    (lambda m: m[2]["tool_calls"][0]["function"].update(arguments="{not json"), ["message 2", "expected valid JSON"]),
     (lambda m: m[2]["tool_calls"][0]["function"].update(arguments="[1, 2]"), ["message 2", "JSON object", "list"]),
     (lambda m: m[1].update(role="human"), ["message 1", "role", "human"]),
-    (lambda m: m[3].update(tool_calls=[_call(9, "bash")]), ["message 3", "only assistant"]),
+    (lambda m: m[3].update(tool_calls=[_call(9, "bash")]), ["message 3", "tool calls only on assistant messages"]),
     (lambda m: m[4]["tool_calls"][0]["function"].pop("name"), ["message 4", "function.name"]),
 ])
 def test_bad_messages_raise_errors_naming_the_trajectory_and_message(mutate, words):
     row = trajectory(3)
     mutate(row["messages"])
-    with pytest.raises(ValueError) as info:
+    with pytest.raises(InputError) as info:
         trajectories_to_dataset([row])
     assert "'pkg-3'" in str(info.value)
     for word in words:
@@ -153,7 +156,7 @@ def test_trainer_labels_cover_exactly_the_assistant_turns(tiny, tmp_path):
     for k, row in enumerate(rows):
         example = trainer.train_dataset[k]
         ids, labels = example["input_ids"], example["labels"]
-        messages = template_messages(row["messages"])
+        messages = to_template_messages(row["messages"], strict=True)
         text = tokenizer.apply_chat_template(messages, tools=TOOLS, tokenize=False)
         enc = tokenizer(text, return_offsets_mapping=True, add_special_tokens=False)
         assert enc["input_ids"] == ids  # the trainer tokenised the same text as the inference template renders
@@ -161,14 +164,14 @@ def test_trainer_labels_cover_exactly_the_assistant_turns(tiny, tmp_path):
         assert len(spans) == 3
         for token, label, (a, b) in zip(ids, labels, enc["offset_mapping"]):
             inside = any(s <= a and b <= e for s, e in spans)
-            assert (label == token) if inside else (label == -100), (tokenizer.decode([token]), a, b)
+            assert (label == token) if inside else (label == IGNORE_INDEX), (tokenizer.decode([token]), a, b)
         # every system, user and tool-output character is in a masked token
         for message in messages:
             if message["role"] != "assistant":
                 pos = text.index(message["content"])
                 for a, b in enc["offset_mapping"]:
                     if a < pos + len(message["content"]) and b > pos:
-                        assert labels[enc["offset_mapping"].index((a, b))] == -100
+                        assert labels[enc["offset_mapping"].index((a, b))] == IGNORE_INDEX
         # the stop token of each assistant turn is trained (the model learns to end its turn)
         end_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
         trained_ends = sum(1 for t, l in zip(ids, labels) if t == end_id and l == end_id)
@@ -189,7 +192,7 @@ def test_perturbing_tool_outputs_leaves_the_loss_unchanged(tiny, tmp_path):
     model = copy.deepcopy(model).eval()
     rows = [trajectory(i) for i in range(2)]
     base, batch = _batch_loss(model, tokenizer, rows, tmp_path)
-    assert (batch["labels"] != -100).sum() > 50
+    assert (batch["labels"] != IGNORE_INDEX).sum() > 50
     # the final observation follows the last assistant turn: any change to it must leave the loss alone
     for new_text in ("Submitted. Final observation TEXT.", "a much longer observation " * 20, "x"):
         perturbed = copy.deepcopy(rows)
@@ -204,7 +207,7 @@ def test_perturbing_tool_outputs_leaves_the_loss_unchanged(tiny, tmp_path):
     assert abs(_batch_loss(model, tokenizer, changed, tmp_path)[0] - base) > 1e-4
     # and the held-out loss helper sees the same tokens as the trainer
     helper = assistant_token_loss(model, tokenizer, rows, max_length=1024)
-    assert helper["tokens"] == int((batch["labels"][:, 1:] != -100).sum())
+    assert helper["tokens"] == int((batch["labels"][:, 1:] != IGNORE_INDEX).sum())
     assert helper["loss"] == pytest.approx(base, rel=1e-5)
 
 
@@ -215,7 +218,7 @@ def test_the_models_own_loss_equals_trls_fused_loss(tiny, tmp_path):
     for impl in ("fused", "model"):
         trainer = build_sft_trainer(copy.deepcopy(model), tokenizer, rows, _config(tmp_path, loss_impl=impl))
         batch = trainer.data_collator([trainer.train_dataset[i] for i in range(3)])
-        n_items = int((batch["labels"][:, 1:] != -100).sum())
+        n_items = int((batch["labels"][:, 1:] != IGNORE_INDEX).sum())
         with torch.no_grad():
             losses[impl] = trainer.compute_loss(trainer.model, dict(batch), num_items_in_batch=n_items).item()
     assert losses["model"] == pytest.approx(losses["fused"], rel=1e-5)
@@ -231,13 +234,13 @@ def test_config_has_the_papers_defaults_and_parses_from_the_command_line():
     assert (config.learning_rate, str(config.lr_scheduler_type.value), config.num_train_epochs) == (1e-5, "cosine", 3)
     assert (config.adam_beta1, config.adam_beta2, config.weight_decay) == (0.9, 0.95, 0.01)
     assert config.assistant_only_loss and config.max_length == 32768 and config.per_device_train_batch_size == 1
-    assert config.bf16 is False and config.activation_checkpointing is True and config.peft_config() is None
+    assert config.bf16 is False and config.activation_checkpointing is True and config.get_peft_config() is None
     (parsed,) = HfArgumentParser(SeraSFTConfig).parse_args_into_dataclasses(
         ["--output_dir", "o", "--learning_rate", "2e-4", "--use_peft", "--lora_r", "4", "--sera_stages", "T2",
          "--overlong", "drop", "--max_length", "4096", "--num_train_epochs", "1", "--use_cpu"])
     assert (parsed.learning_rate, parsed.use_peft, parsed.lora_r, parsed.sera_stages) == (2e-4, True, 4, ["T2"])
     assert (parsed.overlong, parsed.max_length, parsed.num_train_epochs) == ("drop", 4096, 1)
-    assert parsed.peft_config().r == 4 and parsed.peft_config().target_modules == "all-linear"
+    assert parsed.get_peft_config().r == 4 and parsed.get_peft_config().target_modules == "all-linear"
     with pytest.raises(ValueError, match="overlong"):
         SeraSFTConfig(output_dir="o", overlong="cut", use_cpu=True)
     with pytest.raises(ValueError, match="lora_r"):
@@ -289,7 +292,7 @@ def test_main_train_through_the_cli_arguments(tiny, tmp_path):
     data.mkdir()
     (data / "trajectories.jsonl").write_text("".join(json.dumps(trajectory(i)) + "\n" for i in range(4)))
     args = Namespace(data=str(data), model=str(path), out=str(tmp_path / "trained"), epochs=None, lr=1e-3,
-                     lora=False, max_length=1024, max_steps=2)
+                     use_peft=False, max_length=1024, max_steps=2)
     summary = main_train(args)
     assert summary["global_step"] == 2 and summary["n_trajectories"] == 4
     assert summary["config"]["max_length"] == 1024 and summary["config"]["learning_rate"] == 1e-3

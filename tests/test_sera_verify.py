@@ -1,10 +1,10 @@
-"""SERA soft verification and filters: the spec's closed forms, threshold semantics and filter boundaries."""
+"""SERA soft verification and filters: the closed forms of SERA's recall (arXiv 2601.20789), threshold semantics and filter boundaries."""
 
 import random
 
 import pytest
 
-from icml26.agents.sera_verify import (FilterConfig, changed_lines, check_threshold, count_changed_lines,
+from icml26.agents.sera.verification import (FilterConfig, changed_lines, check_threshold, count_changed_lines,
                                        filter_trajectory, is_verified, patch_recall, token_counter,
                                        tool_response_tokens, truncate_messages, verify)
 
@@ -87,7 +87,7 @@ def test_kept_count_is_monotone_in_threshold():
 
 @pytest.mark.parametrize("bad", [1.5, -0.1, True, "0.5", None])
 def test_threshold_validation(bad):
-    with pytest.raises(ValueError, match="threshold must be a number in"):
+    with pytest.raises(ValueError, match="check_threshold: threshold: expected a number in"):
         check_threshold(bad)
 
 
@@ -156,8 +156,10 @@ def test_token_counters():
     assert token_counter(len)("abcd") == 4
     with pytest.raises(TypeError, match="tokenizer must be"):
         token_counter(3)
-    with pytest.raises(ValueError, match="max_changed_lines"):
+    with pytest.raises(ValueError, match="FilterConfig: max_changed_lines: expected a non-negative number or None"):
         FilterConfig(max_changed_lines=-1)
+    with pytest.raises(ValueError, match="max_avg_tool_tokens: expected a non-negative number or None, got nan"):
+        FilterConfig(max_avg_tool_tokens=float("nan"))  # used to be accepted, and then filtered nothing
 
 
 def test_the_submit_review_observation_is_not_counted_even_without_its_call():

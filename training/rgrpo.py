@@ -1,17 +1,19 @@
 """R-GRPO: retrieval-augmented GRPO (the Opt-Miner paper's RL stage, reconstructed) on TRL's ``GRPOTrainer``.
 
-Only the paper's abstract is public, so what R-GRPO changes in GRPO is a reconstruction from Search-R1 and
-ReSearch (see the spec): (1) the tokens of retrieved documents are excluded from the policy-gradient and KL sums,
-(2) the reward is the outcome (the final numeric answer, within a relative tolerance) plus an optional format
+Only the paper's abstract is public (ICML 2026 poster 65154). Reconstruction: what R-GRPO changes in GRPO follows
+Search-R1 (arXiv 2503.09516) and ReSearch: (1) the tokens of retrieved documents are excluded from the
+policy-gradient and KL sums, (2) the reward is the outcome (the final numeric answer, within a relative tolerance) plus an optional format
 term, and (3) an optional retrieval bonus, off by default.
 
 TRL >= 1.x already runs the multi-turn tool loop (``GRPOTrainer(tools=[search])``): it parses tool calls with the
 tokenizer's response template (``add_response_schema`` recognises the Qwen2.5/Qwen3 templates), executes them, appends
 the tool turn *by concatenating token ids* (no re-tokenisation) and records ``tool_mask`` (0 on tool-result tokens).
 In ``trl`` 1.16 ``_compute_loss`` multiplies ``completion_mask * tool_mask`` before the policy-gradient, KL and
-entropy sums, which is exactly Search-R1's retrieved-token masking. So :class:`RGRPOTrainer` is thin: it
+entropy sums, which is exactly Search-R1's retrieved-token masking (``tests/test_rgrpo.py`` checks this by
+behaviour, not by reading TRL's source: the gradient at tool-result positions is exactly zero, and swapping the
+retrieved text leaves loss and gradient unchanged; ``pyproject.toml`` pins the tested trl range). So
+:class:`RGRPOTrainer` is thin: it
 
-- refuses to run on a TRL whose loss ignores ``tool_mask`` (a source check at construction);
 - checks every generated batch: one mask entry per completion token (the guard against TRL issue #5144, where the
   mask outgrew ``completion_ids`` after re-tokenisation: raise, or repair with ``tool_mask_mismatch="repair"``), and
   one masked span per tool turn;
@@ -26,7 +28,6 @@ Also here: :func:`group_advantages` (TRL's group-normalised advantage as a pure 
 
 from __future__ import annotations
 
-import inspect
 import math
 import re
 from dataclasses import dataclass, field
@@ -34,6 +35,8 @@ from typing import Any, Callable, Sequence
 
 import torch
 from trl import GRPOConfig, GRPOTrainer
+
+from icml26.errors import described, input_error
 
 __all__ = [
     "GENERATION_BACKENDS", "TOOL_MASK_MISMATCH",
@@ -55,7 +58,7 @@ class RGRPOConfig(GRPOConfig):
 
     Parameters:
         reward_tolerance: relative tolerance of the default answer reward: a numeric answer ``y_hat`` counts as
-            correct when ``|y_hat - y| / (|y| + 1) < reward_tolerance`` (SIRL's rule; the spec's default 1e-4).
+            correct when ``|y_hat - y| / (|y| + 1) < reward_tolerance`` (SIRL's rule; our default 1e-4).
         format_reward: weight of the format term of the default reward (1 when the final turn holds one
             ``<answer>number</answer>``); 0 turns it off.
         retrieval_bonus: reward added when a tool result contains the gold document (dataset column named by
@@ -83,15 +86,15 @@ class RGRPOConfig(GRPOConfig):
         for name in ("reward_tolerance", "format_reward", "retrieval_bonus"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+                raise input_error("RGRPOConfig", name, "a finite number >= 0", value)
         if self.reward_tolerance == 0:
-            raise ValueError("reward_tolerance must be > 0 (a relative tolerance such as 1e-4), got 0")
+            raise input_error("RGRPOConfig", "reward_tolerance", "a relative tolerance > 0, such as 1e-4", self.reward_tolerance)
         if self.tool_mask_mismatch not in TOOL_MASK_MISMATCH:
-            raise ValueError(f"tool_mask_mismatch must be one of {list(TOOL_MASK_MISMATCH)}, "
-                             f"got {self.tool_mask_mismatch!r}")
+            raise input_error("RGRPOConfig", "tool_mask_mismatch", f"one of {list(TOOL_MASK_MISMATCH)}",
+                              self.tool_mask_mismatch)
         if self.generation_backend not in GENERATION_BACKENDS:
-            raise ValueError(f"generation_backend must be one of {list(GENERATION_BACKENDS)}, "
-                             f"got {self.generation_backend!r}")
+            raise input_error("RGRPOConfig", "generation_backend", f"one of {list(GENERATION_BACKENDS)}",
+                              self.generation_backend)
         if self.generation_backend == "vllm":
             self.use_vllm = True
         elif self.generation_backend == "transformers":
@@ -147,8 +150,8 @@ def make_answer_reward(scorer: Callable[[str, Any], float] | None = None, *, tol
         answer_column: dataset column holding the target (TRL passes dataset columns as keyword lists).
         format_weight: added when the model's text holds a parseable ``<answer>number</answer>``.
     """
-    if not (isinstance(tolerance, (int, float)) and tolerance > 0):
-        raise ValueError(f"tolerance must be a number > 0, got {tolerance!r}")
+    if isinstance(tolerance, bool) or not (isinstance(tolerance, (int, float)) and tolerance > 0):
+        raise input_error("make_answer_reward", "tolerance", "a number > 0", tolerance)
 
     def default_scorer(text: str, target: Any) -> float:
         return float(numeric_match(extract_answer(text), float(target), tolerance))
@@ -178,7 +181,7 @@ def make_retrieval_bonus(bonus: float, gold_column: str = "gold_doc") -> Callabl
     as its id). Completions without tool turns get 0.
     """
     if not (isinstance(bonus, (int, float)) and math.isfinite(bonus) and bonus >= 0):
-        raise ValueError(f"bonus must be a finite number >= 0, got {bonus!r}")
+        raise input_error("make_retrieval_bonus", "bonus", "a finite number >= 0", bonus)
 
     def retrieval_bonus(prompts=None, completions=None, **kwargs) -> list[float]:
         if gold_column not in kwargs:
@@ -204,9 +207,10 @@ def group_advantages(rewards: torch.Tensor | Sequence[float], num_generations: i
     rewards = torch.as_tensor(rewards, dtype=torch.float32)
     scale = {True: "group", False: "none"}.get(scale_rewards, scale_rewards)
     if scale not in ("group", "batch", "none"):
-        raise ValueError(f"scale_rewards must be 'group', 'batch' or 'none', got {scale_rewards!r}")
+        raise input_error("group_advantages", "scale_rewards", "'group', 'batch' or 'none'", scale_rewards)
     if num_generations < 1 or rewards.numel() % num_generations:
-        raise ValueError(f"{rewards.numel()} rewards do not split into groups of num_generations={num_generations}")
+        raise input_error("group_advantages", "num_generations", f"a group size dividing the {rewards.numel()} rewards",
+                          num_generations)
     grouped = rewards.view(-1, num_generations)
     centred = (grouped - grouped.mean(dim=1, keepdim=True)).view(-1)
     if scale == "none":
@@ -239,9 +243,10 @@ def align_tool_mask(completion_ids: Sequence[Sequence[int]], tool_mask: Sequence
     too long and extends one that is too short with 0 (those tokens get no gradient rather than a wrong one).
     """
     if policy not in TOOL_MASK_MISMATCH:
-        raise ValueError(f"policy must be one of {list(TOOL_MASK_MISMATCH)}, got {policy!r}")
+        raise input_error("align_tool_mask", "policy", f"one of {list(TOOL_MASK_MISMATCH)}", policy)
     if len(completion_ids) != len(tool_mask):
-        raise ValueError(f"tool_mask has {len(tool_mask)} rows but there are {len(completion_ids)} completions")
+        raise input_error("align_tool_mask", "tool_mask", f"one row per completion ({len(completion_ids)})",
+                          described(f"{len(tool_mask)} rows"))
     fixed = []
     for i, (ids, mask) in enumerate(zip(completion_ids, tool_mask)):
         mask = list(mask)
@@ -274,10 +279,6 @@ def check_tool_mask(tool_mask: Sequence[Sequence[int]], completions: Sequence[An
 
 
 # -- trainer -----------------------------------------------------------------------------------
-def _trl_masks_tool_tokens() -> bool:
-    source = inspect.getsource(GRPOTrainer._compute_loss)
-    return "tool_mask" in source
-
 
 class RGRPOTrainer(GRPOTrainer):
     """``GRPOTrainer`` whose retrieved tokens are checked to be out of the loss, with the R-GRPO default rewards.
@@ -289,12 +290,9 @@ class RGRPOTrainer(GRPOTrainer):
 
     def __init__(self, model, reward_funcs=None, args: RGRPOConfig | None = None, *pos, **kwargs):
         if args is None:
-            raise ValueError("RGRPOTrainer needs args=RGRPOConfig(...) (got None)")
+            raise input_error("RGRPOTrainer", "args", "an RGRPOConfig(...)", None)
         if not isinstance(args, RGRPOConfig):
             raise TypeError(f"args must be an RGRPOConfig, got {type(args).__name__}")
-        if not _trl_masks_tool_tokens():
-            raise NotImplementedError("the installed TRL's GRPOTrainer._compute_loss does not use tool_mask, so "
-                                      "retrieved tokens would be trained on; R-GRPO needs trl >= 1.0")
         if reward_funcs is None:
             reward_funcs = [make_answer_reward(tolerance=args.reward_tolerance, answer_column=args.answer_column,
                                                format_weight=args.format_reward)]
@@ -307,6 +305,9 @@ class RGRPOTrainer(GRPOTrainer):
                 args.reward_weights = [*args.reward_weights, 1.0]
         super().__init__(model, reward_funcs, args, *pos, **kwargs)
 
+    # TRL internals, trl 1.16.0 (trl/trainer/grpo_trainer.py): ``GRPOTrainer._generate`` returns (prompt_ids,
+    # completion_ids, tool_mask, completions, ...), and ``self._metrics[mode]`` is the dict TRL logs from; the
+    # behaviour both rely on is tested in tests/test_rgrpo.py.
     def _generate(self, prompts: list):
         out = list(super()._generate(prompts))
         _, completion_ids, tool_mask, completions = out[:4]
@@ -321,6 +322,7 @@ class RGRPOTrainer(GRPOTrainer):
             self._metrics[mode]["tools/masked_fraction"].append(masked / max(total, 1))
         return tuple(out)
 
+    # trl 1.16.0 ``GRPOTrainer._generate_and_score_completions``: its output carries ``tool_mask`` when tools are set.
     def _generate_and_score_completions(self, inputs):
         output = super()._generate_and_score_completions(inputs)
         if self.tools and "tool_mask" not in output:
@@ -331,7 +333,8 @@ class RGRPOTrainer(GRPOTrainer):
 
 # -- evaluation rollouts -----------------------------------------------------------------------
 def _tool_suffix_ids(tokenizer, chat_template, tool_messages) -> list[int]:
-    # Same construction as GRPOTrainer._get_tool_suffix_ids: render a dummy exchange with and without the tool turn.
+    # Copied from trl 1.16.0, trl/trainer/grpo_trainer.py, GRPOTrainer._get_tool_suffix_ids (text-only branch; a
+    # method of the trainer there, needed here without one): render a dummy exchange with and without the tool turn.
     calls = [{"type": "function", "function": {"name": tool_messages[0]["name"], "arguments": {}}}]
     dummy = [{"role": "user", "content": "dummy"}, {"role": "assistant", "content": "", "tool_calls": calls}]
     prefix = tokenizer.apply_chat_template(dummy, tokenize=True, chat_template=chat_template, return_dict=False)
@@ -341,7 +344,8 @@ def _tool_suffix_ids(tokenizer, chat_template, tool_messages) -> list[int]:
     if eos:
         prefix = prefix[: eos[-1] + 1]
     if full[: len(prefix)] != prefix:
-        raise ValueError("the chat template is not prefix-preserving around tool turns")
+        raise input_error("rollout_with_tools", "tokenizer", "a chat template that is prefix-preserving around tool "
+                          "turns", described("one that is not"))
     return full[len(prefix):]
 
 

@@ -1,6 +1,6 @@
 """SERA's SFT recipe: TRL's ``SFTTrainer`` on agent trajectories, loss on assistant turns only.
 
-The paper (spec ``sera.md`` section 2, "SFT recipe", verified in the authors' axolotl configs) fine-tunes
+SERA (arXiv 2601.20789; the SFT recipe as set in the axolotl configs of allenai/SERA) fine-tunes
 Qwen3 on SWE-agent trajectories in the hermes tool-call format with:
 
 - the chat template, **assistant-only loss** (system prompt, task and tool outputs are masked);
@@ -22,7 +22,7 @@ What this module does by hand, and why:
   ``arguments | tojson`` and want dicts. Stored as Arrow structs, dicts with different keys would be
   merged into one struct type whose missing keys come back as ``null`` (and the template would print
   ``"file_text": null`` into every ``bash`` call). So :func:`trajectories_to_dataset` keeps each
-  message as a ``datasets.Json`` value (no schema unification) after :func:`template_messages` has
+  message as a ``datasets.Json`` value (no schema unification) after :func:`~icml26.agents.backends.to_template_messages` (``strict=True``) has
   parsed the arguments and removed the ``null`` keys that a previous Arrow round trip may have added;
 - ``overlong="drop"`` (the paper's choice) needs each sample's token count before TRL truncates, so
   the rows are tokenised once with the same call TRL makes (:func:`tokenize_trajectory`);
@@ -46,6 +46,10 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from trl import SFTConfig, SFTTrainer
 
+from icml26.agents.backends import to_template_messages
+from icml26.errors import InputError, described, input_error
+from icml26.utils import IGNORE_INDEX
+
 if TYPE_CHECKING:
     from datasets import Dataset
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -54,7 +58,6 @@ __all__ = [
     "LOSS_IMPLS",
     "OVERLONG",
     "PAPER_DEFAULTS",
-    "ROLES",
     "SeraSFTConfig",
     "SeraSFTTrainer",
     "SeraTrainOutput",
@@ -63,7 +66,6 @@ __all__ = [
     "load_trajectories",
     "row_tools",
     "main_train",
-    "template_messages",
     "tokenize_trajectory",
     "tool_names",
     "train_sera",
@@ -71,10 +73,8 @@ __all__ = [
     "trajectories_to_dataset",
 ]
 
-ROLES = ("system", "user", "assistant", "tool")
 OVERLONG = ("truncate", "drop")
 LOSS_IMPLS = ("fused", "model")
-IGNORE_INDEX = -100
 #: The SFT hyperparameters of SERA's axolotl configs (SERA-32B / SERA-8B), for reference.
 PAPER_DEFAULTS = {
     "learning_rate": 1e-5, "lr_scheduler_type": "cosine", "num_train_epochs": 3, "adam_beta1": 0.9,
@@ -143,24 +143,25 @@ class SeraSFTConfig(SFTConfig):
 
     def __post_init__(self) -> None:
         if self.loss_impl not in LOSS_IMPLS:
-            raise ValueError(f"loss_impl must be one of {list(LOSS_IMPLS)}, got {self.loss_impl!r}")
+            raise input_error("SeraSFTConfig", "loss_impl", f"one of {list(LOSS_IMPLS)}", self.loss_impl)
         if self.overlong not in OVERLONG:
-            raise ValueError(f"overlong must be one of {list(OVERLONG)}, got {self.overlong!r}")
+            raise input_error("SeraSFTConfig", "overlong", f"one of {list(OVERLONG)}", self.overlong)
         if self.overlong == "drop" and self.max_length is None:
-            raise ValueError("overlong='drop' needs max_length (the length above which trajectories are dropped)")
+            raise input_error("SeraSFTConfig", "max_length", "a length with overlong='drop' (the length above which "
+                              "trajectories are dropped)", None)
         if self.use_peft:
             if isinstance(self.lora_r, bool) or not isinstance(self.lora_r, int) or self.lora_r < 1:
-                raise ValueError(f"lora_r must be a positive int, got {self.lora_r!r}")
+                raise input_error("SeraSFTConfig", "lora_r", "a positive int", self.lora_r)
             if not 0.0 <= self.lora_dropout < 1.0:
-                raise ValueError(f"lora_dropout must be in [0, 1), got {self.lora_dropout!r}")
+                raise input_error("SeraSFTConfig", "lora_dropout", "a number in [0, 1)", self.lora_dropout)
         if self.activation_checkpointing is None and self.gradient_checkpointing is None:
             self.activation_checkpointing = True
         if self.bf16 is None:
             self.bf16 = bool(not self.fp16 and not self.use_cpu and _cuda_bf16())
         super().__post_init__()
 
-    def peft_config(self):
-        """The ``peft.LoraConfig`` for ``use_peft=True`` runs, else None."""
+    def get_peft_config(self):
+        """The ``peft.LoraConfig`` for ``use_peft=True`` runs, else None (as ``trl.get_peft_config(ModelConfig)``)."""
         if not self.use_peft:
             return None
         from peft import LoraConfig
@@ -178,62 +179,6 @@ def _cuda_bf16() -> bool:
 # ---------------------------------------------------------------------------------------------
 # Data: trajectories -> chat-template messages -> datasets.Dataset
 # ---------------------------------------------------------------------------------------------
-def _where(row_id: Any, index: int | None = None) -> str:
-    return f"trajectory {row_id!r}" + ("" if index is None else f", message {index}")
-
-
-def template_messages(messages: Sequence[dict], *, row_id: Any = None) -> list[dict]:
-    """OpenAI-format messages as chat templates want them: tool-call arguments parsed into dicts.
-
-    Also drops keys whose value is ``None`` (an Arrow round trip adds every key of every message to
-    all of them) and turns a missing assistant ``content`` into ``""``. Raises ``ValueError`` naming
-    the trajectory and message for anything a template cannot render.
-    """
-    if not isinstance(messages, (list, tuple)) or not messages:
-        raise ValueError(f"{_where(row_id)}: messages must be a non-empty list of dicts, got {messages!r:.80}")
-    out = []
-    for i, message in enumerate(messages):
-        if not isinstance(message, dict):
-            raise ValueError(f"{_where(row_id, i)}: expected a dict, got {type(message).__name__}")
-        message = {k: v for k, v in message.items() if v is not None}
-        role = message.get("role")
-        if role not in ROLES:
-            raise ValueError(f"{_where(row_id, i)}: role must be one of {list(ROLES)}, got {role!r}")
-        content = message.get("content", "")
-        if not isinstance(content, str):
-            raise ValueError(f"{_where(row_id, i)}: content must be a string, got {type(content).__name__}")
-        message["content"] = content
-        calls = message.pop("tool_calls", None) or []
-        if calls and role != "assistant":
-            raise ValueError(f"{_where(row_id, i)}: only assistant messages carry tool_calls (role {role!r})")
-        if calls:
-            message["tool_calls"] = [_template_call(call, row_id, i) for call in calls]
-        out.append(message)
-    return out
-
-
-def _template_call(call: Any, row_id: Any, index: int) -> dict:
-    function = call.get("function") if isinstance(call, dict) else None
-    if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not function["name"]:
-        raise ValueError(f"{_where(row_id, index)}: a tool call needs function.name, got {call!r:.120}")
-    arguments = function.get("arguments", {})
-    if arguments is None:
-        arguments = {}
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{_where(row_id, index)}: arguments of tool call {function['name']!r} are not valid "
-                             f"JSON ({exc}): {arguments!r:.120}") from None
-    if not isinstance(arguments, dict):
-        raise ValueError(f"{_where(row_id, index)}: arguments of tool call {function['name']!r} must be a JSON "
-                         f"object, got {type(arguments).__name__}")
-    out = {"type": "function", "function": {"name": function["name"], "arguments": arguments}}
-    if call.get("id") is not None:
-        out["id"] = call["id"]
-    return out
-
-
 def row_tools(row: dict) -> list[dict] | None:
     """A row's tool schemas: its ``tools`` (a list or a JSON string) or ``tools_json``; None when it has none."""
     tools = row.get("tools")
@@ -243,9 +188,10 @@ def row_tools(row: dict) -> list[dict] | None:
         try:
             tools = json.loads(tools)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"{_where(row.get('id'))}: tools is not valid JSON ({exc})") from None
+            raise input_error("row_tools", f"trajectory {row.get('id')!r}: tools", "valid JSON", described(str(exc))) from None
     if tools is not None and (not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools)):
-        raise ValueError(f"{_where(row.get('id'))}: tools must be a list of OpenAI function schemas")
+        raise input_error("row_tools", f"trajectory {row.get('id')!r}: tools", "a list of OpenAI function schemas",
+                          described(type(tools).__name__))
     return tools or None
 
 
@@ -281,15 +227,15 @@ def load_trajectories(source: Any, *, stages: Sequence[str] | None = None) -> li
                         try:
                             rows.append(json.loads(line))
                         except json.JSONDecodeError as exc:
-                            raise ValueError(f"{path}:{n}: not a JSON line ({exc})") from None
+                            raise input_error("load_trajectories", f"{path}:{n}", "a JSON line", described(str(exc))) from None
         elif path.is_dir():
             from datasets import load_from_disk
 
             try:
                 data = load_from_disk(str(path))
             except FileNotFoundError as exc:
-                raise ValueError(f"{path} is neither a pipeline output folder (with trajectories.jsonl or dataset/) "
-                                 f"nor a saved dataset: {exc}") from None
+                raise input_error("load_trajectories", "source", "a pipeline output folder (with trajectories.jsonl or "
+                                  "dataset/) or a saved dataset", described(f"{str(path)!r} ({exc})")) from None
             if hasattr(data, "keys") and not hasattr(data, "column_names"):  # a DatasetDict: use every split
                 rows = [dict(r) for split in data.values() for r in split]
             else:
@@ -316,15 +262,18 @@ def trajectories_to_dataset(rows: Any, *, stages: Sequence[str] | None = None) -
 
     rows = load_trajectories(rows, stages=stages)
     if not rows:
-        raise ValueError("no trajectories to train on" + (f" (after keeping stages {list(stages)})" if stages else ""))
+        raise input_error("trajectories_to_dataset", "rows", "trajectories to train on",
+                          described("none" + (f" after keeping stages {list(stages)}" if stages else "")))
     records = []
     for n, row in enumerate(rows):
         row_id = row.get("id", n)
         if "messages" not in row:
-            raise ValueError(f"{_where(row_id)}: no 'messages' field (keys: {sorted(row)})")
-        messages = template_messages(row["messages"], row_id=row_id)
+            raise input_error("trajectories_to_dataset", f"trajectory {row_id!r}", "a 'messages' field",
+                              described(f"the keys {sorted(row)}"))
+        messages = to_template_messages(row["messages"], strict=True, row_id=row_id)
         if not any(m["role"] == "assistant" for m in messages):
-            raise ValueError(f"{_where(row_id)}: no assistant message, nothing to train on")
+            raise input_error("trajectories_to_dataset", f"trajectory {row_id!r}", "an assistant message to train on",
+                              described("no assistant message"))
         tools = row_tools(row)
         records.append({"messages": messages, "tools": None if tools is None else json.dumps(tools),
                         "id": str(row_id), "stage": str(row.get("stage") or ""), "repo": str(row.get("repo") or "")})
@@ -343,7 +292,8 @@ def training_chat_template(tokenizer: PreTrainedTokenizerBase) -> str:
 
     template = tokenizer.chat_template
     if template is None:
-        raise ValueError("the tokenizer has no chat template; SERA's SFT needs one that supports tool calls")
+        raise input_error("training_chat_template", "tokenizer", "a tokenizer with a chat template that supports tool "
+                          "calls", described("no chat template"))
     if has_generation_markers(template):
         return template if isinstance(template, str) else template["default"]
     patched = get_training_chat_template(tokenizer)
@@ -354,10 +304,11 @@ def tokenize_trajectory(tokenizer: PreTrainedTokenizerBase, messages: Sequence[d
                         chat_template: str | None = None, max_length: int | None = None) -> dict[str, list[int]]:
     """``{"input_ids", "labels"}`` for one trajectory, as SFTTrainer builds them with ``assistant_only_loss``.
 
-    ``messages`` may be OpenAI-format (arguments as JSON strings): they go through :func:`template_messages`.
-    Labels are ``-100`` outside the template's ``{% generation %}`` blocks; ``max_length`` keeps the start.
+    ``messages`` may be OpenAI-format (arguments as JSON strings): they go through
+    :func:`icml26.agents.backends.to_template_messages` with ``strict=True``.
+    Labels are ``IGNORE_INDEX`` (-100) outside the template's ``{% generation %}`` blocks; ``max_length`` keeps the start.
     """
-    messages = template_messages(messages)
+    messages = to_template_messages(messages, strict=True)
     tools = json.loads(tools) if isinstance(tools, str) else tools
     processed = tokenizer.apply_chat_template(
         messages, tools=tools or None, tokenize=True, return_dict=True, return_assistant_tokens_mask=True,
@@ -384,7 +335,8 @@ def assistant_token_loss(model: PreTrainedModel, tokenizer: PreTrainedTokenizerB
                                    max_length=max_length) for r in rows]
     encoded = [e for e in encoded if any(label != IGNORE_INDEX for label in e["labels"][1:])]
     if not encoded:
-        raise ValueError("no trajectory has assistant tokens within max_length")
+        raise input_error("assistant_token_loss", "rows", "a trajectory with assistant tokens within max_length",
+                          described("none"))
     device = next(model.parameters()).device
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     total, count = 0.0, 0
@@ -431,15 +383,19 @@ class SeraSFTTrainer(SFTTrainer):
         if getattr(self.args, "loss_impl", "fused") == "model":
             from transformers import Trainer
 
-            # Labels already hold -100 outside assistant turns; the model shifts them itself.
+            # Labels already hold IGNORE_INDEX outside assistant turns; the model shifts them itself.
             return Trainer.compute_loss(self, model, inputs, return_outputs=return_outputs,
                                         num_items_in_batch=num_items_in_batch)
         return super().compute_loss(model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)
 
 
 def build_sft_trainer(model: Any, tokenizer: PreTrainedTokenizerBase, train: Any, config: SeraSFTConfig, *,
-                      eval_dataset: Any = None, callbacks: list | None = None) -> SeraSFTTrainer:
+                      eval_dataset: Any = None, callbacks: list | None = None, peft_config: Any = None
+                      ) -> SeraSFTTrainer:
     """TRL's ``SFTTrainer`` set up with SERA's recipe on ``train`` (any :func:`load_trajectories` source).
+
+    ``peft_config`` (a peft config, as ``SFTTrainer`` takes it) overrides the LoRA fields of ``config``
+    (``use_peft``, ``lora_r``, ... as TRL's ``ModelConfig`` names them).
 
     The trainer's ``sera_dropped_overlong`` attribute counts trajectories removed by ``overlong="drop"``.
     """
@@ -453,13 +409,17 @@ def build_sft_trainer(model: Any, tokenizer: PreTrainedTokenizerBase, train: Any
     if config.overlong == "drop":
         train, dropped = _drop_overlong(train, tokenizer, config.max_length)
         if len(train) == 0:
-            raise ValueError(f"every trajectory is longer than max_length={config.max_length} tokens and "
-                             "overlong='drop' removed them all; raise max_length or use overlong='truncate'")
+            raise input_error("build_sft_trainer", "config.max_length", "a length that keeps some trajectory with "
+                              "overlong='drop' (raise max_length or use overlong='truncate')",
+                              described(f"max_length={config.max_length}: every trajectory is longer"))
     trainer = SeraSFTTrainer(model=model, args=config, train_dataset=train, eval_dataset=eval_dataset,
-                             processing_class=tokenizer, peft_config=config.peft_config(), callbacks=callbacks)
+                             processing_class=tokenizer,
+                             peft_config=peft_config if peft_config is not None else config.get_peft_config(),
+                             callbacks=callbacks)
     if len(trainer.train_dataset) == 0:
-        raise ValueError(f"no trajectory has an assistant token within the first max_length={config.max_length} "
-                         "tokens (the system prompt, tool schemas and task fill it); raise max_length")
+        raise input_error("build_sft_trainer", "config.max_length", "room for an assistant token after the system "
+                          "prompt, tool schemas and task (raise max_length)",
+                          described(f"max_length={config.max_length}: no trajectory has one"))
     trainer.sera_dropped_overlong = dropped
     return trainer
 
@@ -487,8 +447,8 @@ class SeraTrainOutput:
 
 
 def train_sera(data: Any, model: Any, output_dir: str | os.PathLike, *, config: SeraSFTConfig | None = None,
-               tokenizer: PreTrainedTokenizerBase | None = None, save: bool = True, **overrides: Any
-               ) -> SeraTrainOutput:
+               tokenizer: PreTrainedTokenizerBase | None = None, save: bool = True, peft_config: Any = None,
+               **overrides: Any) -> SeraTrainOutput:
     """Fine-tune ``model`` (a path, hub id or loaded model) on SERA trajectories and save it to ``output_dir``.
 
     ``config`` defaults to ``SeraSFTConfig(output_dir=output_dir, **overrides)``. The result is saved with
@@ -506,13 +466,13 @@ def train_sera(data: Any, model: Any, output_dir: str | os.PathLike, *, config: 
             tokenizer = AutoTokenizer.from_pretrained(model)
         model = AutoModelForCausalLM.from_pretrained(model, dtype="auto")
     elif tokenizer is None:
-        raise ValueError("pass the tokenizer with a loaded model (tokenizer=...)")
+        raise input_error("train_sera", "tokenizer", "a tokenizer with a loaded model", None)
     dataset = trajectories_to_dataset(data, stages=config.sera_stages)
-    trainer = build_sft_trainer(model, tokenizer, dataset, config)
+    trainer = build_sft_trainer(model, tokenizer, dataset, config, peft_config=peft_config)
     result = trainer.train()
     output_dir = Path(output_dir)
     trained = trainer.model
-    if config.use_peft and config.merge_lora:
+    if (config.use_peft or peft_config is not None) and config.merge_lora:
         trained = trained.merge_and_unload()
     if save:
         output_dir.mkdir(parents=True, exist_ok=True)
@@ -525,27 +485,33 @@ def train_sera(data: Any, model: Any, output_dir: str | os.PathLike, *, config: 
 
 
 def main_train(args: Any) -> dict[str, Any]:
-    """``icml26 sera train --data DIR --model PATH --out DIR [--epochs --lr --lora --max-length --max-steps]``.
+    """``icml26 sera train --data DIR --model PATH --out DIR [--epochs --lr --max-length --max-steps --use-peft
+    --lora-r --lora-alpha --lora-dropout --lora-target-modules]``.
 
-    ``args`` has the attributes ``data``, ``model``, ``out``, ``epochs``, ``lr``, ``lora``, ``max_length`` and
-    ``max_steps`` (None or missing: the :class:`SeraSFTConfig` default). Writes the model, the tokenizer and
+    ``args`` has the attributes ``data``, ``model``, ``out``, ``epochs``, ``lr``, ``max_length``, ``max_steps``,
+    ``use_peft`` and ``lora_*`` (None or missing: the :class:`SeraSFTConfig` default; the LoRA names are TRL's
+    ``ModelConfig``'s). Writes the model, the tokenizer and
     ``sera_train.json`` (counts, final loss, log history) into ``out``; returns that summary.
     """
+    from icml26.results import to_jsonable
     from icml26.utils import atomic_write_json
 
     for name in ("data", "model", "out"):
         if not getattr(args, name, None):
-            raise ValueError(f"--{name} is required")
+            raise InputError(f"train: --{name} is required")
     overrides: dict[str, Any] = {}
     for attr, key in (("epochs", "num_train_epochs"), ("lr", "learning_rate"), ("max_length", "max_length"),
                       ("max_steps", "max_steps")):
         value = getattr(args, attr, None)
         if value is not None:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise ValueError(f"--{attr.replace('_', '-')} must be a positive number, got {value!r}")
+                raise input_error("train", f"--{attr.replace('_', '-')}", "a positive number", value)
             overrides[key] = value
-    if getattr(args, "lora", False):
+    if getattr(args, "use_peft", False):
         overrides["use_peft"] = True
+    for key in ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules"):
+        if getattr(args, key, None) is not None:
+            overrides[key] = getattr(args, key)
     model = args.model
     if isinstance(model, str) and not Path(model).exists() and model.startswith((".", "/", "~")):
         raise FileNotFoundError(f"--model {model!r}: no such folder")
@@ -558,17 +524,5 @@ def main_train(args: Any) -> dict[str, Any]:
         "learning_rate", "lr_scheduler_type", "num_train_epochs", "max_steps", "max_length", "use_peft",
         "assistant_only_loss", "per_device_train_batch_size", "gradient_accumulation_steps", "overlong")}
     summary["config"]["lr_scheduler_type"] = str(getattr(config.lr_scheduler_type, "value", config.lr_scheduler_type))
-    atomic_write_json(Path(args.out) / "sera_train.json", _jsonable(summary))
+    atomic_write_json(Path(args.out) / "sera_train.json", to_jsonable(summary))
     return summary
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    return str(value)

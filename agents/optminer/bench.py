@@ -6,7 +6,7 @@ with the problem in ``en_question`` and the optimal objective in ``en_answer`` (
 files may be a JSON array of records or JSON lines (IndustryOR's file is the latter despite its
 name). Any file in that convention is a benchmark, so users can add their own.
 
-The agent (:func:`solve_problem`) is Opt-Miner's loop, reconstructed: the model may call
+Reconstruction: the agent (:func:`solve_problem`) is our reading of Opt-Miner's loop: the model may call
 ``search(query)`` over a document corpus (when one is given) and ends with a model and solver code
 in a ``python`` block; :class:`~.scorer.Scorer` runs it and compares the objective.
 """
@@ -18,6 +18,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
+
+from icml26.errors import described, input_error
 
 from .scorer import DEFAULT_RTOL, Scorer, parse_answer
 
@@ -65,8 +67,8 @@ def _records(path: Path) -> list[tuple[int, object]]:
         try:
             records.append((number, json.loads(line)))
         except json.JSONDecodeError as exc:
-            raise ValueError(f"{path.name} line {number}: not a JSON record ({exc.msg}); expected one "
-                             "JSON object per line") from None
+            raise input_error("load_benchmark", f"{path.name} line {number}", "one JSON object per line",
+                              described(f"invalid JSON ({exc.msg})")) from None
     return records
 
 
@@ -75,28 +77,31 @@ def load_benchmark(path: str | os.PathLike, *, question_field: str = "en_questio
     """Read a benchmark file (``.jsonl`` or ``.json``) into :class:`BenchItem` s."""
     path = Path(path)
     if path.suffix.lower() not in SUFFIXES:
-        raise ValueError(f"unsupported benchmark file format {path.suffix or '(no suffix)'!r} for {path.name}; "
-                         f"expected one of {SUFFIXES} (JSON records with {question_field!r} and {answer_field!r})")
+        raise input_error("load_benchmark", path.name, f"a file ending in one of {SUFFIXES} (JSON records with "
+                          f"{question_field!r} and {answer_field!r})", path.suffix or described("no suffix"))
     if not path.is_file():
         raise FileNotFoundError(f"benchmark file {str(path)!r} does not exist")
     name = name or path.stem
     items = []
     for number, record in _records(path):
         if not isinstance(record, dict):
-            raise ValueError(f"{path.name} record {number}: expected a JSON object, got {type(record).__name__}")
+            raise input_error("load_benchmark", f"{path.name} record {number}", "a JSON object",
+                              described(type(record).__name__))
         for field in (question_field, answer_field):
             if field not in record:
-                raise ValueError(f"{path.name} record {number}: missing the {field!r} field "
-                                 f"(it has {sorted(record)}); pass question_field=/answer_field= for other names")
+                raise input_error("load_benchmark", f"{path.name} record {number}", f"the {field!r} field (pass "
+                                  "question_field=/answer_field= for other names)",
+                                  described(f"a record missing the {field!r} field, with {sorted(record)}"))
         try:
             answer = parse_answer(record[answer_field])
         except ValueError as exc:
-            raise ValueError(f"{path.name} record {number}: {exc}") from None
+            raise input_error("load_benchmark", f"{path.name} record {number}: {answer_field}",
+                              "a number or 'No Best Solution'", record[answer_field]) from None
         item_id = str(record.get("id", number))
         items.append(BenchItem(f"{name}/{item_id}", str(record[question_field]), answer,
                                str(record[answer_field]).strip(), name))
     if not items:
-        raise ValueError(f"benchmark file {path.name} has no records")
+        raise input_error("load_benchmark", path.name, "a benchmark file with records", described("none"))
     return items
 
 
@@ -107,7 +112,7 @@ def discover(folder: str | os.PathLike) -> dict[str, Path]:
         raise FileNotFoundError(f"benchmark folder {str(folder)!r} does not exist")
     found = {p.stem: p for p in sorted(folder.iterdir()) if p.suffix.lower() in SUFFIXES and p.is_file()}
     if not found:
-        raise ValueError(f"no benchmark files ({', '.join(SUFFIXES)}) in {str(folder)!r}")
+        raise input_error("discover", "folder", f"a folder with benchmark files ({', '.join(SUFFIXES)})", str(folder))
     return found
 
 
@@ -215,7 +220,8 @@ def evaluate_folder(backend, folder: str | os.PathLike, out_dir: str | os.PathLi
     names = list(benchmarks) if benchmarks else list(found)
     unknown = [n for n in names if n not in found]
     if unknown:
-        raise ValueError(f"unknown benchmark(s) {unknown}; {folder} has {sorted(found)}")
+        raise input_error("evaluate_folder", "benchmarks", f"names among {sorted(found)} (the files in {folder})",
+                          unknown)
     out_dir = Path(out_dir)
     own = scorer is None
     scorer = scorer or Scorer(rtol)

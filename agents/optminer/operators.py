@@ -1,6 +1,7 @@
 """The three synthesis operators on problem trees: subtree union, subtree transfer, knowledge fogging.
 
-Names come from the paper's abstract; the semantics are a reconstruction (spec section 2):
+Names come from the paper's abstract; the semantics are ours (Reconstruction: the closest prior
+work is InfoAgent, arXiv 2509.25189, with its entity trees, sub-tree sampling and entity fuzzification):
 
 - :func:`union` merges two problems into a multi-domain one: both scenario subtrees, both model
   subtrees, the objectives added (a min problem joined to a max problem enters with a minus sign),
@@ -20,6 +21,8 @@ from __future__ import annotations
 import copy
 import re
 
+from icml26.errors import described, input_error
+
 from .solve import solve_tree
 from .templates import _hex, apply_technique
 from .tree import Constraint, Link, Objective, Param, ProblemTree, Rhs, Term, fmt, goal_of, objective_text
@@ -34,10 +37,11 @@ def union(a: ProblemTree, b: ProblemTree, rng) -> ProblemTree:
     clash = {v.name for v in a.model.variables} & {v.name for v in b.model.variables}
     sites = {s.site for s in a.scenarios} & {s.site for s in b.scenarios}
     if clash or set(a.params) & set(b.params) or sites:
-        raise ValueError(f"union needs disjoint trees; shared variables {sorted(clash)[:3]}, sites {sorted(sites)}")
+        raise input_error("union", "a, b", "disjoint trees", described(f"shared variables {sorted(clash)[:3]}, "
+                                                                        f"sites {sorted(sites)}"))
     sol_a, sol_b = solve_tree(a), solve_tree(b)
     if not (sol_a.optimal and sol_b.optimal):
-        raise ValueError("union needs two parents with an optimum")
+        raise input_error("union", "a, b", "two parents with an optimum", described("a parent without one"))
     same = a.model.objective.sense == b.model.objective.sense
     sense = a.model.objective.sense
     goal = f"{goal_of(a.model.objective.text)} {'plus' if same else 'minus'} {goal_of(b.model.objective.text)}"
@@ -68,7 +72,8 @@ def union(a: ProblemTree, b: ProblemTree, rng) -> ProblemTree:
         candidate.links.append(Link(lid, [s1.id, s2.id], con.name))
         if solve_tree(candidate).optimal:
             return candidate
-    raise ValueError("union found no feasible linking constraint for these parents")
+    raise input_error("union", "a, b", "parents that some linking constraint keeps feasible",
+                      described("none found for these parents"))
 
 
 def transfer(a: ProblemTree, b: ProblemTree, rng, tag: str | None = None,
@@ -76,11 +81,12 @@ def transfer(a: ProblemTree, b: ProblemTree, rng, tag: str | None = None,
     """Graft a technique subtree of ``a`` (``tag``, default: a random one of ``a``'s) onto ``b``'s scenario."""
     tags = [t.tag for t in a.techniques]
     if not tags:
-        raise ValueError(f"transfer needs a donor with a technique subtree; tree {a.id} has none")
+        raise input_error("transfer", "a", "a donor with a technique subtree", described(f"tree {a.id}, which has none"))
     if tag is None:
         tag = str(rng.choice(tags))
     elif tag not in tags:
-        raise ValueError(f"tree {a.id} has no technique {tag!r} to transfer (it has {tags})")
+        raise input_error("transfer", "tag", f"a technique of tree {a.id} ({tags})",
+                          described(f"{tag!r}: tree {a.id} has no technique {tag!r}"))
     out = copy.deepcopy(b)
     technique = apply_technique(out, tag, rng, scenario)
     out.history[-1] = f"transfer:{tag}:{a.id}->{technique.scenario}"
@@ -100,7 +106,7 @@ def fog(tree: ProblemTree, rng, technique: str | None = None) -> ProblemTree:
     out = copy.deepcopy(tree)
     pool = [t for t in out.techniques if not t.fogged and (technique is None or t.id == technique)]
     if technique is not None and not pool:
-        raise ValueError(f"tree {tree.id} has no unfogged technique {technique!r}")
+        raise input_error("fog", "technique", f"an unfogged technique of tree {tree.id}", technique)
     order = [pool[i] for i in rng.permutation(len(pool))]
     for t in order:
         t.fogged = True
@@ -108,7 +114,8 @@ def fog(tree: ProblemTree, rng, technique: str | None = None) -> ProblemTree:
             out.history.append(f"fog:{t.tag}@{t.scenario}")
             return out
         t.fogged = False
-    raise ValueError(f"tree {tree.id}: no technique whose key value can be hidden from the text")
+    raise input_error("fog", "tree", "a tree with a technique whose key value can be hidden from the text",
+                      described(f"tree {tree.id}, which has none"))
 
 
 def key_fact(tree: ProblemTree, technique) -> str:

@@ -1,4 +1,4 @@
-"""Local document search for Opt-Miner's information-seeking agent (reconstruction).
+"""Local document search for Opt-Miner's information-seeking agent (Reconstruction: a local corpus for the web).
 
 The paper retrieves "technical documents on the web"; offline we substitute a local corpus
 searched with BM25 (the ``bm25s`` library). The corpus holds the knowledge documents that
@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
+
+from icml26.errors import described, input_error
 
 DOCUMENT_SUFFIXES = (".txt", ".md")
 
@@ -39,27 +41,28 @@ class Document:
     def from_dict(cls, data: dict) -> Document:
         missing = [k for k in ("id", "title", "text") if k not in data]
         if missing:
-            raise ValueError(f"a document needs the keys id, title and text; missing {missing} in {sorted(data)}")
+            raise input_error("Document.from_dict", "data", "the keys id, title and text",
+                              described(f"{sorted(data)} (missing {missing})"))
         return cls(str(data["id"]), str(data["title"]), str(data["text"]))
 
 
 def _check_documents(documents: Iterable[Document]) -> list[Document]:
     documents = list(documents)
     if not documents:
-        raise ValueError("a corpus needs at least one document, got none")
+        raise input_error("corpus", "documents", "at least one document", described("none"))
     for doc in documents:
         if not isinstance(doc, Document):
             raise TypeError(f"corpus entries must be Document(id, title, text), got {type(doc).__name__}")
     ids = [d.id for d in documents]
     if len(set(ids)) != len(ids):
         dupes = sorted({i for i in ids if ids.count(i) > 1})
-        raise ValueError(f"document ids must be unique, repeated: {dupes[:5]}")
+        raise input_error("corpus", "documents", "unique document ids", described(f"repeated ids {dupes[:5]}"))
     return documents
 
 
 def _check_k(k) -> int:
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be a positive int, got {k!r}")
+        raise input_error("corpus", "k", "a positive int", k)
     return k
 
 
@@ -80,7 +83,7 @@ def read_folder(path: str | Path, suffixes: Sequence[str] = DOCUMENT_SUFFIXES) -
         first = next(line for line in text.splitlines() if line.strip())
         documents.append(Document(file.relative_to(root).as_posix(), first.lstrip("#").strip(), text))
     if not documents:
-        raise ValueError(f"no non-empty {'/'.join(suffixes)} files found under {str(root)!r}")
+        raise input_error("read_folder", "path", f"a folder with non-empty {'/'.join(suffixes)} files", str(root))
     return documents
 
 

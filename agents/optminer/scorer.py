@@ -1,6 +1,7 @@
 """Scoring a model's optimisation answer by running its solver code in the sandbox.
 
-Reward (spec section 2, after SIRL's reward code): the completion's last Python code block runs in
+Reward (Reconstruction: the Opt-Miner paper's abstract names no reward; this follows SIRL's reward code,
+Cardinal-Operations/SIRL): the completion's last Python code block runs in
 :class:`icml26.agents.sandbox.Sandbox` (time and memory limits, no network); the objective is
 parsed from what it prints and is correct when ``|pred - ref| / (|ref| + 1) < rtol`` (SIRL's
 relative error; ``rtol`` defaults to SIRL's 1e-6), or, when ``atol`` > 0, ``|pred - ref| <= atol``. A reference of ``None`` means the problem has
@@ -15,6 +16,8 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import asdict, dataclass
+
+from icml26.errors import input_error
 
 DEFAULT_RTOL = 1e-6
 NUMBER = r"[-+]?(?:\d[\d,]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
@@ -38,7 +41,7 @@ def parse_number(text: str) -> float | None:
 def parse_answer(raw) -> float | None:
     """A benchmark answer: a number, or ``None`` for "No Best Solution" / infeasible / unbounded."""
     if isinstance(raw, bool):
-        raise ValueError(f"answer must be a number or 'No Best Solution', got {raw!r}")
+        raise input_error("parse_answer", "answer", "a number or 'No Best Solution'", raw)
     if isinstance(raw, (int, float)):
         return float(raw)
     if isinstance(raw, str):
@@ -47,7 +50,7 @@ def parse_answer(raw) -> float | None:
             return value
         if _NO_OPTIMUM.search(raw):
             return None
-    raise ValueError(f"answer must be a number or 'No Best Solution', got {raw!r}")
+    raise input_error("parse_answer", "answer", "a number or 'No Best Solution'", raw)
 
 
 def extract_code(completion: str) -> str | None:
@@ -103,12 +106,12 @@ class Scorer:
                  memory_limit_mb: int = 2048, format_weight: float = 0.0, require_think: bool = False,
                  max_output_chars: int = 4000, **sandbox_kwargs):
         if not rtol > 0:
-            raise ValueError(f"rtol must be > 0, got {rtol!r}")
+            raise input_error("Scorer", "rtol", "a number > 0", rtol)
         if not atol >= 0:
-            raise ValueError(f"atol must be >= 0, got {atol!r}")
+            raise input_error("Scorer", "atol", "a number >= 0", atol)
         self.atol = float(atol)
-        if format_weight < 0:
-            raise ValueError(f"format_weight must be >= 0, got {format_weight!r}")
+        if not format_weight >= 0:
+            raise input_error("Scorer", "format_weight", "a number >= 0", format_weight)
         self.rtol, self.format_weight, self.require_think = float(rtol), float(format_weight), require_think
         self.time_limit = float(time_limit)
         self._sandbox_kwargs = dict(time_limit=time_limit, memory_limit_mb=memory_limit_mb,

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from icml26.errors import described, input_error
+
 from .tree import ProblemTree, _coef
 
 STATUSES = ("optimal", "infeasible", "unbounded", "error")
@@ -48,12 +50,12 @@ class MILP:
         names = [v.name for v in tree.model.variables]
         index = {n: i for i, n in enumerate(names)}
         if len(index) != len(names):
-            raise ValueError(f"tree {tree.id}: duplicate variable names")
+            raise input_error("MILP", "tree", "unique variable names", described(f"duplicates in tree {tree.id}"))
         params = tree.params
 
         def col(var: str) -> int:
             if var not in index:
-                raise ValueError(f"tree {tree.id}: term refers to unknown variable {var!r}")
+                raise input_error("MILP", f"tree {tree.id}: term", "a variable of the tree", var)
             return index[var]
 
         c = np.zeros(len(names))
@@ -83,7 +85,7 @@ class MILP:
             return self.solve_highs(time_limit=time_limit)
         if solver == "cbc":
             return self.solve_cbc(time_limit=time_limit)
-        raise ValueError(f"solver must be 'highs' or 'cbc', got {solver!r}")
+        raise input_error("MILP.solve", "solver", "'highs' or 'cbc'", solver)
 
     def solve_highs(self, *, time_limit: float = 30.0) -> Solution:
         from scipy.optimize import Bounds, LinearConstraint, milp

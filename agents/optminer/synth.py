@@ -21,6 +21,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from icml26.errors import input_error
+
 from .operators import fog, transfer, union
 from .retrieval import Document
 from .solve import agree, verify
@@ -117,12 +119,12 @@ def synthesize(n: int, seed: int = 0, *, union_prob: float = 0.3, transfer_prob:
     (processes; 1 runs in this process).
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be a positive int, got {n!r}")
+        raise input_error("synthesize", "n", "a positive int", n)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"workers must be a positive int, got {workers!r}")
+        raise input_error("synthesize", "workers", "a positive int", workers)
     for name, p in (("union_prob", union_prob), ("transfer_prob", transfer_prob), ("fog_prob", fog_prob)):
         if not 0.0 <= p <= 1.0:
-            raise ValueError(f"{name} must be a probability in [0, 1], got {p!r}")
+            raise input_error("synthesize", name, "a probability in [0, 1]", p)
     from tqdm.auto import tqdm
 
     probs = {"union_prob": union_prob, "transfer_prob": transfer_prob, "fog_prob": fog_prob}

@@ -1,4 +1,4 @@
-"""Scenario and technique templates that problem trees start from (reconstruction).
+"""Scenario and technique templates that problem trees start from (Reconstruction: all six of each are ours).
 
 Six scenario templates (:data:`SCENARIOS`: production mix, diet, transportation, knapsack, facility
 location, staffing) each build a one-scenario :class:`~.tree.ProblemTree` with seeded parameters
@@ -15,6 +15,8 @@ from __future__ import annotations
 from typing import Callable
 
 import numpy as np
+
+from icml26.errors import input_error
 
 from .retrieval import Document
 from .tree import (Constraint, ModelSubtree, Objective, Param, ProblemTree, Rhs, Scenario, Technique, Term,
@@ -231,7 +233,7 @@ SCENARIOS: dict[str, Callable] = {"production": production, "diet": diet, "trans
 def new_scenario(template: str, rng, *, site: str | None = None) -> ProblemTree:
     """A one-scenario tree from ``template`` (one of :data:`SCENARIOS`)."""
     if template not in SCENARIOS:
-        raise ValueError(f"unknown scenario template {template!r}; expected one of {sorted(SCENARIOS)}")
+        raise input_error("new_scenario", "template", f"one of {sorted(SCENARIOS)}", template)
     site = site or str(rng.choice(SITES))
     sid = f"{template[:4]}_{_hex(rng)}"
     return SCENARIOS[template](rng, sid, site)
@@ -261,10 +263,6 @@ def technique_document(tag: str, code: str, statement: str, site: str) -> Docume
     return Document(f"{code}", f"{title} {code}", f"{title} {code} for {site}. {statement} Modelling note: {how}")
 
 
-def _site(tree: ProblemTree, sid: str) -> str:
-    return tree.scenario(sid).site
-
-
 def _cost_sign(tree: ProblemTree) -> float:
     """+1 when a cost enters the tree's objective as is (min), -1 when it is subtracted (max)."""
     return 1.0 if tree.model.objective.sense == "min" else -1.0
@@ -281,7 +279,7 @@ def apply_technique(tree: ProblemTree, tag: str, rng, scenario: str | None = Non
     Raises ``ValueError`` when the scenario has no suitable target left for this technique.
     """
     if tag not in TECHNIQUE_INFO:
-        raise ValueError(f"unknown technique {tag!r}; expected one of {list(TECHNIQUE_INFO)}")
+        raise input_error("apply_technique", "tag", f"one of {list(TECHNIQUE_INFO)}", tag)
     sid = scenario or tree.scenarios[0].id
     sc = tree.scenario(sid)
     tid = f"{sid}.{tag}{sum(t.scenario == sid for t in tree.techniques)}"
@@ -289,7 +287,7 @@ def apply_technique(tree: ProblemTree, tag: str, rng, scenario: str | None = Non
     need = {"either_or": 2, "absolute_value": 2, "min_max": 2}.get(tag, 1)
     candidates = _free_targets(tree, sid, tag, min_ub=4.0 if tag in ("integrality", "piecewise", "either_or") else 1.0)
     if len(candidates) < need:
-        raise ValueError(f"scenario {sid} has no free target for technique {tag!r}")
+        raise input_error("apply_technique", "scenario", f"a scenario with a free target for technique {tag!r}", sid)
     idx = sorted(rng.choice(candidates, size=min(len(candidates), need if need == 1 else int(rng.integers(need, need + 2))),
                             replace=False))
     targets, labels = [sc.primary[i] for i in idx], [sc.primary_labels[i] for i in idx]
@@ -358,7 +356,7 @@ def apply_technique(tree: ProblemTree, tag: str, rng, scenario: str | None = Non
     else:  # piecewise
         base = [t for t in tree.model.objective.terms if t.var == x and t.param is not None]
         if not base:
-            raise ValueError(f"variable {x} has no per-unit value to make piecewise")
+            raise input_error("apply_technique", "tree", "a variable with a per-unit value to make piecewise", x)
         base_key, sign = base[0].param, float(np.sign(base[0].coef))
         c = tree.params[base_key].value
         brk = p("breakpoint", max(1, round(float(rng.uniform(0.3, 0.7)) * ub)),

@@ -1,4 +1,5 @@
-"""Opt-Miner's typed problem tree (reconstruction of the paper's tree; only its abstract is public).
+"""Opt-Miner's typed problem tree (ICML 2026 poster 65154; Reconstruction: only the abstract is public, the
+schema below is ours).
 
 A :class:`ProblemTree` has three kinds of subtrees:
 
@@ -27,6 +28,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from icml26.errors import described, input_error
+
 from .retrieval import Document
 
 VARIABLE_KINDS = ("continuous", "integer", "binary")
@@ -53,7 +56,7 @@ class Param:
 
     def __post_init__(self) -> None:
         if self.phrase.count("{v}") != 1:
-            raise ValueError(f"param {self.key!r}: phrase must contain exactly one '{{v}}', got {self.phrase!r}")
+            raise input_error("Param", f"{self.key!r}: phrase", "exactly one '{v}'", self.phrase)
         self.phrase = _sentence(self.phrase)
 
     def render(self, value: float | None = None) -> str:
@@ -123,9 +126,9 @@ class Variable:
 
     def __post_init__(self) -> None:
         if self.kind not in VARIABLE_KINDS:
-            raise ValueError(f"variable {self.name!r}: kind must be one of {VARIABLE_KINDS}, got {self.kind!r}")
+            raise input_error("Variable", f"{self.name!r}: kind", f"one of {VARIABLE_KINDS}", self.kind)
         if not self.lb <= self.ub:
-            raise ValueError(f"variable {self.name!r}: lb {self.lb} > ub {self.ub}")
+            raise input_error("Variable", f"{self.name!r}: lb, ub", "lb <= ub", (self.lb, self.ub))
 
 
 @dataclass
@@ -139,7 +142,7 @@ class Constraint:
 
     def __post_init__(self) -> None:
         if self.sense not in SENSES:
-            raise ValueError(f"constraint {self.name!r}: sense must be one of {SENSES}, got {self.sense!r}")
+            raise input_error("Constraint", f"{self.name!r}: sense", f"one of {SENSES}", self.sense)
 
 
 @dataclass
@@ -150,7 +153,7 @@ class Objective:
 
     def __post_init__(self) -> None:
         if self.sense not in ("max", "min"):
-            raise ValueError(f"objective sense must be 'max' or 'min', got {self.sense!r}")
+            raise input_error("Objective", "sense", "'max' or 'min'", self.sense)
 
 
 @dataclass
@@ -261,7 +264,8 @@ class ProblemTree:
             owners_done.add(link.id)
         leftover = [p for p in self.params.values() if p.owner not in owners_done]
         if leftover:
-            raise ValueError(f"tree {self.id}: params with unknown owners: {[p.key for p in leftover][:5]}")
+            raise input_error("ProblemTree.render_text", f"tree {self.id}: params", "params owned by nodes of the tree",
+                              described(f"unknown owners of {[p.key for p in leftover][:5]}"))
         lines.append(self.model.objective.text)
         return "\n".join(_sentence(line) for line in lines if line)
 
@@ -300,7 +304,8 @@ class ProblemTree:
                 params={k: Param(**p) for k, p in data["params"].items()},
                 history=list(data["history"]))
         except (KeyError, TypeError) as exc:
-            raise ValueError(f"not a problem-tree dict (from ProblemTree.to_dict): {exc}") from None
+            raise input_error("ProblemTree.from_dict", "data", "a problem-tree dict (from ProblemTree.to_dict)",
+                              described(f"a dict failing with {exc!r}")) from None
 
     @classmethod
     def from_json(cls, text: str) -> ProblemTree:

@@ -6,8 +6,8 @@
    must read every number from the text fails on fogged instances far more often than on unfogged
    ones, and succeeds again when given the top-3 BM25 documents for the fogged sentence, searched
    in the corpus of all instances' knowledge documents plus distractors. Also measured: the
-   retrieval hit rate and how often a subtree union's optimum differs from both parents' (spec 6.2).
-3. **R-GRPO on the toy task** (:func:`icml26.eval.optminer_toy.run_toy`, spec check 6): R-GRPO
+   retrieval hit rate and how often a subtree union's optimum differs from both parents'.
+3. **R-GRPO on the toy task** (:func:`icml26.eval.tasks.optminer_toy.run_toy`; Reconstruction: our toy): R-GRPO
    beats its SFT start by at least 0.1 held-out reward, and loses reward when the search tool is
    disabled (medians over seeds; full mode, or ``toy=True``).
 4. **Harness check**: submitting each benchmark's reference value as the model's output scores 100%
@@ -20,60 +20,91 @@ from __future__ import annotations
 
 import statistics
 
+from dataclasses import dataclass
+
 from icml26.registry import experiment
 
-N_INSTANCES = {"quick": 200, "full": 500}
+
+@dataclass(frozen=True)
+class OptMinerSettings:
+    """The sizes of one run (Reconstruction: the paper's abstract gives none). Tests shrink them with
+    ``dataclasses.replace``."""
+
+    n_instances: int              #: synthesised instances (claims 1 and 2)
+    toy: bool                     #: run claim 3's R-GRPO toy training (its SFT + GRPO take minutes per seed on CPU)
+    harness_sample: int | None    #: benchmark items per file also run in the sandbox (None: all)
+    unions: int = 50              #: fresh subtree unions for the union-semantics measurement
+
+
+SETTINGS = {
+    "quick": OptMinerSettings(n_instances=200, toy=False, harness_sample=10),
+    "full": OptMinerSettings(n_instances=500, toy=True, harness_sample=None),
+}
 TOY_KEYS = ("reward_sft", "reward_rgrpo", "reward_notool", "gold_rate_sft", "gold_rate_rgrpo", "seconds")
 RTOL = 1e-6
 
 
-def _synthesis_and_gaps(seed: int, n: int) -> tuple[dict, list[dict]]:
+def _check_instance(inst, corpus) -> dict:
+    """One instance re-solved with both solvers from its stored tree, and modelled from text and from documents."""
+    from icml26.agents.optminer.solve import agree
+    from icml26.agents.optminer.synth import scripted_modeller
+    from icml26.agents.optminer.tree import ProblemTree
+
+    tree = ProblemTree.from_json(inst.tree)
+    fresh_cbc = tree.to_model().solve_cbc().objective
+    fresh_highs = tree.to_model().solve_highs().objective
+    text_only = scripted_modeller(tree, inst.text, reference=inst.objective, rtol=RTOL)
+    row = {"id": inst.id, "fogged": inst.fogged, "text_only_correct": text_only.correct, "hit": None,
+           "retrieved_correct": None, "agree_cbc": agree(fresh_cbc, inst.objective, RTOL),
+           "agree_highs": agree(fresh_highs, inst.objective, RTOL)}
+    if inst.fogged:
+        fogged = [t for t in tree.techniques if t.fogged]
+        docs = [d for t in fogged for d in corpus.search(t.fog_text)]
+        row["hit"] = all(any(d.title == t.document.title for d in corpus.search(t.fog_text)) for t in fogged)
+        row["title_hit"] = all(any(d.title == t.document.title for d in corpus.search(t.document.title))
+                               for t in fogged)
+        row["retrieved_correct"] = scripted_modeller(tree, inst.text, docs, reference=inst.objective,
+                                                     rtol=RTOL).correct
+    return row
+
+
+def _synthesis_and_gaps(seed: int, n: int, n_unions: int) -> tuple[dict, list[dict]]:
+    import time
+
     import numpy as np
 
     from icml26.agents.optminer.operators import union, union_differs
     from icml26.agents.optminer.retrieval import BM25Corpus
-    from icml26.agents.optminer.solve import agree
-    from icml26.agents.optminer.synth import build_corpus, scripted_modeller, synthesize
+    from icml26.agents.optminer.synth import build_corpus, synthesize
     from icml26.agents.optminer.templates import SCENARIOS, new_scenario
-    from icml26.agents.optminer.tree import ProblemTree
-
-    import time
+    from icml26.progress import phase
 
     start = time.perf_counter()
-    instances, stats = synthesize(n, seed, progress=False)
+    with phase("synthesis"):
+        instances, stats = synthesize(n, seed, progress=False)
     synth_seconds = time.perf_counter() - start
     corpus = BM25Corpus(build_corpus(instances, seed), k=3)
     rows, agree_cbc, agree_highs = [], 0, 0
-    for inst in instances:
-        tree = ProblemTree.from_json(inst.tree)
-        fresh_cbc = tree.to_model().solve_cbc().objective
-        fresh_highs = tree.to_model().solve_highs().objective
-        agree_cbc += agree(fresh_cbc, inst.objective, RTOL)
-        agree_highs += agree(fresh_highs, inst.objective, RTOL)
-        text_only = scripted_modeller(tree, inst.text, reference=inst.objective, rtol=RTOL)
-        row = {"id": inst.id, "fogged": inst.fogged, "text_only_correct": text_only.correct, "hit": None,
-               "retrieved_correct": None}
-        if inst.fogged:
-            fogged = [t for t in tree.techniques if t.fogged]
-            docs = [d for t in fogged for d in corpus.search(t.fog_text)]
-            row["hit"] = all(any(d.title == t.document.title for d in corpus.search(t.fog_text)) for t in fogged)
-            row["title_hit"] = all(any(d.title == t.document.title for d in corpus.search(t.document.title))
-                                   for t in fogged)
-            row["retrieved_correct"] = scripted_modeller(tree, inst.text, docs, reference=inst.objective,
-                                                         rtol=RTOL).correct
-        rows.append(row)
+    with phase("re-solve and model", total=len(instances)) as bar:
+        for inst in instances:
+            rows.append(_check_instance(inst, corpus))
+            agree_cbc += rows[-1].pop("agree_cbc")
+            agree_highs += rows[-1].pop("agree_highs")
+            bar.update()
     # union semantics on fresh pairs of one-scenario problems
     rng, differs, unions = np.random.default_rng([seed, 31]), 0, 0
     templates = list(SCENARIOS)
-    while unions < 50:
-        a = new_scenario(str(rng.choice(templates)), rng)
-        b = new_scenario(str(rng.choice(templates)), rng)
-        try:
-            child = union(a, b, rng)
-        except ValueError:
-            continue
-        unions += 1
-        differs += union_differs(child, a, b)
+    with phase("unions", total=n_unions) as bar:
+        while unions < n_unions:
+            a = new_scenario(str(rng.choice(templates)), rng)
+            b = new_scenario(str(rng.choice(templates)), rng)
+            try:
+                child = union(a, b, rng)
+            except ValueError:
+                continue
+            unions += 1
+            differs += union_differs(child, a, b)
+            bar.update()
     fog = [r for r in rows if r["fogged"]]
     plain = [r for r in rows if not r["fogged"]]
 
@@ -151,20 +182,24 @@ def _figure(metrics: dict, toy: list[dict]):
     return fig
 
 
-def run_experiment(config, *, n_instances: int | None = None, toy: bool | None = None, bench_folder=None):
-    """The experiment with its sizes exposed: ``n_instances`` (default 200 quick / 500 full), ``toy``
-    (run claim 3's R-GRPO toy training; default: in full mode only, since its SFT + GRPO recipe takes
-    far longer than a quick run's minute on CPU), ``bench_folder`` (default: ``$ICML26_OPTBENCH``)."""
+def run_experiment(config, settings: OptMinerSettings | None = None, *, bench_folder=None):
+    """The experiment at ``settings`` (default: ``SETTINGS[config.mode]``; quick mode leaves out claim 3's toy
+    training, whose SFT + GRPO recipe takes far longer than a quick run's minute on CPU); ``bench_folder``
+    (default: ``$ICML26_OPTBENCH``) holds the benchmark files of claim 4."""
     import os
 
     from icml26.agents.optminer.bench import ENV_FOLDER, bench_folder as resolve_folder
+    from icml26.progress import phase
     from icml26.results import Claim, Result
 
+    settings = settings or SETTINGS[config.mode]
+    if not isinstance(settings, OptMinerSettings):
+        raise TypeError(f"run_experiment: settings: expected an OptMinerSettings, got {type(settings).__name__}")
     seed = config.seeds[0]
-    n_instances = n_instances or N_INSTANCES[config.mode]
     notes = [f"Reconstruction: only the paper's abstract is public; trees, operators, fogging and R-GRPO details "
-             f"are our reconstruction (spec). {'Quick' if config.quick else 'Full'} mode, seeds {list(config.seeds)}."]
-    metrics, rows = _synthesis_and_gaps(seed, n_instances)
+             f"are our reconstruction (closest prior work: InfoAgent, Search-R1, SIRL). "
+             f"{'Quick' if config.quick else 'Full'} mode, seeds {list(config.seeds)}."]
+    metrics, rows = _synthesis_and_gaps(seed, settings.n_instances, settings.unions)
     claims = [
         Claim.at_least(f"synthesis valid: share of {metrics['instances']} seeded instances whose stored objective "
                        f"equals a fresh CBC solve of the stored tree (rel. err. < {RTOL:g})",
@@ -177,7 +212,7 @@ def run_experiment(config, *, n_instances: int | None = None, toy: bool | None =
                        metrics["success_unfogged_text_only"], factor=0.95),
         Claim.at_least("BM25 finds the fogged document in the top 3 (query: the fogged sentence)",
                        metrics["retrieval_hit_at_3"], 0.9),
-        Claim.at_least("subtree union: optimum differs from both parents' (share of 50 unions)",
+        Claim.at_least(f"subtree union: optimum differs from both parents' (share of {metrics['union_pairs']} unions)",
                        metrics["union_differs_from_both_parents"], 0.8),
     ]
     notes.append("Claim 1 re-solves every stored tree (rebuilt from its JSON) with CBC; synthesis itself keeps only "
@@ -189,16 +224,15 @@ def run_experiment(config, *, n_instances: int | None = None, toy: bool | None =
     tables = {"harness": []}
     # 3. R-GRPO toy
     toy_rows = []
-    if toy is None:
-        toy = not config.quick
-        if not toy:
-            notes.append("Claim 3 (R-GRPO toy) runs with --full only: its SFT cold start and 30 GRPO steps with the "
-                         "search tool take about 2 minutes per seed on 2 CPU cores, over three seeds.")
+    toy = settings.toy
+    if not toy and config.quick:
+        notes.append("Claim 3 (R-GRPO toy) runs with --full only: its SFT cold start and 30 GRPO steps with the "
+                     "search tool take about 2 minutes per seed on 2 CPU cores, over three seeds.")
     if toy:
         try:
-            from icml26.eval.optminer_toy import run_toy
+            from icml26.eval.tasks.optminer_toy import run_toy
         except ImportError as exc:
-            notes.append(f"Claim 3 (R-GRPO toy) left out: icml26.eval.optminer_toy is not available ({exc}).")
+            notes.append(f"Claim 3 (R-GRPO toy) left out: icml26.eval.tasks.optminer_toy is not available ({exc}).")
         else:
             device = config.device
             if device == "auto":
@@ -217,7 +251,7 @@ def run_experiment(config, *, n_instances: int | None = None, toy: bool | None =
             claims.append(Claim.less(f"R-GRPO toy: held-out reward with the search tool disabled vs enabled ({what})",
                                      med["reward_notool"], med["reward_rgrpo"]))
             notes.append("Claim 3's cold start imitates a scripted teacher that searches for the right document 40% "
-                         "of the time (the spec's toy, with the search choice left for RL); gold_rate is the share "
+                         "of the time (our toy, with the search choice left for RL); gold_rate is the share "
                          "of held-out rollouts whose search returned the capacity document.")
             tables["toy"] = [{k: v for k, v in r.items() if k != "reward_curve"} for r in toy_rows]
     # 4. harness check on the real benchmarks
@@ -226,8 +260,9 @@ def run_experiment(config, *, n_instances: int | None = None, toy: bool | None =
         notes.append(f"Claim 4 (scorer reproduces benchmark references) skipped: set {ENV_FOLDER} to a folder of "
                      "benchmark files (NL4OPT.jsonl, MAMO_*.jsonl, IndustryOR_*.json) to run it.")
     else:
-        sample = 10 if config.quick else None
-        harness, tables["harness"] = _harness_check(folder, sample, seed)
+        sample = settings.harness_sample
+        with phase("harness check"):
+            harness, tables["harness"] = _harness_check(folder, sample, seed)
         metrics.update(harness)
         claims.append(Claim.at_least("harness check: submitting the reference answer scores 100% on every benchmark "
                                      "found (worst benchmark; judged in-process on all items and in the sandbox on "

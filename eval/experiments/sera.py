@@ -1,9 +1,10 @@
 """SERA on real Python repositories: soft-verified generation with the scripted teacher, then SFT of a tiny student.
 
-Setup (spec ``sera.md`` sections 5-6): two pure-Python packages that ship with the installed dependencies,
+Setup (SERA, arXiv 2601.20789, scaled down to CPU; Reconstruction: the repositories, the scripted
+teacher and the tiny student are our choices): two pure-Python packages that ship with the installed dependencies,
 ``jmespath`` (repository A) and ``idna`` (repository B), are copied into scratch git repositories
 (:func:`icml26.agents.sera.make_git_repo_from_package`). The offline scripted teacher
-(:class:`icml26.agents.sera_teacher.ScriptedTeacher`, noise ``q=0.8``) runs SERA's pipeline on both
+(:class:`icml26.agents.sera.scripted.teacher.ScriptedTeacher`, noise ``q=0.8``) runs SERA's pipeline on both
 (:func:`icml26.agents.sera.generate`: vague issue -> rollout 1 -> synthetic issue -> rollout 2 -> patch recall ->
 filters). A's instances are split into train and held-out by instance, so T1 and T2 of one instance stay
 together. A tiny Qwen3 (random weights, a locally trained tokenizer, :func:`icml26.tiny.build_tiny_model`) is
@@ -33,15 +34,14 @@ student still rarely copies the exact identifier: claim 2 asks for a well-formed
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
+from icml26.errors import described, input_error
 from icml26.registry import experiment
 
 REPO_A, REPO_B = "jmespath", "idna"
 FIXED_ROOT = "/testbed"
 THRESHOLDS = (0.5, 1.0)
-SIZES = {
-    "quick": {"n_a": 120, "n_b": 6, "heldout_a": 8, "steps": 300, "n_prompts": 20},
-    "full": {"n_a": 240, "n_b": 20, "heldout_a": 15, "steps": 1000, "n_prompts": 40},
-}
 #: The student: a tiny Qwen3 whose 4096-token vocabulary keeps SERA's long system prompt (tool schemas) near
 #: 1,300 tokens, inside ``MAX_LENGTH`` (a 16k vocabulary shortens trajectories by only ~10%, as the tokenizer's
 #: training text is not this repository's); 2.0M parameters. On CPU a step costs about the same at width 64 or 128
@@ -49,11 +49,28 @@ SIZES = {
 #: far better (seed 0, 25 instances, 200 steps: 6 of 19 valid calls against 1 of 19). Four layers rather than two:
 #: at 120 instances and 300 steps a 2-layer student reached 93% at seed 0 but 33% at seed 1 (greedy loops inside
 #: copied identifiers), the 4-layer one 95% at seed 1.
-STUDENTS = {
-    "quick": {"vocab_size": 4096, "hidden_size": 128, "num_layers": 4, "num_heads": 4, "num_kv_heads": 2,
-              "intermediate_size": 512, "max_position_embeddings": 4096},
-    "full": {"vocab_size": 4096, "hidden_size": 128, "num_layers": 4, "num_heads": 4, "num_kv_heads": 2,
-             "intermediate_size": 512, "max_position_embeddings": 4096},
+STUDENT = {"vocab_size": 4096, "hidden_size": 128, "num_layers": 4, "num_heads": 4, "num_kv_heads": 2,
+           "intermediate_size": 512, "max_position_embeddings": 4096}
+
+
+@dataclass(frozen=True)
+class SeraSettings:
+    """The sizes of one run (Reconstruction: SERA's own runs use tens of thousands of trajectories and 8B/32B
+    students; these are sized for a CPU). Tests shrink them with ``dataclasses.replace``."""
+
+    n_a: int             #: instances generated from repository A (train + held out)
+    n_b: int             #: instances generated from repository B (the specialisation control)
+    heldout_a: int       #: instances of A held out (both their rollouts)
+    steps: int           #: SFT optimizer steps
+    n_prompts: int       #: held-out prompts for the tool-call validity measurement
+    workers: int = 2     #: generation instances in parallel
+    max_new_tokens: int | None = None  #: decoding budget; None: from the longest teacher reply (see REPLY_MARGIN)
+    student: dict = field(default_factory=lambda: dict(STUDENT))  #: ``icml26.tiny.build_tiny_model`` sizes
+
+
+SETTINGS = {
+    "quick": SeraSettings(n_a=120, n_b=6, heldout_a=8, steps=300, n_prompts=20),
+    "full": SeraSettings(n_a=240, n_b=20, heldout_a=15, steps=1000, n_prompts=40),
 }
 #: Decoding budget: the longest teacher reply among the held-out prompts (75-212 tokens with this tokenizer at seed
 #: 0) plus ``REPLY_MARGIN``, at most ``MAX_NEW_TOKENS``; decoding stops earlier at ``</tool_call>`` or ``<|im_end|>``.
@@ -123,7 +140,8 @@ def split_by_instance(rows: list[dict], n_heldout: int, seed: int) -> tuple[list
 
     ids = sorted({r.get("instance_id") or r["id"] for r in rows})
     if len(ids) <= n_heldout:
-        raise ValueError(f"need more than {n_heldout} instances to hold some out, got {len(ids)}")
+        raise input_error("split_by_instance", "rows", f"more than {n_heldout} instances to hold some out",
+                          described(f"{len(ids)}"))
     held = set(random.Random(seed).sample(ids, n_heldout))
     return ([r for r in rows if (r.get("instance_id") or r["id"]) not in held],
             [r for r in rows if (r.get("instance_id") or r["id"]) in held])
@@ -149,26 +167,38 @@ def _figures(log_history: list[dict], recalls: list[float]):
     return {"training_loss": curve, "recall_histogram": hist}
 
 
-def run_experiment(config, *, n_a: int | None = None, n_b: int | None = None, heldout_a: int | None = None,
-                   steps: int | None = None, n_prompts: int | None = None, workers: int = 2,
-                   max_new_tokens: int | None = None):
-    """The experiment with its sizes exposed (``run`` uses those of ``config.mode``)."""
+def _measure(model, tokenizer, prompts, held_a, rows_b, validity: dict, name: str) -> dict:
+    """Tool-call validity on the held-out prompts and the assistant-token losses on held-out A and on B."""
+    from icml26.eval.tasks.sera_eval import assistant_token_loss, tool_call_validity
+    from icml26.progress import phase
+
+    with phase(name, total=3) as bar:
+        out = {"validity": tool_call_validity(model, tokenizer, prompts, **validity)}
+        bar.update()
+        out["loss_A"] = assistant_token_loss(model, tokenizer, held_a, max_length=MAX_LENGTH)["loss"]
+        bar.update()
+        out["loss_B"] = assistant_token_loss(model, tokenizer, rows_b, max_length=MAX_LENGTH)["loss"]
+        bar.update()
+    return out
+
+
+def run_experiment(config, settings: SeraSettings | None = None):
+    """The experiment at ``settings`` (default: ``SETTINGS[config.mode]``)."""
+    import math
     import time
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    import math
-
-    from icml26.eval.sera_eval import assistant_token_loss, heldout_prompts, reply_tokens, tool_call_validity
+    from icml26.eval.tasks.sera_eval import heldout_prompts, reply_tokens
+    from icml26.progress import trainer_callback
     from icml26.results import Claim, Result
     from icml26.tiny import build_tiny_model
     from icml26.training.sera import SeraSFTConfig, build_sft_trainer
 
-    sizes = dict(SIZES[config.mode])
-    for key, value in (("n_a", n_a), ("n_b", n_b), ("heldout_a", heldout_a), ("steps", steps),
-                       ("n_prompts", n_prompts)):
-        if value is not None:
-            sizes[key] = value
+    sizes = settings or SETTINGS[config.mode]
+    if not isinstance(sizes, SeraSettings):
+        raise TypeError(f"run_experiment: settings: expected a SeraSettings, got {type(sizes).__name__}")
+    workers, max_new_tokens = sizes.workers, sizes.max_new_tokens
     seed = config.seeds[0]
     device = config.torch_device()
     work = config.out_dir
@@ -176,20 +206,20 @@ def run_experiment(config, *, n_a: int | None = None, n_b: int | None = None, he
     timings = {}
 
     start = time.perf_counter()
-    dir_a, summary_a = _generate(REPO_A, work, limit=sizes["n_a"], seed=seed, workers=workers)
-    dir_b, summary_b = _generate(REPO_B, work, limit=sizes["n_b"], seed=seed, workers=workers)
+    dir_a, summary_a = _generate(REPO_A, work, limit=sizes.n_a, seed=seed, workers=workers)
+    dir_b, summary_b = _generate(REPO_B, work, limit=sizes.n_b, seed=seed, workers=workers)
     timings["generate_s"] = time.perf_counter() - start
     yields = verification_yields(dir_a, summary_a)
     rows_a, rows_b = [rebase_repo_path(r) for r in _rows(dir_a)], [rebase_repo_path(r) for r in _rows(dir_b)]
-    train_a, held_a = split_by_instance(rows_a, sizes["heldout_a"], seed)
+    train_a, held_a = split_by_instance(rows_a, sizes.heldout_a, seed)
     recalls = [i["recall"] for i in summary_a.instances if i["recall"] is not None]
 
-    student = STUDENTS[config.mode]
+    student = sizes.student
     path = build_tiny_model("qwen3", seed=seed, **student)
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path).to(device)
     cap = max_new_tokens or MAX_NEW_TOKENS
-    prompts = heldout_prompts(held_a, n=sizes["n_prompts"], tokenizer=tokenizer,
+    prompts = heldout_prompts(held_a, n=sizes.n_prompts, tokenizer=tokenizer,
                               max_prompt_tokens=MAX_LENGTH - cap, seed=seed)
     if not prompts:
         raise RuntimeError(f"no held-out prompt fits in {MAX_LENGTH - cap} tokens")
@@ -199,20 +229,18 @@ def run_experiment(config, *, n_a: int | None = None, n_b: int | None = None, he
     validity = {"max_new_tokens": max_new_tokens, "batch_size": len(prompts)}
 
     start = time.perf_counter()
-    before = {"validity": tool_call_validity(model, tokenizer, prompts, **validity),
-              "loss_A": assistant_token_loss(model, tokenizer, held_a, max_length=MAX_LENGTH)["loss"],
-              "loss_B": assistant_token_loss(model, tokenizer, rows_b, max_length=MAX_LENGTH)["loss"]}
+    before = _measure(model, tokenizer, prompts, held_a, rows_b, validity, "evaluation before sft")
     timings["eval_before_s"] = time.perf_counter() - start
 
     sft = SeraSFTConfig(
-        output_dir=str(work / "student"), max_steps=sizes["steps"], per_device_train_batch_size=BATCH,
+        output_dir=str(work / "student"), max_steps=sizes.steps, per_device_train_batch_size=BATCH,
         gradient_accumulation_steps=1, learning_rate=LEARNING_RATE, warmup_steps=0.1, max_length=MAX_LENGTH,
         activation_checkpointing=False, loss_impl="model" if device.type == "cpu" else "fused",
-        use_cpu=device.type == "cpu", save_strategy="no", logging_steps=max(1, sizes["steps"] // 30),
+        use_cpu=device.type == "cpu", save_strategy="no", logging_steps=max(1, sizes.steps // 30),
         disable_tqdm=True, seed=seed, data_seed=seed, dataloader_num_workers=0,
         dataloader_pin_memory=device.type != "cpu")
     start = time.perf_counter()
-    trainer = build_sft_trainer(model, tokenizer, train_a, sft)
+    trainer = build_sft_trainer(model, tokenizer, train_a, sft, callbacks=[trainer_callback("sft")])
     # The run's own progress bar is the report's; the loss curve is read from log_history, not printed.
     from transformers.trainer_callback import PrinterCallback
 
@@ -222,9 +250,7 @@ def run_experiment(config, *, n_a: int | None = None, n_b: int | None = None, he
     model = trainer.model
 
     start = time.perf_counter()
-    after = {"validity": tool_call_validity(model, tokenizer, prompts, **validity),
-             "loss_A": assistant_token_loss(model, tokenizer, held_a, max_length=MAX_LENGTH)["loss"],
-             "loss_B": assistant_token_loss(model, tokenizer, rows_b, max_length=MAX_LENGTH)["loss"]}
+    after = _measure(model, tokenizer, prompts, held_a, rows_b, validity, "evaluation after sft")
     timings["eval_after_s"] = time.perf_counter() - start
     drop_a, drop_b = before["loss_A"] - after["loss_A"], before["loss_B"] - after["loss_B"]
 
@@ -244,7 +270,7 @@ def run_experiment(config, *, n_a: int | None = None, n_b: int | None = None, he
     metrics = {
         "repo_A": REPO_A, "repo_B": REPO_B, "instances_A": summary_a.completed, "instances_B": summary_b.completed,
         "trajectories_A": len(rows_a), "train_A": len(train_a), "heldout_A": len(held_a), "trajectories_B": len(rows_b),
-        "tokens_generated_A": summary_a.tokens["total"], "steps": sizes["steps"], "prompts": len(prompts),
+        "tokens_generated_A": summary_a.tokens["total"], "steps": sizes.steps, "prompts": len(prompts),
         "longest_reference_reply_tokens": longest_reply, "max_new_tokens": max_new_tokens,
         "mean_new_tokens_before": before["validity"]["mean_new_tokens"],
         "mean_new_tokens_after": after["validity"]["mean_new_tokens"],
@@ -266,7 +292,7 @@ def run_experiment(config, *, n_a: int | None = None, n_b: int | None = None, he
         f"(q = 0.8) through the full SVG pipeline on {REPO_A} ({summary_a.completed} instances) and {REPO_B} "
         f"({summary_b.completed}); {len(train_a)} training trajectories (T1 + T2 verified at t = 0.5), "
         f"{len(held_a)} held out by instance. Student: tiny Qwen3 from config ({student['num_layers']} layers, hidden "
-        f"{student['hidden_size']}, vocabulary {student['vocab_size']}), {sizes['steps']} AdamW steps of "
+        f"{student['hidden_size']}, vocabulary {student['vocab_size']}), {sizes.steps} AdamW steps of "
         f"{BATCH} trajectories cut to {MAX_LENGTH} tokens, lr {LEARNING_RATE:g} cosine (SERA's 1e-5 is for a pretrained "
         "8B/32B model; a random-weight student needs a far larger step), betas (0.9, 0.95), weight decay 0.01, "
         "assistant-only loss. Validity: greedy decoding of up to "

@@ -1,4 +1,5 @@
-"""SERA soft verification and trajectory filters (paper sections "soft verification" and "filters").
+"""SERA soft verification and trajectory filters (arXiv 2601.20789, "soft verification" and the filters of its
+postprocessing; as allenai/SERA computes them in ``sera/datagen/data/eval/eval.py`` and ``filter.py``).
 
 * :func:`patch_recall` is the line-level recall of the first rollout's patch P1 inside the second
   rollout's patch P2, exactly as SERA's evaluation computes it: changed lines keep their sign, diff
@@ -19,6 +20,8 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
+
+from icml26.errors import input_error
 
 HEADER_PREFIXES = ("diff", "---", "+++", "@@")
 TokenCounter = Callable[[str], int]
@@ -73,7 +76,8 @@ def patch_recall(p1: str | None, p2: str | None) -> float | None:
 
 def check_threshold(threshold: Any) -> float:
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0.0 <= threshold <= 1.0:
-        raise ValueError(f"threshold must be a number in [0, 1] (1 = hard verification, 0 = none), got {threshold!r}")
+        raise input_error("check_threshold", "threshold", "a number in [0, 1] (1 = hard verification, 0 = none)",
+                          threshold)
     return float(threshold)
 
 
@@ -116,8 +120,8 @@ class FilterConfig:
     def __post_init__(self):
         for name in ("max_changed_lines", "max_avg_tool_tokens", "max_tokens"):
             value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
-                raise ValueError(f"FilterConfig.{name} must be a non-negative number or None, got {value!r}")
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0):
+                raise input_error("FilterConfig", name, "a non-negative number or None", value)
 
 
 @dataclass
@@ -177,7 +181,7 @@ def tool_response_tokens(messages: list[dict], count: TokenCounter = whitespace_
     recognised by its text too (:func:`~icml26.agents.tools.is_review_observation`), so it stays out of
     the count even when the call it answers cannot be matched (a missing or reused call id).
     """
-    from .tools import is_review_observation
+    from icml26.agents.tools import is_review_observation
 
     skip = _submit_call_ids(messages)
     return [count(m.get("content") or "") for m in messages

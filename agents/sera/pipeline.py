@@ -1,5 +1,8 @@
 """SERA's soft-verified generation (SVG): agent trajectories from any Python repository, no tests needed.
 
+SERA is arXiv 2601.20789; the stages follow its pipeline in allenai/SERA (``sera/main.py``: generate,
+distill stage one and two, eval, postprocess).
+
 For each seed function of the repository (:func:`find_seed_functions`):
 
 1. **rollout 1**: the teacher gets a SWE-agent style instruction whose issue is a vague template
@@ -19,7 +22,7 @@ For each seed function of the repository (:func:`find_seed_functions`):
 
 Any :class:`~icml26.agents.backends.ChatBackend` is the teacher: an OpenAI-compatible server
 (``"http://host:8000/v1"`` with a model name, e.g. vLLM), a local model path, or the offline
-:class:`~icml26.agents.sera_teacher.ScriptedTeacher`. Finished instances go to an fsynced ledger,
+:class:`~icml26.agents.sera.scripted.ScriptedTeacher`. Finished instances go to an fsynced ledger,
 so a killed run resumes where it stopped with nothing lost or duplicated.
 """
 
@@ -37,14 +40,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from .sera_export import GenerateSummary, Ledger, export
-from .sera_prompts import (SYSTEM_PROMPT, VAGUE_TEMPLATES, load_demonstrations, parse_judge_answer,
+from icml26.errors import described, input_error
+
+from .exporter import GenerateSummary, Ledger, export
+from .prompts import (SYSTEM_PROMPT, VAGUE_TEMPLATES, load_demonstrations, parse_judge_answer,
                            parse_pr_answer, render_instruction, render_judge_request, render_pr_request,
                            render_vague_issue, summarize_steps)
-from .sera_seeds import RepoError, SeedFunction, check_git_repo, find_seed_functions, head_commit, \
+from .seeds import RepoError, SeedFunction, check_git_repo, find_seed_functions, head_commit, \
     make_git_repo_from_package
-from .sera_teacher import ScriptedTeacher
-from .sera_verify import FilterConfig, changed_lines, check_threshold, count_changed_lines, filter_trajectory, \
+from .scripted.teacher import ScriptedTeacher
+from .verification import FilterConfig, changed_lines, check_threshold, count_changed_lines, filter_trajectory, \
     patch_recall, verify
 
 __all__ = ["Instance", "GenerateSummary", "FilterConfig", "ScriptedTeacher", "RepoError", "SeedFunction",
@@ -77,9 +82,9 @@ def plan_instances(repo: str | os.PathLike, *, seed: int = 0, limit: int | None 
                    n_demos: int = 1) -> list[Instance]:
     """The instances of a run, in a seeded order; the same arguments always give the same list and ids."""
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise ValueError(f"limit must be a positive integer or None, got {limit!r}")
+        raise input_error("plan_instances", "limit", "a positive integer or None", limit)
     if isinstance(insts_per_fn, bool) or not isinstance(insts_per_fn, int) or insts_per_fn < 1:
-        raise ValueError(f"insts_per_fn must be a positive integer, got {insts_per_fn!r}")
+        raise input_error("plan_instances", "insts_per_fn", "a positive integer", insts_per_fn)
     root = check_git_repo(repo)
     functions = find_seed_functions(root, max_folder_depth=max_folder_depth, max_functions=max_functions)
     if not functions:
@@ -110,7 +115,7 @@ def resolve_backend(backend: Any, model: str | None = None, *, seed: int = 0, q=
     if isinstance(backend, str) and backend == "scripted":
         return ScriptedTeacher(seed=seed, q=q).backend()
     if isinstance(backend, str):
-        from .backends import backend_from_spec
+        from icml26.agents.backends import backend_from_spec
 
         return backend_from_spec(backend, model, **kw)
     raise TypeError(f"backend must be a ChatBackend, a ScriptedTeacher, 'scripted', a URL or a model path; "
@@ -132,12 +137,11 @@ def run_instance(inst: Instance, repo: Path, backend, *, demonstrations: Sequenc
 
     ``claim_patch(p1) -> bool`` returns False when an identical P1 was already seen (a duplicate);
     the answer is kept as ``p1_claimed`` (None when there was no check), which tells the export that
-    the instance took part in the duplicate check (see ``resolve_duplicates`` in ``sera_export``).
+    the instance took part in the duplicate check (see ``resolve_duplicates`` in :mod:`icml26.agents.sera.exporter`).
     """
-    from .backends import BackendError
-    from .loop import run_agent
-    from .sandbox import Sandbox
-    from .tools import default_tools
+    from icml26.agents.loop import run_agent
+    from icml26.agents.sandbox import Sandbox
+    from icml26.agents.tools import default_tools
 
     sampling = dict(sampling or {})
     sandbox_kwargs = dict(sandbox_kwargs or {})
@@ -188,8 +192,6 @@ def run_instance(inst: Instance, repo: Path, backend, *, demonstrations: Sequenc
             return record
         record["recall"] = patch_recall(t1.patch, t2.patch)
         record["status"] = "done"
-    except BackendError as exc:
-        record["error"] = f"{type(exc).__name__}: {exc}"
     except Exception as exc:  # a broken instance must not stop the run; the ledger says what happened
         record["error"] = f"{type(exc).__name__}: {exc}"
     finally:
@@ -243,13 +245,14 @@ def generate(repo: str | os.PathLike, backend: Any, out_dir: str | os.PathLike, 
     """
     threshold = check_threshold(threshold)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+        raise input_error("generate", "workers", "a positive integer", workers)
     if not isinstance(review_submit, bool):
-        raise TypeError(f"review_submit must be True or False, got {type(review_submit).__name__} {review_submit!r}")
+        raise TypeError(f"generate: review_submit: expected True or False, got {type(review_submit).__name__} "
+                        f"{review_submit!r}")
     root = check_git_repo(repo)
     demos = list(demonstrations) if isinstance(demonstrations, (list, tuple)) else load_demonstrations(demonstrations)
     if not demos or not all(isinstance(d, str) and d.strip() for d in demos):
-        raise ValueError("demonstrations must be non-empty issue texts")
+        raise input_error("generate", "demonstrations", "non-empty issue texts", described(f"{demos!r:.80}"))
     instances = plan_instances(root, seed=seed, limit=limit, insts_per_fn=insts_per_fn, max_functions=max_functions,
                                n_demos=len(demos))
     chat = resolve_backend(backend, model, seed=seed, q=teacher_q)
@@ -299,7 +302,7 @@ class _FirstByIndex:
     ``claim(index, patch)`` is False when a lower index already holds the same P1 (this instance is
     a duplicate and stops). Otherwise it takes the P1, from a higher index too: threads finish
     their first rollouts in any order, so a higher index may have claimed first and already gone
-    on; :func:`~icml26.agents.sera_export.resolve_duplicates` then shows that one as a duplicate at
+    on; :func:`~icml26.agents.sera.exporter.resolve_duplicates` then shows that one as a duplicate at
     export, so the result is the one-worker result whatever the timing, and no worker ever waits.
     """
 
@@ -320,10 +323,12 @@ class _FirstByIndex:
 def _run_pool(todo: list[Instance], work, ledger: Ledger, *, workers: int, progress: bool) -> None:
     from tqdm.auto import tqdm
 
+    from icml26.progress import phase
+
     bar = tqdm(total=len(todo), desc="SERA instances", unit="inst", disable=not progress)
     errors, successes, first_error = 0, 0, None
     pending_iter = iter(todo)
-    with ThreadPoolExecutor(max_workers=workers) as pool:
+    with phase("generation", total=len(todo)) as tracker, ThreadPoolExecutor(max_workers=workers) as pool:
         running = set()
         try:
             for inst in pending_iter:  # keep at most `workers` in flight so a kill loses little
@@ -332,9 +337,11 @@ def _run_pool(todo: list[Instance], work, ledger: Ledger, *, workers: int, progr
                     continue
                 finished, running = wait(running, return_when=FIRST_COMPLETED)
                 for fut in finished:
-                    errors, successes, first_error = _record(fut.result(), ledger, bar, errors, successes, first_error)
+                    errors, successes, first_error = _record(fut.result(), ledger, (bar, tracker), errors,
+                                                             successes, first_error)
             for fut in list(running):
-                errors, successes, first_error = _record(fut.result(), ledger, bar, errors, successes, first_error)
+                errors, successes, first_error = _record(fut.result(), ledger, (bar, tracker), errors, successes,
+                                                         first_error)
                 running.discard(fut)
         finally:
             for fut in running:
@@ -342,9 +349,11 @@ def _run_pool(todo: list[Instance], work, ledger: Ledger, *, workers: int, progr
             bar.close()
 
 
-def _record(record: dict, ledger: Ledger, bar, errors: int, successes: int, first_error):
+def _record(record: dict, ledger: Ledger, bars, errors: int, successes: int, first_error):
     ledger.append(record)
+    bar, tracker = bars
     bar.update(1)
+    tracker.update()
     if record["status"] == "error":
         errors += 1
         first_error = first_error or record["error"]

@@ -26,6 +26,8 @@ import sys
 import tokenize
 from dataclasses import dataclass, field
 
+from icml26.errors import input_error
+
 FAMILIES = ("guard_none", "type_check", "range_check", "change_constant", "rename_local", "extract_helper",
             "wrap_errors", "add_docstring")
 
@@ -71,7 +73,7 @@ class EditSpec:
                     f"`{f} failed:`.")
         if self.family == "add_docstring":
             return f"`{f}` has no docstring; its summary line should read `{p['summary']}`."
-        raise ValueError(f"unknown edit family {self.family!r}; expected one of {FAMILIES}")
+        raise input_error("EditSpec", "family", f"one of {FAMILIES}", self.family)
 
 
 _NAME = r"[A-Za-z_][\w.]*"

@@ -8,10 +8,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from icml26.argtypes import non_negative_float, number, positive_float, positive_int
+from icml26.agents.backends import add_backend_arguments
+from icml26.argtypes import number, positive_float, positive_int
 
 
 _threshold = number(float, "a threshold in [0, 1] (1 = hard verification)", lambda v: 0 <= v <= 1)
+_dropout = number(float, "a dropout probability in [0, 1)", lambda v: 0 <= v < 1)
 
 
 def _q(text: str):
@@ -45,11 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser("generate", help="generate soft-verified trajectories from a git repository (resumable)")
     p.add_argument("--repo", required=True, help="git repository of Python code")
-    p.add_argument("--backend", required=True,
-                   help="teacher: an OpenAI-compatible URL (e.g. http://host:8000/v1 for vLLM), a local model "
-                        "path, or 'scripted' (the offline scripted teacher)")
-    p.add_argument("--model", help="model name served at --backend (required for a URL)")
-    p.add_argument("--api-key", help="API key for the server (default: none)")
+    add_backend_arguments(p, scripted="the offline scripted teacher", temperature=0.6)
     p.add_argument("--out", required=True, help="output folder: ledger.jsonl, dataset/, trajectories.jsonl, "
                                                 "summary.json; rerunning resumes")
     p.add_argument("--workers", type=positive_int, default=1, help="instances in parallel (default 1)")
@@ -57,8 +55,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the instance plan and the scripted teacher (0)")
     p.add_argument("--insts-per-fn", type=positive_int, default=1, help="instances per seed function (1)")
     p.add_argument("--max-steps", type=positive_int, default=115, help="agent steps per rollout (115)")
-    p.add_argument("--temperature", type=non_negative_float, default=0.6, help="sampling temperature (0.6)")
-    p.add_argument("--max-new-tokens", type=positive_int, help="completion tokens per model call")
     p.add_argument("--demonstrations", metavar="PATH",
                    help="style demonstrations: a folder of .txt/.md issues or a .json/.jsonl file (default: bundled)")
     p.add_argument("--no-judge", dest="judge", action="store_false", help="skip the patch-validity judge call")
@@ -85,13 +81,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="output folder for the fine-tuned model")
     p.add_argument("--epochs", type=positive_float, help="training epochs (default: the recipe's, 3)")
     p.add_argument("--lr", type=positive_float, help="learning rate (default: the recipe's, 1e-5)")
-    p.add_argument("--lora", action="store_true", help="train LoRA adapters instead of all weights")
+    p.add_argument("--use-peft", "--use_peft", dest="use_peft", action="store_true",
+                   help="train LoRA adapters instead of all weights (TRL's ModelConfig spelling)")
+    p.add_argument("--lora-r", "--lora_r", dest="lora_r", type=positive_int, help="LoRA rank (16)")
+    p.add_argument("--lora-alpha", "--lora_alpha", dest="lora_alpha", type=positive_int, help="LoRA alpha (32)")
+    p.add_argument("--lora-dropout", "--lora_dropout", dest="lora_dropout", type=_dropout, help="LoRA dropout (0.05)")
+    p.add_argument("--lora-target-modules", "--lora_target_modules", dest="lora_target_modules", nargs="+",
+                   metavar="NAME", help="modules LoRA adapts (default: every linear layer except the head)")
     p.add_argument("--max-length", type=positive_int, help="sequence length (default: the recipe's, 32768)")
     p.add_argument("--max-steps", type=positive_int, help="stop after this many optimizer steps")
 
 
 def _filters(args):
-    from .sera_verify import FilterConfig
+    from .verification import FilterConfig
 
     return FilterConfig(max_changed_lines=args.max_changed_lines, max_avg_tool_tokens=args.max_avg_tool_tokens,
                         enforce_submit=args.enforce_submit, max_tokens=args.max_trajectory_tokens,
@@ -109,7 +111,7 @@ def _print_summary(summary) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from icml26.runner import UsageError
+    from icml26.errors import InputError
 
     if args.sera_command == "train":
         from icml26.training.sera import main_train
@@ -117,30 +119,25 @@ def run(args: argparse.Namespace) -> int:
         try:
             summary = main_train(args)
         except (FileNotFoundError, ValueError) as exc:
-            raise UsageError(str(exc)) from None
+            raise InputError(str(exc)) from None
         print(f"trained model written to {args.out}")
         if isinstance(summary, dict) and summary.get("final_loss") is not None:
             print(f"final loss: {summary['final_loss']}")
         return 0
 
-    from .sera import RepoError, export, generate
+    from .pipeline import RepoError, export, generate
 
     try:
         if args.sera_command == "export":
             summary = export(args.out, threshold=args.threshold, filters=_filters(args), tokenizer=args.tokenizer)
             _print_summary(summary)
             return 0
-        if args.backend.startswith(("http://", "https://")) and not args.model:
-            raise UsageError("--model is required with a server URL (the name the server serves)")
-        sampling = {"temperature": args.temperature}
-        if args.max_new_tokens:
-            sampling["max_tokens"] = args.max_new_tokens
-        backend = args.backend
-        if backend != "scripted":
-            from .sera import resolve_backend
+        from icml26.agents.backends import backend_from_args, sampling_from_args
 
-            kw = {"api_key": args.api_key} if args.api_key else {}
-            backend = resolve_backend(backend, args.model, **kw)
+        if (args.base_url or args.backend or "").startswith(("http://", "https://")) and not args.model:
+            raise InputError("generate", "--model", "the name the server serves, with a server URL", None)
+        backend = backend_from_args(args, command="generate", scripted=lambda: "scripted")
+        sampling = sampling_from_args(args)
         summary = generate(args.repo, backend, args.out, threshold=args.threshold, workers=args.workers,
                            limit=args.limit, seed=args.seed, model=args.model, insts_per_fn=args.insts_per_fn,
                            max_steps=args.max_steps, sampling=sampling, judge=args.judge, dedupe=args.dedupe,
@@ -149,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
                                            "allow_unisolated": args.allow_unisolated},
                            teacher_q=args.teacher_q, progress=args.progress, review_submit=args.review_submit)
     except (RepoError, FileNotFoundError, ValueError) as exc:
-        raise UsageError(str(exc)) from None
+        raise InputError(str(exc)) from None
     except RuntimeError as exc:
         print(f"icml26 sera {args.sera_command}: error: {exc}", file=sys.stderr)
         return 1

@@ -1,7 +1,8 @@
 """Prompts of SERA's soft-verified generation: the agent instruction, the vague first-rollout issues,
 the synthetic pull-request request, the patch judge, and the demonstration issues.
 
-The vague templates are written for this toolkit (SERA had an LLM write 51 of them); each names
+SERA is arXiv 2601.20789. Reconstruction: the vague templates are written for this toolkit (SERA had an LLM
+write 51 of them); each names
 ``{start_fn}`` in ``{start_fn_file}`` and a category, and always ends by saying the issue may be in
 ``{start_fn}`` or a function upstream/downstream of it. The bundled demonstrations are fictional
 issues written for this toolkit; users pass their own repository's issues instead
@@ -13,6 +14,8 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+
+from icml26.errors import described, input_error
 
 SYSTEM_PROMPT = ("You are a software engineering agent working in a code repository. You act only through the "
                  "tools you are given: run shell commands with `bash`, read and edit files with "
@@ -243,7 +246,7 @@ def summarize_steps(messages: list[dict], max_chars: int = 600) -> str:
 
 # ------------------------------------------------------------------------------------ demonstrations
 
-DATA_DIR = Path(__file__).resolve().parent / "sera_data"
+DATA_DIR = Path(__file__).resolve().parent / "data"
 
 
 def load_demonstrations(source: str | Path | None = None) -> list[str]:
@@ -265,18 +268,19 @@ def load_demonstrations(source: str | Path | None = None) -> list[str]:
         raw = path.read_text(encoding="utf-8")
         items = json.loads(raw) if path.suffix == ".json" else [json.loads(l) for l in raw.splitlines() if l.strip()]
         if not isinstance(items, list):
-            raise ValueError(f"{path}: expected a JSON list of issues, got {type(items).__name__}")
+            raise input_error("load_demonstrations", str(path), "a JSON list of issues", described(type(items).__name__))
         texts = []
         for item in items:
             if isinstance(item, dict):
                 item = next((item[k] for k in ("problem_statement", "body", "text") if item.get(k)), None)
             if not isinstance(item, str):
-                raise ValueError(f"{path}: each issue must be a string or an object with problem_statement, body "
-                                 f"or text; got {item!r:.80}")
+                raise input_error("load_demonstrations", str(path), "issues as strings or objects with "
+                                  "problem_statement, body or text", described(f"{item!r:.80}"))
             texts.append(item)
     else:
-        raise ValueError(f"{path}: unsupported demonstration file type {path.suffix!r} (use .txt, .md, .json, .jsonl)")
+        raise input_error("load_demonstrations", "source", "a folder or a .txt, .md, .json or .jsonl file", str(path))
     texts = [t.strip() for t in texts if t.strip()]
     if not texts:
-        raise ValueError(f"no demonstration issues found in {path}")
+        raise input_error("load_demonstrations", "source", "a source holding demonstration issues",
+                          described(f"none in {str(path)!r}"))
     return texts

@@ -1,4 +1,5 @@
-"""SERA export: the append-only ledger of finished instances, and the SFT dataset built from it.
+"""SERA export (arXiv 2601.20789, the postprocessing into SFT data): the append-only ledger of finished
+instances, and the SFT dataset built from it.
 
 Every finished instance is one JSON line in ``ledger.jsonl`` (fsynced), holding both rollouts,
 the synthetic issue, the judge's answer, the recall and the token usage. The dataset, the JSONL
@@ -20,7 +21,7 @@ from typing import Any
 
 from icml26.utils import atomic_write_json, atomic_write_text
 
-from .sera_verify import FilterConfig, changed_lines, check_threshold, filter_trajectory, is_verified, token_counter
+from .verification import FilterConfig, changed_lines, check_threshold, filter_trajectory, is_verified, token_counter
 
 REPORT_THRESHOLDS = (0.0, 0.5, 1.0)
 TOKEN_STAGES = ("T1", "pr", "judge", "T2")
@@ -188,7 +189,7 @@ def rows_from_records(records: list[dict], *, threshold: float, filters: FilterC
     """Dataset rows (kept T1 and verified T2) and per-instance details, from ledger records.
 
     T1 is exported when it changed something, the judge accepted it, and it passes the filters;
-    T2 when its recall reaches ``threshold`` (:func:`~icml26.agents.sera_verify.is_verified`) and it
+    T2 when its recall reaches ``threshold`` (:func:`~icml26.agents.sera.verification.is_verified`) and it
     passes the filters.
     """
     threshold = check_threshold(threshold)

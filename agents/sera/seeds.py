@@ -1,6 +1,6 @@
-"""Task seeds for SERA: the functions of a repository and its approximate Python call graph.
+"""Task seeds for SERA (arXiv 2601.20789): the functions of a repository and its approximate Python call graph.
 
-SERA lists a repository's functions with code2flow; here the standard library's ``ast`` does the
+Reconstruction: SERA lists a repository's functions with code2flow; here the standard library's ``ast`` does the
 same job (module-level functions and class methods in tracked ``.py`` files up to a folder depth)
 and links calls by name the way code2flow does (a bare name resolves to functions of that name,
 preferring the same file; ``obj.name`` resolves to methods of that name). It avoids a dependency

@@ -8,7 +8,11 @@ from __future__ import annotations
 import argparse
 import os
 
-from icml26.argtypes import positive_float, positive_int, probability
+from icml26.agents.backends import add_backend_arguments
+from icml26.argtypes import non_negative_float, number, positive_float, positive_int, probability
+
+_EVAL = "eval"
+_non_negative_int = number(int, "a non-negative integer", lambda v: v >= 0)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--union-prob", type=probability, default=0.3, help="probability of a subtree union (0.3)")
     p.add_argument("--transfer-prob", type=probability, default=0.3,
                    help="probability of a technique transfer (0.3)")
-    p.add_argument("--distractors", type=int, default=2, help="distractor documents per knowledge document (2)")
+    p.add_argument("--distractors", type=_non_negative_int, default=2, help="distractor documents per knowledge document (2)")
     p.add_argument("--rtol", type=positive_float, default=1e-6,
                    help="relative tolerance for the HiGHS/CBC agreement check (1e-6)")
     p.add_argument("--workers", type=positive_int, default=1, help="worker processes (1); same output for any value")
@@ -31,10 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", dest="progress", action="store_false", help="hide the progress bar")
 
     p = sub.add_parser("eval", help="evaluate a chat backend on optimisation-modelling benchmarks")
-    p.add_argument("--backend", required=True,
-                   help="an OpenAI-compatible server URL (vLLM, `transformers serve`) or a local model path")
-    p.add_argument("--model", default=None, help="model name on the server (default: the only one it lists)")
-    p.add_argument("--api-key", default=None, help="API key for the server (default: none)")
+    add_backend_arguments(p, temperature=0.0, max_new_tokens=4096)
     p.add_argument("--bench-dir", default=None,
                    help="folder of benchmark files (*.jsonl / *.json with en_question, en_answer); "
                         "default: $ICML26_OPTBENCH")
@@ -44,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=positive_int, default=None, help="first N problems of each benchmark")
     p.add_argument("--rtol", type=positive_float, default=1e-6,
                    help="relative tolerance |pred-ref|/(|ref|+1) (default 1e-6, as SIRL)")
-    p.add_argument("--atol", type=float, default=0.0,
+    p.add_argument("--atol", type=non_negative_float, default=0.0,
                    help="also accept |pred-ref| <= ATOL (default 0 = off; some papers use 1e-2)")
     p.add_argument("--time-limit", type=positive_float, default=60.0, help="seconds per program (60)")
     p.add_argument("--memory-mb", type=positive_int, default=4096, help="memory limit per program, MB (4096)")
@@ -59,8 +60,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--embedding-model", default=None, help="local sentence-transformers model folder")
     p.add_argument("--top-k", type=positive_int, default=3, help="documents per search (3)")
     p.add_argument("--max-turns", type=positive_int, default=4, help="model turns per problem (4)")
-    p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (0)")
-    p.add_argument("--max-tokens", type=positive_int, default=4096, help="max new tokens per turn (4096)")
     p.add_argument("--no-resume", dest="resume", action="store_false",
                    help="start afresh instead of skipping problems already in the output files")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="hide the progress bars")
@@ -70,12 +69,13 @@ def _synthesize(args) -> int:
     import json
 
     from icml26.agents.optminer.synth import build_corpus, save, synthesize
-    from icml26.runner import UsageError
+    from icml26.errors import input_error
     from icml26.utils import atomic_write_json
 
     for name in ("dataset", "corpus"):
         if os.path.exists(os.path.join(args.out, name)) and not args.overwrite:
-            raise UsageError(f"{os.path.join(args.out, name)} already exists; pass --overwrite or another --out")
+            raise input_error("synthesize", "--out", "a folder without dataset/ and corpus/ (or "
+                              "--overwrite)", os.path.join(args.out, name))
     instances, stats = synthesize(args.n, args.seed, union_prob=args.union_prob, transfer_prob=args.transfer_prob,
                                   fog_prob=args.fog_prob, rtol=args.rtol, workers=args.workers,
                                   progress=args.progress)
@@ -90,39 +90,35 @@ def _synthesize(args) -> int:
 
 
 def _eval(args) -> int:
-    from icml26.runner import UsageError
+    from icml26.errors import InputError, input_error
 
     from icml26.agents.optminer.bench import ENV_FOLDER, bench_folder, evaluate_folder, format_summary
 
     folder = bench_folder(args.bench_dir)
     if folder is None:
-        raise UsageError(f"no benchmark folder: pass --bench-dir or set {ENV_FOLDER}")
+        raise input_error(_EVAL, "--bench-dir", f"a folder of benchmark files (or set {ENV_FOLDER})", None)
     if not folder.is_dir():
-        raise UsageError(f"benchmark folder {str(folder)!r} does not exist")
-    from icml26.agents.backends import backend_from_spec
+        raise input_error(_EVAL, "--bench-dir", "an existing folder", str(folder))
+    from icml26.agents.backends import backend_from_args, sampling_from_args
 
-    kwargs = {"api_key": args.api_key} if args.api_key else {}
-    try:
-        backend = backend_from_spec(args.backend, args.model, **kwargs)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    backend = backend_from_args(args, command=_EVAL)
     search = None
     if args.corpus:
         from icml26.agents.optminer.retrieval import BM25Corpus, EmbeddingCorpus, make_search_tool
 
         if not os.path.isdir(args.corpus):
-            raise UsageError(f"corpus folder {args.corpus!r} does not exist")
+            raise input_error(_EVAL, "--corpus", "an existing folder", args.corpus)
         try:
             if args.retriever == "bm25":
                 corpus = BM25Corpus.from_folder(args.corpus, k=args.top_k)
             else:
                 corpus = EmbeddingCorpus.from_folder(args.corpus, args.embedding_model, k=args.top_k)
         except (ImportError, ValueError, FileNotFoundError) as exc:
-            raise UsageError(str(exc)) from None
+            raise InputError(str(exc)) from None
         search = make_search_tool(corpus, k=args.top_k)
     from icml26.agents.optminer.scorer import Scorer
 
-    sampling = {"temperature": args.temperature, "max_tokens": args.max_tokens}
+    sampling = sampling_from_args(args)
     from icml26.agents.sandbox import SandboxError
 
     scorer = Scorer(args.rtol, atol=args.atol, time_limit=args.time_limit, memory_limit_mb=args.memory_mb,
@@ -130,14 +126,14 @@ def _eval(args) -> int:
     try:
         scorer.sandbox  # build it now: a machine without isolation fails here, before any generation
     except SandboxError as exc:
-        raise UsageError(f"{exc} (or pass --allow-unisolated)") from None
+        raise InputError(f"{exc} (or pass --allow-unisolated)") from None
     with scorer:
         try:
             summary = evaluate_folder(backend, folder, args.out, benchmarks=args.benchmarks, limit=args.limit,
                                       scorer=scorer, search=search, sampling=sampling, max_turns=args.max_turns,
                                       resume=args.resume, progress=args.progress)
         except (ValueError, FileNotFoundError) as exc:
-            raise UsageError(str(exc)) from None
+            raise InputError(str(exc)) from None
     print(format_summary(summary))
     print(f"generations and summary.json in {args.out}")
     return 0
@@ -148,4 +144,4 @@ def run(args) -> int:
         return _synthesize(args)
     if args.optminer_command == "eval":
         return _eval(args)
-    raise ValueError(f"unknown optminer sub-command {args.optminer_command!r}")  # pragma: no cover
+    raise AssertionError(f"unknown optminer sub-command {args.optminer_command!r}")  # pragma: no cover

@@ -1,5 +1,7 @@
 """Measurements for SERA's student: does it call tools in the right format, and what does it know of a repository?
 
+Reconstruction: SERA (arXiv 2601.20789) reports SWE-bench resolve rates; these CPU-sized measurements are ours.
+
 - :func:`heldout_prompts` cuts held-out trajectories before an assistant turn (system prompt, task and
   the earlier turns with their tool outputs): what the student would see at that point of an episode;
 - :func:`tool_call_validity` greedy-decodes from those prompts with the tokenizer's own (inference)
@@ -14,7 +16,9 @@ from __future__ import annotations
 import random
 from typing import Any, Sequence
 
-from icml26.training.sera import row_tools, assistant_token_loss, load_trajectories, template_messages, tool_names
+from icml26.agents.backends import to_template_messages
+from icml26.errors import described, input_error
+from icml26.training.sera import assistant_token_loss, load_trajectories, row_tools, tool_names
 
 __all__ = ["assistant_token_loss", "heldout_prompts", "reply_tokens", "tool_call_validity"]
 
@@ -31,7 +35,7 @@ def heldout_prompts(rows: Any, *, n: int | None = 20, tokenizer: Any = None, max
     by_row: list[list[dict]] = []
     for k, row in enumerate(load_trajectories(rows)):
         row_id = row.get("id", k)
-        messages = template_messages(row["messages"], row_id=row_id)
+        messages = to_template_messages(row["messages"], strict=True, row_id=row_id)
         tools = row_tools(row)
         candidates, turn = [], 0
         for i, message in enumerate(messages):
@@ -59,13 +63,11 @@ def reply_tokens(tokenizer: Any, message: dict) -> int:
     ``<tool_call>`` block (the hermes format of the chat template), without the end-of-turn token."""
     import json
 
+    message = to_template_messages([message], strict=True)[0]
     text = message.get("content") or ""
     for call in message.get("tool_calls") or ():
-        function = call.get("function", call)
-        arguments = function.get("arguments", {})
-        if isinstance(arguments, str):
-            arguments = json.loads(arguments) if arguments.strip() else {}
-        text += "\n<tool_call>\n" + json.dumps({"name": function.get("name"), "arguments": arguments}) \
+        function = call["function"]
+        text += "\n<tool_call>\n" + json.dumps({"name": function["name"], "arguments": function["arguments"]}) \
             + "\n</tool_call>"
     return len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
@@ -99,7 +101,7 @@ def tool_call_validity(model: Any, tokenizer: Any, prompts: Sequence[dict], *, m
     from icml26.agents.toolcalls import parse_tool_calls
 
     if not prompts:
-        raise ValueError("no prompts to decode")
+        raise input_error("tool_call_validity", "prompts", "prompts to decode", described("none"))
     device = next(model.parameters()).device
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     vocab = tokenizer.get_vocab()

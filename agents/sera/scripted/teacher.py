@@ -6,7 +6,7 @@ reads everything it needs from the messages it receives and the tool output it s
 pipeline:
 
 * **agent rollouts** (tools given): it reads ``<pr_description>``. When the description states a
-  concrete problem (a sentence :func:`~icml26.agents.sera_edits.parse_fact` understands) it is a
+  concrete problem (a sentence :func:`~icml26.agents.sera.scripted.edits.parse_fact` understands) it is a
   second rollout: it searches for the function with ``grep``, outlines the file, views the
   function, redoes the change *noisily* (each new line kept with probability ``q``, otherwise an
   alternative line), checks that the file compiles and submits. Otherwise it is a first rollout
@@ -33,9 +33,11 @@ import random
 import re
 import shlex
 
-from .sera_edits import EditSpec, apply_edit, parse_fact, parse_function, plan_edit
-from .sera_prompts import extract_pr_description
-from .tools import is_review_observation
+from icml26.agents.tools import is_review_observation
+from icml26.errors import input_error
+
+from ..prompts import extract_pr_description
+from .edits import EditSpec, apply_edit, parse_fact, parse_function, plan_edit
 
 _SCRATCH_PATH = re.compile(r"\S*icml26-sandbox-[^/\s]+/repo")
 
@@ -135,7 +137,7 @@ class ScriptedTeacher:
     def __init__(self, seed: int = 0, q: float | tuple[float, float] = 0.8, *, judge_accepts: bool = True):
         low, high = (q, q) if isinstance(q, (int, float)) else tuple(q)
         if not 0.0 <= low <= high <= 1.0:
-            raise ValueError(f"q must be a probability or a (low, high) pair within [0, 1], got {q!r}")
+            raise input_error("ScriptedTeacher", "q", "a probability or a (low, high) pair within [0, 1]", q)
         self.seed, self.q_range, self.judge_accepts = int(seed), (float(low), float(high)), judge_accepts
 
     def backend(self, *, keep_calls: int = 32, **kw):
@@ -146,7 +148,7 @@ class ScriptedTeacher:
         """
         import collections
 
-        from .backends import ScriptedBackend
+        from icml26.agents.backends import ScriptedBackend
 
         backend = ScriptedBackend(self, **kw)
         backend.calls = collections.deque(maxlen=keep_calls)

@@ -1,4 +1,6 @@
-"""The R-GRPO toy task (Opt-Miner spec section 5): a fogged constant that only the right search reveals.
+"""The R-GRPO toy task: a fogged constant that only the right search reveals.
+
+Reconstruction: our toy for Opt-Miner's R-GRPO stage (ICML 2026 poster 65154; only the abstract is public).
 
 Each task names a plant ("Shifts: ten. How many units does plant K73 make?"). The plant's capacity per shift was
 *fogged* out of the question into a document of a BM25-searched corpus ("Plant K73 makes 37 units per shift."),
@@ -7,7 +9,7 @@ next to a distractor with the same plant code and another number ("Plant K73 emp
 computes it token by token. Held-out tasks use plants never seen in training, so the constant cannot be memorised:
 without the tool a policy can only guess.
 
-The tokenizer is word-level (:func:`icml26.tiny.build_word_tokenizer`, as the spec's toy asks): a digit or a letter
+The tokenizer is word-level (:func:`icml26.tiny.build_word_tokenizer`, a choice of this toy): a digit or a letter
 is the same id in the question, the query, the document and the answer, and every prompt has the same length, so
 copying the plant code into the query and the number into the answer is a fixed-offset copy.
 
@@ -43,6 +45,8 @@ import re
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
+
+from icml26.errors import input_error
 
 __all__ = [
     "COMPACT_TOOL_TEMPLATE", "MODES", "SYSTEM_PROMPT", "TEACHER_QUERIES", "ToyRecipe", "ToyTask",
@@ -148,7 +152,7 @@ class ToyRecipe:
     search_k: int = 1
 
 
-#: ``full`` runs the same recipe as ``quick`` (the spec's toy fixes the sizes); the experiment's full mode runs it
+#: ``full`` runs the same recipe as ``quick`` (the toy's sizes are fixed); the experiment's full mode runs it
 #: over three seeds.
 MODES: dict[str, ToyRecipe] = {"quick": ToyRecipe(), "full": ToyRecipe()}
 
@@ -156,7 +160,7 @@ MODES: dict[str, ToyRecipe] = {"quick": ToyRecipe(), "full": ToyRecipe()}
 def _plant_codes(n: int, rng: random.Random) -> list[str]:
     codes = sorted({f"{letter}{number}" for letter in _LETTERS for number in range(10, 100)})  # 3 tokens each
     if n > len(codes):
-        raise ValueError(f"n_plants must be at most {len(codes)}, got {n}")
+        raise input_error("make_toy_world", "n_plants", f"at most {len(codes)}", n)
     return rng.sample(codes, n)
 
 
@@ -261,8 +265,8 @@ def make_toy_search(corpus, k: int = 3) -> Callable[[str], str]:
 
 
 def toy_tokenizer(trajectories: list[list[dict]], tools: list[Callable]):
-    """The toy's word-level tokenizer (:func:`icml26.tiny.build_word_tokenizer`, as the spec's toy asks
-    for), its vocabulary read from ``trajectories`` rendered with :data:`COMPACT_TOOL_TEMPLATE`, plus
+    """The toy's word-level tokenizer (:func:`icml26.tiny.build_word_tokenizer`, a choice of
+    this toy), its vocabulary read from ``trajectories`` rendered with :data:`COMPACT_TOOL_TEMPLATE`, plus
     every letter and digit: plant codes, numbers and the tool's answers are then spelt with the same
     ids wherever they appear, which byte-level BPE did not do (``" 4","2"`` in a document but ``"4","2"``
     in the answer), and copying them is what the policy has to learn.
@@ -286,6 +290,18 @@ def _quiet(trainer):
     return trainer
 
 
+def _evaluate_with_and_without_tool(name: str, model, tokenizer, tasks, search, reward, max_len) -> tuple[dict, dict]:
+    """:func:`evaluate_policy` with the search tool and with it disabled, reported as phase ``name``."""
+    from icml26.progress import phase
+
+    with phase(name, total=2) as bar:
+        with_tool = evaluate_policy(model, tokenizer, tasks, [search], reward, max_len)
+        bar.update()
+        without = evaluate_policy(model, tokenizer, tasks, [make_toy_search(None)], reward, max_len)
+        bar.update()
+    return with_tool, without
+
+
 def run_toy(seed: int, mode: str = "quick", device: str = "cpu", *, recipe: ToyRecipe | None = None,
             output_dir: str | None = None) -> dict[str, Any]:
     """SFT cold start, then R-GRPO with the search tool, on the fogged toy task; rewards on 50 held-out tasks.
@@ -297,30 +313,41 @@ def run_toy(seed: int, mode: str = "quick", device: str = "cpu", *, recipe: ToyR
     document), ``masked_fraction`` (share of completion tokens excluded from the loss as retrieved), ``seconds``
     and each phase's seconds (``setup_s``, ``sft_s``, ``eval_sft_s``, ``grpo_s``, ``eval_rgrpo_s``).
     """
+    import torch
+
+    if mode not in MODES:
+        raise input_error("run_toy", "mode", f"one of {sorted(MODES)}", mode)
+    if not re.fullmatch(r"cpu|cuda(:\d+)?", str(device)):
+        raise input_error("run_toy", "device", "'cpu', 'cuda' or 'cuda:N'", device)
+    if str(device).startswith("cuda") and not torch.cuda.is_available():
+        raise input_error("run_toy", "device", "'cpu' on a machine without a CUDA GPU", device)
+    recipe = recipe or MODES[mode]
+    if recipe.sft_worlds < 1 or recipe.n_sft < recipe.sft_worlds:
+        raise input_error("run_toy", "recipe.sft_worlds", f"1 <= sft_worlds <= n_sft={recipe.n_sft}", recipe.sft_worlds)
+    if not recipe.teacher_queries or any("{plant}" not in str(q) or not w > 0 for q, w in recipe.teacher_queries):
+        raise input_error("run_toy", "recipe.teacher_queries", "non-empty (wording, weight) pairs, each wording with "
+                          "a {plant} field and each weight > 0", recipe.teacher_queries)
+    # The run is seeded like a script (torch's global generator), inside a fork so the caller's RNG state is
+    # left as it was; the trainers' own ``set_seed`` calls stay inside the fork too.
+    with torch.random.fork_rng(devices=range(torch.cuda.device_count())):
+        torch.manual_seed(seed)
+        return _run_seeded(seed, device, recipe, output_dir)
+
+
+def _run_seeded(seed: int, device: str, recipe: ToyRecipe, output_dir: str | None) -> dict[str, Any]:
     import tempfile
 
-    import torch
     from datasets import Dataset
     from transformers.utils import get_json_schema
     from trl import SFTConfig, SFTTrainer
 
     from icml26.agents.optminer.retrieval import BM25Corpus
+    from icml26.progress import trainer_callback
     from icml26.tiny import tiny_model_for_tokenizer
     from icml26.training.rgrpo import RGRPOConfig, RGRPOTrainer, make_answer_reward
 
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {sorted(MODES)}, got {mode!r}")
-    if device not in ("cpu", "cuda") and not str(device).startswith("cuda"):
-        raise ValueError(f"device must be 'cpu' or 'cuda[:i]', got {device!r}")
-    recipe = recipe or MODES[mode]
-    if recipe.sft_worlds < 1 or recipe.n_sft < recipe.sft_worlds:
-        raise ValueError(f"need 1 <= sft_worlds <= n_sft, got sft_worlds={recipe.sft_worlds}, n_sft={recipe.n_sft}")
-    if not recipe.teacher_queries or any("{plant}" not in str(q) or not w > 0 for q, w in recipe.teacher_queries):
-        raise ValueError("teacher_queries must be non-empty (wording, weight) pairs, each wording with a {plant} "
-                         f"field and each weight > 0, got {recipe.teacher_queries!r}")
     start = time.perf_counter()
     rng = random.Random(seed)
-    torch.manual_seed(seed)
 
     documents, capacities = make_toy_world(seed, recipe.n_plants)
     search = make_toy_search(BM25Corpus(documents), k=recipe.search_k)
@@ -359,13 +386,14 @@ def run_toy(seed: int, mode: str = "quick", device: str = "cpu", *, recipe: ToyR
                          **common)
     timings = {"setup_s": time.perf_counter() - start}
     tick = time.perf_counter()
-    _quiet(SFTTrainer(model=model, args=sft_args, train_dataset=sft_data, processing_class=tokenizer)).train()
+    _quiet(SFTTrainer(model=model, args=sft_args, train_dataset=sft_data, processing_class=tokenizer,
+                      callbacks=[trainer_callback("sft")])).train()
     timings["sft_s"] = time.perf_counter() - tick
 
     max_len = recipe.max_completion_length
     tick = time.perf_counter()
-    sft_eval = evaluate_policy(model, tokenizer, eval_tasks, [search], reward, max_len)
-    sft_notool = evaluate_policy(model, tokenizer, eval_tasks, [make_toy_search(None)], reward, max_len)
+    sft_eval, sft_notool = _evaluate_with_and_without_tool("evaluation after sft", model, tokenizer, eval_tasks,
+                                                           search, reward, max_len)
     timings["eval_sft_s"] = time.perf_counter() - tick
 
     # R-GRPO
@@ -379,7 +407,7 @@ def run_toy(seed: int, mode: str = "quick", device: str = "cpu", *, recipe: ToyR
                           warmup_steps=0, reward_tolerance=1e-4, retrieval_bonus=recipe.retrieval_bonus, **common,
                           generation_backend="transformers" if use_cpu else "auto")
     trainer = RGRPOTrainer(model=model, args=rl_args, train_dataset=rl_data, processing_class=tokenizer,
-                           tools=[search])
+                           tools=[search], callbacks=[trainer_callback("r-grpo")])
     _quiet(trainer)
     tick = time.perf_counter()
     trainer.train()
@@ -389,8 +417,8 @@ def run_toy(seed: int, mode: str = "quick", device: str = "cpu", *, recipe: ToyR
     masked = [float(h["tools/masked_fraction"]) for h in history if "tools/masked_fraction" in h]
 
     tick = time.perf_counter()
-    rl_eval = evaluate_policy(model, tokenizer, eval_tasks, [search], reward, max_len)
-    rl_notool = evaluate_policy(model, tokenizer, eval_tasks, [make_toy_search(None)], reward, max_len)
+    rl_eval, rl_notool = _evaluate_with_and_without_tool("evaluation after r-grpo", model, tokenizer, eval_tasks,
+                                                         search, reward, max_len)
     timings["eval_rgrpo_s"] = time.perf_counter() - tick
     return {
         "reward_sft": sft_eval["reward"],
