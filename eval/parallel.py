@@ -119,6 +119,10 @@ def map_jobs(fn: Callable[[Any], Any], jobs: Sequence[Any], device, *, phase_nam
                 relay.drain(events)
                 done.update()
             pool.close()
+            # A job's last events can still be in its worker's queue buffer when its result arrives:
+            # workers flush it as they exit, so wait for them before the last drain.
+            pool.join()
+            relay.drain(events)
             return results
         finally:
             relay.drain(events)
