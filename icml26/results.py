@@ -13,7 +13,7 @@ import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import input_error
+from .errors import described, input_error
 
 # relation -> (symbol shown in reports, verdict(measured, reference, factor, rtol, atol))
 _RELATIONS = {
@@ -224,3 +224,36 @@ class Result:
             "claims": [c.to_dict() for c in self.claims],
             "notes": self.notes,
         }
+
+
+def median_over_seeds(per_seed: dict[int, list[Claim]]) -> tuple[list[Claim], list[dict[str, Any]]]:
+    """Decide each claim on the median over seeds, and keep every seed's own verdict in a table.
+
+    ``per_seed`` maps a seed to the claims one run at that seed made; every seed must make the same
+    claims (statement, relation, factor, tolerances, unit) in the same order. Each returned claim compares
+    the median of the measured values with the median of the references, by the same relation, so the
+    threshold never moves; the rows (claim, seed, measured, reference, holds) show which seeds fail alone.
+    """
+    import statistics
+
+    if not per_seed:
+        raise input_error("median_over_seeds", "per_seed", "claims of at least one seed", per_seed)
+    seeds = list(per_seed)
+    first = per_seed[seeds[0]]
+    shape = [(c.statement, c.relation, c.factor, c.rtol, c.atol, c.unit) for c in first]
+    for seed in seeds[1:]:
+        other = [(c.statement, c.relation, c.factor, c.rtol, c.atol, c.unit) for c in per_seed[seed]]
+        if other != shape:
+            raise input_error("median_over_seeds", "per_seed", f"the same claims at every seed (as seed {seeds[0]})",
+                              described(f"other claims at seed {seed}"))
+    claims, rows = [], []
+    for index, claim in enumerate(first):
+        runs = [per_seed[seed][index] for seed in seeds]
+        measured = statistics.median(c.measured for c in runs)
+        reference = statistics.median(c.reference for c in runs)
+        claims.append(Claim(f"{claim.statement} (median over seeds {', '.join(map(str, seeds))})", measured,
+                            reference, claim.relation, factor=claim.factor, rtol=claim.rtol, atol=claim.atol,
+                            unit=claim.unit))
+        rows += [{"claim": claim.statement, "seed": seed, "measured": c.measured, "reference": c.reference,
+                  "holds": c.holds} for seed, c in zip(seeds, runs)]
+    return claims, rows

@@ -118,3 +118,21 @@ def test_result_refuses_what_json_cannot_hold():
         Result(metrics={"obj": object()}).to_dict()
     with pytest.raises(TypeError, match="Claim"):
         Result().add_claim(("s", True))
+
+
+def test_median_over_seeds_keeps_the_threshold_and_every_seeds_verdict():
+    from icml26.results import median_over_seeds
+
+    per_seed = {0: [Claim.less("a", 1.0, 2.0), Claim.at_least("b", 0.7, 0.9)],
+                1: [Claim.less("a", 3.0, 2.0), Claim.at_least("b", 0.95, 0.9)],
+                2: [Claim.less("a", 1.5, 2.0), Claim.at_least("b", 1.0, 0.9)]}
+    claims, rows = median_over_seeds(per_seed)
+    assert [(c.measured, c.reference, c.relation, c.holds) for c in claims] == [
+        (1.5, 2.0, "less", True), (0.95, 0.9, "at_least", True)]
+    assert claims[0].statement == "a (median over seeds 0, 1, 2)"
+    assert [(r["claim"], r["seed"], r["holds"]) for r in rows] == [
+        ("a", 0, True), ("a", 1, False), ("a", 2, True), ("b", 0, False), ("b", 1, True), ("b", 2, True)]
+    with pytest.raises(InputError, match="median_over_seeds: per_seed: expected the same claims at every seed"):
+        median_over_seeds({0: [Claim.less("a", 1, 2)], 1: [Claim.less("a", 1, 2, factor=0.5)]})
+    with pytest.raises(InputError, match="median_over_seeds: per_seed"):
+        median_over_seeds({})

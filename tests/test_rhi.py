@@ -391,7 +391,7 @@ def test_reduced_experiment_end_to_end(monkeypatch, tmp_path):
     closed = []
     with listening(lambda tracker, event: closed.append((tracker.name, tracker.n)) if event == "close" else None):
         result = rhi.run_experiment(RunConfig(mode="quick", seeds=(0,), out_dir=tmp_path), small)
-    assert closed == [("estimators", 2 * 4), ("model-free RHI", 2 * 2 * 2)]
+    assert closed == [("estimators", 2 * 4), ("model-free RHI", 2 * 2 * 2), ("seeds", 1)]
     claims = {c.statement: c for c in result.claims}
     for statement, claim in claims.items():
         if "Halpern" in statement or "relative VI" in statement or "optimistically" in statement \
@@ -399,6 +399,25 @@ def test_reduced_experiment_end_to_end(monkeypatch, tmp_path):
             assert claim.holds, (statement, claim.measured, claim.reference)
     assert set(result.figures) == {"residual_vs_k", "bias_vs_budget", "samples_vs_inverse_epsilon"}
     assert result.metrics["rhi_samples_per_second"] > 0
+
+    # Two seeds: every claim on the median over seeds, each seed's verdict in a table, and the seeds differ.
+    two = rhi.run_experiment(RunConfig(mode="quick", seeds=(0, 1), out_dir=tmp_path), small)
+    assert len(two.claims) == len(result.claims)
+    assert all(c.statement.endswith("(median over seeds 0, 1)") for c in two.claims)
+    rows = two.tables["claims per seed"]
+    assert [r["seed"] for r in rows[:2]] == [0, 1] and len(rows) == 2 * len(result.claims)
+    by_seed = {(r["claim"], r["seed"]): r["measured"] for r in rows}
+    bias = [c.statement for c in result.claims if "MLMC |bias| < plug-in" in c.statement][0]
+    assert by_seed[(bias, 0)] == claims[bias].measured and by_seed[(bias, 1)] != by_seed[(bias, 0)]
+
+
+def test_inner_seeds_of_neighbouring_experiment_seeds_do_not_overlap():
+    from icml26.eval.experiments.rhi import inner_seed
+
+    zero = {inner_seed(0, 3, i) for i in range(10)}
+    one = {inner_seed(1, 3, i) for i in range(10)}
+    assert len(zero) == 10 and not zero & one  # `seed + i` would share 9 of 10
+    assert inner_seed(0, 3, 1) == inner_seed(0, 3, 1)
 
 
 @pytest.mark.slow

@@ -92,6 +92,18 @@ def halpern_study(s, seed: int) -> dict[str, Any]:
 # ----------------------------------------------------------------------------------------------
 # 2. Estimators of the support function at equal expected budget
 # ----------------------------------------------------------------------------------------------
+def inner_seed(seed: int, *stream: int) -> int:
+    """A seed for one replication inside the experiment, drawn from the experiment's ``seed``.
+
+    ``numpy.random.SeedSequence((seed, *stream))`` mixes the experiment's seed with the replication's
+    coordinates, so the learners of seed 0 and seed 1 share no stream (``seed + i`` would make seed 1's
+    learner 0 seed 0's learner 1).
+    """
+    import numpy as np
+
+    return int(np.random.SeedSequence((seed, *stream)).generate_state(1)[0])
+
+
 def estimator_instances(n: int, seed: int):
     """(P, V) pairs: the closed-form example P = (1/2, 1/2), V = (0, 1), then random 3-state rows."""
     import numpy as np
@@ -122,7 +134,7 @@ def measure_estimator(uncertainty, P, V, oracle, budget: float, reps: int, seed:
     S = len(P)
     model = rl.GenerativeModel(np.broadcast_to(P, (S, 1, S)), seed)  # every row is P; we query row (0, 0)
     batch = model.batch(np.zeros(reps, dtype=int), np.zeros(reps, dtype=int))
-    x = oracle.bind(uncertainty).estimate(batch, V, budget, np.random.default_rng(seed + 1))
+    x = oracle.bind(uncertainty).estimate(batch, V, budget, np.random.default_rng(inner_seed(seed, 5)))
     truth = float(uncertainty.support(P, V))
     return {"bias": float(x.mean() - truth), "se": float(x.std() / math.sqrt(reps)),
             "rmse": float(np.sqrt(((x - truth) ** 2).mean())), "samples": model.samples_used / reps}
@@ -140,7 +152,7 @@ def estimator_study(s, seed: int) -> dict[str, Any]:
             for e_index, (e_name, oracle) in enumerate(estimators(s).items()):
                 for i, (P, V) in enumerate(instances):
                     m = measure_estimator(U, P, V, oracle, s.claim_budget, s.estimator_reps,
-                                          seed + 1000 * i + 100 * e_index)
+                                          inner_seed(seed, 1, i, e_index))
                     rows.append({"set": set_name, "estimator": e_name, "instance": i, "budget": s.claim_budget,
                                  **m})
                 curve = []
@@ -148,7 +160,7 @@ def estimator_study(s, seed: int) -> dict[str, Any]:
                     hit = [r for r in rows if (r["set"], r["estimator"], r["instance"], r["budget"]) ==
                            (set_name, e_name, 0, budget)]
                     curve.append(hit[0] if hit else {"budget": budget, **measure_estimator(
-                        U, *instances[0], oracle, budget, s.estimator_reps, seed + 7 + budget + 100 * e_index)})
+                        U, *instances[0], oracle, budget, s.estimator_reps, inner_seed(seed, 2, budget, e_index))})
                 curves[(set_name, e_name)] = curve
                 done.update()
     summary = {}
@@ -188,16 +200,17 @@ def rhi_study(s, seed: int) -> dict[str, Any]:
             for eps in s.rhi_epsilons:
                 exact_iters[(set_name, eps)] = int(np.argmax(exact <= eps)) if (exact <= eps).any() else None
                 for i in range(s.rhi_seeds):
-                    learner = rl.RobustHalpernIteration(U, rl.MLMC(s.psi), eps, delta=0.05, random_state=seed + i)
+                    learner_seed = inner_seed(seed, 3, i)
+                    learner = rl.RobustHalpernIteration(U, rl.MLMC(s.psi), eps, delta=0.05, random_state=learner_seed)
                     start = time.perf_counter()
-                    learner.fit(mdp.generative_model(seed=10_000 + seed + i))
+                    learner.fit(mdp.generative_model(seed=inner_seed(seed, 4, i)))
                     fit_seconds += time.perf_counter() - start
                     samples_total += learner.samples_used_
                     key = tuple(learner.policy_)
                     if key not in gains:
                         gains[key] = mdp.evaluate(learner.policy_)
                     TQ = mdp.bellman(learner.Q_)  # diagnostics from the true model, after the fact
-                    runs.append({"set": set_name, "epsilon": eps, "seed": seed + i, "samples": learner.samples_used_,
+                    runs.append({"set": set_name, "epsilon": eps, "seed": learner_seed, "samples": learner.samples_used_,
                                  "iterations": learner.n_iter_, "converged": learner.converged_,
                                  "suboptimality": truth.gain - gains[key],
                                  "estimated_residual": learner.span_residual_, "margin": learner.margin_,
@@ -225,11 +238,32 @@ def run(config) -> Result:
 
 
 def run_experiment(config, settings: RHISettings | None = None) -> Result:
-    """The experiment with its sizes exposed (``run`` uses :data:`SETTINGS` of ``config.mode``)."""
-    import numpy as np
+    """The experiment with its sizes exposed (``run`` uses :data:`SETTINGS` of ``config.mode``).
+
+    Each seed of ``config.seeds`` runs the whole study (instances, Garnet MDPs and learners drawn from it);
+    with several seeds every claim is decided on the median over seeds, and the table "claims per seed"
+    keeps each seed's own verdict. Metrics, tables and figures are those of the first seed.
+    """
+    from icml26.progress import phase
+    from icml26.results import median_over_seeds
 
     s = settings or SETTINGS[config.mode]
-    seed = config.seeds[0]
+    per_seed = {}
+    with phase("seeds", total=len(config.seeds)) as done:
+        for seed in config.seeds:
+            per_seed[seed] = _run_seed(config, s, seed)
+            done.update()
+    result = per_seed[config.seeds[0]]
+    if len(per_seed) > 1:
+        result.claims, rows = median_over_seeds({seed: r.claims for seed, r in per_seed.items()})
+        result.tables["claims per seed"] = rows
+        result.notes += f" Claims: median over seeds {list(config.seeds)} (per-seed verdicts in a table)."
+    return result
+
+
+def _run_seed(config, s: RHISettings, seed: int) -> Result:
+    import numpy as np
+
     result = Result()
     metrics = result.metrics
 
@@ -305,7 +339,7 @@ def run_experiment(config, settings: RHISettings | None = None) -> Result:
     result.figures = {"residual_vs_k": _residual_figure(h), "bias_vs_budget": _bias_figure(est, s),
                       "samples_vs_inverse_epsilon": _samples_figure(rhi, s)}
     result.notes = (
-        f"Mode {config.mode}; base seed {seed} (instances), learner seeds {seed}..{seed + s.rhi_seeds - 1}. "
+        f"Mode {config.mode}; base seed {seed} (instances), {s.rhi_seeds} learners per setting with seeds drawn from it (numpy SeedSequence). "
         "Halpern uses b_k = k/(k+2): on the periodic cycle the residual is exactly 1/(k+1) at even k and "
         "1/(k+2) at odd k (the claims test k = 10, 100). "
         f"Estimator study: {s.estimator_reps:,} Monte-Carlo repetitions per (estimator, instance), budget = "
