@@ -27,6 +27,19 @@ def test_optminer_experiment_reduced_end_to_end(tmp_path):
     assert "optminer" in result.figures
 
 
+def test_optminer_synthesis_claims_over_two_seeds_use_the_median(tmp_path):
+    from icml26.eval.experiments.optminer import SETTINGS, run_experiment
+
+    small = replace(SETTINGS["quick"], n_instances=20, unions=5, toy=False)
+    two = run_experiment(RunConfig(out_dir=tmp_path, seeds=(0, 1)), small)
+    rows = two.tables["claims per seed"]
+    assert {r["seed"] for r in rows} == {0, 1} and len(rows) == 2 * 5
+    assert all(c.statement.endswith("(median over seeds 0, 1)") for c in two.claims[:5])
+    one = run_experiment(RunConfig(out_dir=tmp_path / "one", seeds=(1,)), small)
+    seed1 = {r["claim"]: r["measured"] for r in rows if r["seed"] == 1}
+    assert [seed1[c.statement] for c in one.claims[:5]] == [c.measured for c in one.claims[:5]]
+
+
 def test_optminer_experiment_is_registered():
     from icml26.registry import entries
 
