@@ -230,7 +230,8 @@ def median_over_seeds(per_seed: dict[int, list[Claim]]) -> tuple[list[Claim], li
     """Decide each claim on the median over seeds, and keep every seed's own verdict in a table.
 
     ``per_seed`` maps a seed to the claims one run at that seed made; every seed must make the same
-    claims (statement, relation, factor, tolerances, unit) in the same order. Each returned claim compares
+    claims (relation, factor, tolerances, unit) in the same order; a statement may differ in a count it
+    quotes (the first seed's is kept, each row keeps its own). Each returned claim compares
     the median of the measured values with the median of the references, by the same relation, so the
     threshold never moves; the rows (claim, seed, measured, reference, holds) show which seeds fail alone.
     """
@@ -240,9 +241,9 @@ def median_over_seeds(per_seed: dict[int, list[Claim]]) -> tuple[list[Claim], li
         raise input_error("median_over_seeds", "per_seed", "claims of at least one seed", per_seed)
     seeds = list(per_seed)
     first = per_seed[seeds[0]]
-    shape = [(c.statement, c.relation, c.factor, c.rtol, c.atol, c.unit) for c in first]
+    shape = [(c.relation, c.factor, c.rtol, c.atol, c.unit) for c in first]
     for seed in seeds[1:]:
-        other = [(c.statement, c.relation, c.factor, c.rtol, c.atol, c.unit) for c in per_seed[seed]]
+        other = [(c.relation, c.factor, c.rtol, c.atol, c.unit) for c in per_seed[seed]]
         if other != shape:
             raise input_error("median_over_seeds", "per_seed", f"the same claims at every seed (as seed {seeds[0]})",
                               described(f"other claims at seed {seed}"))
@@ -254,6 +255,6 @@ def median_over_seeds(per_seed: dict[int, list[Claim]]) -> tuple[list[Claim], li
         claims.append(Claim(f"{claim.statement} (median over seeds {', '.join(map(str, seeds))})", measured,
                             reference, claim.relation, factor=claim.factor, rtol=claim.rtol, atol=claim.atol,
                             unit=claim.unit))
-        rows += [{"claim": claim.statement, "seed": seed, "measured": c.measured, "reference": c.reference,
+        rows += [{"claim": c.statement, "seed": seed, "measured": c.measured, "reference": c.reference,
                   "holds": c.holds} for seed, c in zip(seeds, runs)]
     return claims, rows

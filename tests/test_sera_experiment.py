@@ -173,3 +173,23 @@ def test_quick_experiment(tmp_path):
     _check_result(result, all_claims=False)
     assert result.claims[0].holds and result.claims[5].holds, [c.to_dict() for c in result.claims]
     assert result.metrics["validity_after"] >= 0.15, result.tables["replies_after_sft"]
+
+
+def test_several_seeds_run_in_their_own_folders_and_claims_use_the_median(monkeypatch, tmp_path):
+    """The seed loop only (each seed's run is the reduced pipeline above): folders, medians, per-seed rows."""
+    from icml26.eval.experiments import sera
+    from icml26.results import Claim, Result
+    from icml26.runner import RunConfig
+
+    seen = []
+
+    def one_seed(config, sizes, seed, work):
+        seen.append((seed, work))
+        return Result(metrics={"seed": seed}, claims=[Claim.at_least("valid calls", [0.7, 0.9, 0.85][seed], 0.8)])
+
+    monkeypatch.setattr(sera, "_run_seed", one_seed)
+    result = sera.run_experiment(RunConfig(mode="quick", seeds=(0, 1, 2), out_dir=tmp_path))
+    assert seen == [(0, tmp_path / "seed0"), (1, tmp_path / "seed1"), (2, tmp_path / "seed2")]
+    (claim,) = result.claims
+    assert claim.measured == 0.85 and claim.holds and result.metrics == {"seed": 0}
+    assert [r["holds"] for r in result.tables["claims per seed"]] == [False, True, True]

@@ -183,7 +183,32 @@ def _measure(model, tokenizer, prompts, held_a, rows_b, validity: dict, name: st
 
 
 def run_experiment(config, settings: SeraSettings | None = None):
-    """The experiment at ``settings`` (default: ``SETTINGS[config.mode]``)."""
+    """The experiment at ``settings`` (default: ``SETTINGS[config.mode]``).
+
+    Each seed of ``config.seeds`` runs generation, SFT and evaluation (in ``out_dir/seed<N>/`` when there are
+    several); with several seeds each claim is decided on the median over seeds and the table "claims per seed"
+    keeps every seed's own verdict. Metrics, tables and figures are the first seed's.
+    """
+    from icml26.progress import phase
+    from icml26.results import median_over_seeds
+
+    sizes = settings or SETTINGS[config.mode]
+    if not isinstance(sizes, SeraSettings):
+        raise TypeError(f"run_experiment: settings: expected a SeraSettings, got {type(sizes).__name__}")
+    if len(config.seeds) == 1:
+        return _run_seed(config, sizes, config.seeds[0], config.out_dir)
+    per_seed = {}
+    with phase("seeds", total=len(config.seeds)) as done:
+        for seed in config.seeds:
+            per_seed[seed] = _run_seed(config, sizes, seed, config.out_dir / f"seed{seed}")
+            done.update()
+    result = per_seed[config.seeds[0]]
+    result.claims, result.tables["claims per seed"] = median_over_seeds({s: r.claims for s, r in per_seed.items()})
+    result.notes += f" Claims: median over seeds {list(config.seeds)} (per-seed verdicts in a table)."
+    return result
+
+
+def _run_seed(config, sizes: SeraSettings, seed: int, work):
     import math
     import time
 
@@ -195,13 +220,8 @@ def run_experiment(config, settings: SeraSettings | None = None):
     from icml26.tiny import build_tiny_model
     from icml26.training.sera import SeraSFTConfig, build_sft_trainer
 
-    sizes = settings or SETTINGS[config.mode]
-    if not isinstance(sizes, SeraSettings):
-        raise TypeError(f"run_experiment: settings: expected a SeraSettings, got {type(sizes).__name__}")
     workers, max_new_tokens = sizes.workers, sizes.max_new_tokens
-    seed = config.seeds[0]
     device = config.torch_device()
-    work = config.out_dir
     work.mkdir(parents=True, exist_ok=True)
     timings = {}
 
