@@ -295,7 +295,13 @@ def run_all(
         slot = current.get("slot")
         if slot is None:
             return
-        slot["phase"] = None if event == "close" else tracker.describe()
+        # The open phases, outermost first ("seeds 1/3 > sft 120/300"): what results.json shows as in flight.
+        opened = current.setdefault("open", {})
+        if event == "close":
+            opened.pop(id(tracker), None)
+        else:
+            opened[id(tracker)] = tracker
+        slot["phase"] = " > ".join(t.describe() for t in opened.values()) or None
         if progress:
             from tqdm.auto import tqdm
 

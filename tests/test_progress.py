@@ -47,3 +47,12 @@ def test_reproduce_shows_each_phase_as_a_nested_bar(plugin_env, tmp_path, capsys
     assert main(["reproduce", "t_phases", "--out", str(tmp_path / "run")]) == 0
     err = capsys.readouterr().err
     assert "t_phases: stage 1" in err and "t_phases: stage 2" in err
+
+
+def test_results_json_shows_the_open_phases_outermost_first(plugin_env, tmp_path):
+    import json
+
+    assert main(["reproduce", "t_nested", "--out", str(tmp_path / "run"), "--no-progress"]) == 0
+    (exp,) = json.loads((tmp_path / "run" / "results.json").read_text())["experiments"]
+    assert exp["result"]["metrics"]["phase_seen"] == "seeds 1/2 > sft 0/5"
+    assert "phase" not in exp  # cleared once the experiment ends

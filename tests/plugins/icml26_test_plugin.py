@@ -74,3 +74,16 @@ def run_phases(config):
             for _ in range(4):
                 bar.update()
     return Result(metrics={"phases": 2})
+
+
+@experiment("t_nested", title="test: reads its own phase back from results.json", paper=None)
+def run_nested(config):
+    import json
+
+    from icml26.progress import phase
+
+    with phase("seeds", total=2) as outer:
+        outer.update()
+        with phase("sft", total=5):  # opening a phase rewrites results.json
+            record = json.loads((config.out_dir.parent / "results.json").read_text())
+    return Result(metrics={"phase_seen": record["experiments"][0]["phase"]})
