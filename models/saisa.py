@@ -217,9 +217,14 @@ class SaisaProjector(nn.Module):
 
 
 def _gather_rows(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """x [B, T, ...] rows at index [B, R] -> [B, R, ...]."""
-    expanded = index.reshape(*index.shape, *([1] * (x.dim() - 2))).expand(*index.shape, *x.shape[2:])
-    return torch.gather(x, 1, expanded)
+    """x [B, T, ...] rows at index [B, R] -> [B, R, ...].
+
+    One ``index_select`` over the flattened rows: whole rows are copied, several times faster on CPU
+    than ``torch.gather`` with an index expanded to every element.
+    """
+    b, t = x.shape[:2]
+    flat = (index + t * torch.arange(b, device=index.device)[:, None]).reshape(-1)
+    return x.reshape(b * t, *x.shape[2:]).index_select(0, flat).view(*index.shape, *x.shape[2:])
 
 
 def _split_rows(is_image: torch.Tensor):
@@ -465,9 +470,12 @@ class SaisaForConditionalGeneration(SaisaPreTrainedModel, GenerationMixin):
         h_text = _gather_rows(embeds, text_idx.clamp(max=t - 1))  # [B, Tq, d]
         h_vis = None
         if features is not None:
-            packed_features = torch.zeros(b, vis_idx.shape[1], features.shape[-1], dtype=features.dtype,
-                                          device=features.device)
-            packed_features[vis_valid] = features  # features come in sequence order, sample by sample
+            if features.shape[0] == b * vis_idx.shape[1]:  # as many slots in every sample: nothing to pad
+                packed_features = features.reshape(b, vis_idx.shape[1], features.shape[-1])
+            else:
+                packed_features = torch.zeros(b, vis_idx.shape[1], features.shape[-1], dtype=features.dtype,
+                                              device=features.device)
+                packed_features[vis_valid] = features  # features come in sequence order, sample by sample
             if cfg.architecture == "naevit_llava":
                 h_vis = self.projectors[0](packed_features.to(embeds.dtype))
 
