@@ -386,9 +386,9 @@ def test_bad_display_roots(value, error, match):
 
 
 def test_display_root_may_not_hide_what_the_sandbox_needs():
-    with pytest.raises(ValueError, match=r"would hide /work.*this Python \(/work/venv/bin\)"):
-        sandbox_module._hides("/work/repo", {"this Python": "/work/venv/bin"})
-    sandbox_module._hides("/testbed", {"this Python": "/work/venv/bin", "scratch": "/tmp"})  # no overlap: fine
+    with pytest.raises(ValueError, match=r"would hide /srv.*this Python \(/srv/env/bin\)"):
+        sandbox_module._hides("/srv/repo", {"this Python": "/srv/env/bin"})
+    sandbox_module._hides("/testbed", {"this Python": "/srv/env/bin", "scratch": "/tmp"})  # no overlap: fine
 
 
 @needs_isolation
