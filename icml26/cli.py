@@ -8,13 +8,14 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import socket
 import sys
 from pathlib import Path
 from typing import Sequence
 
 from . import __version__
 from .argtypes import positive_int
-from .errors import InputError
+from .errors import InputError, described
 
 
 class _Parser(argparse.ArgumentParser):
@@ -143,12 +144,18 @@ def _cmd_run(args: argparse.Namespace, kind: str, argv: Sequence[str]) -> int:
             before = run_folder_status(args.out)
         except InputError:
             before = {}
-        if before.get("alive") is False and before.get("state") == "running":
-            print(f"icml26: {args.out} held a run that never finished ({before['reason']}); it is replaced",
-                  file=sys.stderr)
-        elif before.get("alive"):
-            raise InputError(args.command, "--out", "a folder no live run is writing to",
-                             f"{args.out} (pid {before['record'].get('pid')} is still running there)")
+        if before.get("state") == "running":
+            record = before["record"]
+            if before["alive"] is False and record.get("host") == socket.gethostname():
+                print(f"icml26: {args.out} held a run that never finished ({before['reason']}); it is replaced",
+                      file=sys.stderr)
+            elif before["alive"]:
+                raise InputError(args.command, "--out", f"a folder no live run is writing to (pid "
+                                 f"{record.get('pid')} is still running there)", described(str(args.out)))
+            else:  # written on another host: its pid cannot be checked, so it may still be running
+                raise InputError(args.command, "--out", f"a folder no live run is writing to (pid {record.get('pid')} "
+                                 f"on {record.get('host')} may still be running there; remove its results.json to "
+                                 "reuse the folder)", described(str(args.out)))
     run_dir = new_run_dir(args.out, kind)
     if not selected:
         print(f"icml26: no {kind}s are registered yet; wrote an empty report to {run_dir}", file=sys.stderr)

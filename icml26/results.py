@@ -226,6 +226,13 @@ class Result:
         }
 
 
+def _median(values: list[float]) -> float:
+    """The median, NaN when any value is NaN (a seed that measured nothing must not vanish into the sort)."""
+    import statistics
+
+    return math.nan if any(math.isnan(v) for v in values) else statistics.median(values)
+
+
 def median_over_seeds(per_seed: dict[int, list[Claim]]) -> tuple[list[Claim], list[dict[str, Any]]]:
     """Decide each claim on the median over seeds, and keep every seed's own verdict in a table.
 
@@ -234,9 +241,8 @@ def median_over_seeds(per_seed: dict[int, list[Claim]]) -> tuple[list[Claim], li
     quotes (the first seed's is kept, each row keeps its own). Each returned claim compares
     the median of the measured values with the median of the references, by the same relation, so the
     threshold never moves; the rows (claim, seed, measured, reference, holds) show which seeds fail alone.
+    A NaN at any seed makes the median NaN, so the claim does not hold.
     """
-    import statistics
-
     if not per_seed:
         raise input_error("median_over_seeds", "per_seed", "claims of at least one seed", per_seed)
     seeds = list(per_seed)
@@ -250,8 +256,7 @@ def median_over_seeds(per_seed: dict[int, list[Claim]]) -> tuple[list[Claim], li
     claims, rows = [], []
     for index, claim in enumerate(first):
         runs = [per_seed[seed][index] for seed in seeds]
-        measured = statistics.median(c.measured for c in runs)
-        reference = statistics.median(c.reference for c in runs)
+        measured, reference = _median([c.measured for c in runs]), _median([c.reference for c in runs])
         claims.append(Claim(f"{claim.statement} (median over seeds {', '.join(map(str, seeds))})", measured,
                             reference, claim.relation, factor=claim.factor, rtol=claim.rtol, atol=claim.atol,
                             unit=claim.unit))

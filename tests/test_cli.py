@@ -226,3 +226,15 @@ def test_env_reports_versions_device_and_triton_mode(run_cli):
         assert key in info
     interp = run_cli(["env"], env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
     assert "interpreted" in interp.stdout
+
+
+def test_a_running_folder_from_another_host_is_not_overwritten(plugin_env, run_cli, tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "results.json").write_text(json.dumps({"state": "running", "pid": 1, "host": "another-host",
+                                                  "heartbeat": "2000-01-01T00:00:00+00:00", "experiments": []}))
+    proc = run_cli(["reproduce", "t_ok", "--out", str(out)], env=plugin_env)
+    assert proc.returncode == 2 and "may still be running" in proc.stderr, proc.stderr
+    assert json.loads((out / "results.json").read_text())["host"] == "another-host"  # left alone
+    status = run_cli(["status", str(out)])
+    assert status.returncode == 1 and "stale" in status.stdout  # old heartbeat: shown as stale

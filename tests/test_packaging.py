@@ -59,7 +59,8 @@ def test_wheel_has_every_package_of_the_checkout(wheel):
     in_wheel = {name.rsplit("/", 1)[0].replace("/", ".") for name in names if name.endswith("/__init__.py")}
     assert packages_in_checkout() - in_wheel == set(), "subpackages missing from the wheel"
     assert "icml26/py.typed" in names
-    assert not [n for n in names if n.startswith(("tests/", "kernels/", "models/"))], "folders outside icml26/"
+    outside = tuple(f"{folder}/" for folder in FOLDERS if folder != "icml26") + ("tests/",)
+    assert not [n for n in names if n.startswith(outside)], "folders outside icml26/"
 
 
 def test_every_module_imports_from_the_installed_wheel(wheel, tmp_path):

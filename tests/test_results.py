@@ -136,3 +136,6 @@ def test_median_over_seeds_keeps_the_threshold_and_every_seeds_verdict():
         median_over_seeds({0: [Claim.less("a", 1, 2)], 1: [Claim.less("a", 1, 2, factor=0.5)]})
     with pytest.raises(InputError, match="median_over_seeds: per_seed"):
         median_over_seeds({})
+    for order in ([0.9, math.nan, 0.95], [math.nan, 0.9, 0.95]):  # one seed measured nothing: never holds
+        (claim,), _ = median_over_seeds({s: [Claim.at_least("c", v, 0.8)] for s, v in enumerate(order)})
+        assert math.isnan(claim.measured) and not claim.holds
