@@ -263,3 +263,29 @@ def median_over_seeds(per_seed: dict[int, list[Claim]]) -> tuple[list[Claim], li
         rows += [{"claim": c.statement, "seed": seed, "measured": c.measured, "reference": c.reference,
                   "holds": c.holds} for seed, c in zip(seeds, runs)]
     return claims, rows
+
+
+def over_seeds(seeds, run_seed) -> Result:
+    """``run_seed(seed) -> Result`` at every seed, combined: the one mechanism behind ``--seeds N``.
+
+    With one seed, its :class:`Result` as it is. With several, the first seed's result (metrics, tables,
+    figures) whose claims are decided on the median over seeds (:func:`median_over_seeds`), with the table
+    "claims per seed" and a note saying so. A phase "seeds" counts the finished seeds.
+    """
+    from .progress import phase
+
+    seeds = list(seeds)
+    if not seeds:
+        raise input_error("over_seeds", "seeds", "at least one seed", seeds)
+    per_seed: dict[int, Result] = {}
+    with phase("seeds", total=len(seeds)) as done:
+        for seed in seeds:
+            per_seed[seed] = run_seed(seed)
+            done.update()
+    result = per_seed[seeds[0]]
+    if len(seeds) > 1:
+        result.claims, result.tables["claims per seed"] = median_over_seeds({s: r.claims for s, r in per_seed.items()})
+        result.notes = (result.notes + " " if result.notes else "") + (
+            f"Claims: median over seeds {seeds} (per-seed verdicts in the table \"claims per seed\"); metrics, "
+            f"tables and figures are seed {seeds[0]}'s.")
+    return result

@@ -139,3 +139,15 @@ def test_median_over_seeds_keeps_the_threshold_and_every_seeds_verdict():
     for order in ([0.9, math.nan, 0.95], [math.nan, 0.9, 0.95]):  # one seed measured nothing: never holds
         (claim,), _ = median_over_seeds({s: [Claim.at_least("c", v, 0.8)] for s, v in enumerate(order)})
         assert math.isnan(claim.measured) and not claim.holds
+
+
+def test_over_seeds_one_seed_as_is_several_on_the_median():
+    from icml26.results import over_seeds
+
+    one = over_seeds([3], lambda s: Result(metrics={"s": s}, claims=[Claim.less("a", s, 5.0)]))
+    assert one.claims[0].statement == "a" and "claims per seed" not in one.tables
+    many = over_seeds([0, 1, 2], lambda s: Result(metrics={"s": s}, claims=[Claim.less("a", [9, 1, 2][s], 5.0)]))
+    assert many.metrics == {"s": 0} and many.claims[0].measured == 2 and many.claims[0].holds
+    assert "median over seeds [0, 1, 2]" in many.notes
+    with pytest.raises(InputError, match="over_seeds: seeds: expected at least one seed"):
+        over_seeds([], lambda s: Result())

@@ -244,21 +244,10 @@ def run_experiment(config, settings: RHISettings | None = None) -> Result:
     with several seeds every claim is decided on the median over seeds, and the table "claims per seed"
     keeps each seed's own verdict. Metrics, tables and figures are those of the first seed.
     """
-    from icml26.progress import phase
-    from icml26.results import median_over_seeds
+    from icml26.results import over_seeds
 
     s = settings or SETTINGS[config.mode]
-    per_seed = {}
-    with phase("seeds", total=len(config.seeds)) as done:
-        for seed in config.seeds:
-            per_seed[seed] = _run_seed(config, s, seed)
-            done.update()
-    result = per_seed[config.seeds[0]]
-    if len(per_seed) > 1:
-        result.claims, rows = median_over_seeds({seed: r.claims for seed, r in per_seed.items()})
-        result.tables["claims per seed"] = rows
-        result.notes += f" Claims: median over seeds {list(config.seeds)} (per-seed verdicts in a table)."
-    return result
+    return over_seeds(config.seeds, lambda seed: _run_seed(config, s, seed))
 
 
 def _run_seed(config, s: RHISettings, seed: int) -> Result:

@@ -189,23 +189,14 @@ def run_experiment(config, settings: SeraSettings | None = None):
     several); with several seeds each claim is decided on the median over seeds and the table "claims per seed"
     keeps every seed's own verdict. Metrics, tables and figures are the first seed's.
     """
-    from icml26.progress import phase
-    from icml26.results import median_over_seeds
+    from icml26.results import over_seeds
 
     sizes = settings or SETTINGS[config.mode]
     if not isinstance(sizes, SeraSettings):
         raise TypeError(f"run_experiment: settings: expected a SeraSettings, got {type(sizes).__name__}")
-    if len(config.seeds) == 1:
-        return _run_seed(config, sizes, config.seeds[0], config.out_dir)
-    per_seed = {}
-    with phase("seeds", total=len(config.seeds)) as done:
-        for seed in config.seeds:
-            per_seed[seed] = _run_seed(config, sizes, seed, config.out_dir / f"seed{seed}")
-            done.update()
-    result = per_seed[config.seeds[0]]
-    result.claims, result.tables["claims per seed"] = median_over_seeds({s: r.claims for s, r in per_seed.items()})
-    result.notes += f" Claims: median over seeds {list(config.seeds)} (per-seed verdicts in a table)."
-    return result
+    several = len(config.seeds) > 1
+    return over_seeds(config.seeds, lambda seed: _run_seed(
+        config, sizes, seed, config.out_dir / f"seed{seed}" if several else config.out_dir))
 
 
 def _run_seed(config, sizes: SeraSettings, seed: int, work):
