@@ -37,7 +37,10 @@ monotone offsets) run on CPU tensors, and on CUDA only with ``ICML26_CHECK_VALUE
 from __future__ import annotations
 
 import math
+import threading
+import weakref
 from dataclasses import dataclass
+from functools import lru_cache
 from numbers import Real
 from typing import TYPE_CHECKING
 
@@ -51,6 +54,52 @@ if TYPE_CHECKING:
 OP = "naevit_attention"
 BACKENDS = ("auto", "triton", "torch", "sdpa_split")
 _FLOAT_DTYPES = ("torch.float16", "torch.bfloat16", "torch.float32", "torch.float64")
+
+
+class _PositionsMemo:
+    """What the last ``q_pos`` tensor's values told: its maximum and, per key count, its SDPA split.
+
+    A decoder calls the op once per layer with the same ``q_pos`` tensor; reading its values costs
+    a host loop over the rows (and a device sync off CPU) that need not be paid again. An entry
+    holds the tensor weakly and is trusted only while it is the same live object at the same
+    version counter (an in-place change bumps it); one entry per thread. Inference tensors
+    (``torch.inference_mode``) have no version counter and are read every time.
+    """
+
+    def __init__(self):
+        self._local = threading.local()
+
+    def _entry(self, q_pos):
+        if q_pos.is_inference():  # inference tensors keep no version counter: nothing can be trusted
+            return {}
+        entry = getattr(self._local, "entry", None)
+        if entry is not None and entry["ref"]() is q_pos and entry["version"] == q_pos._version:
+            return entry
+        entry = {"ref": weakref.ref(q_pos), "version": q_pos._version}
+        self._local.entry = entry
+        return entry
+
+    def maximum(self, q_pos) -> int:
+        entry = self._entry(q_pos)
+        if "max" not in entry:
+            entry["max"] = int(q_pos.max())
+        return entry["max"]
+
+    def rows(self, q_pos) -> list:
+        entry = self._entry(q_pos)
+        if "rows" not in entry:
+            entry["rows"] = q_pos.tolist()
+        return entry["rows"]
+
+    def split(self, q_pos, key, compute):
+        """``compute()`` once per (tensor, version, ``key``)."""
+        cached = self._entry(q_pos).setdefault("splits", {})
+        if key not in cached:
+            cached[key] = compute()
+        return cached[key]
+
+
+_MEMO = _PositionsMemo()
 
 
 @dataclass(frozen=True)
@@ -148,7 +197,7 @@ def _validate_padded(q, k, v, q_pos, key_padding_mask) -> _Layout:
         if tuple(key_padding_mask.shape) != (b, tk):
             fail(OP, "key_padding_mask", f"shape [B, Tk] = ({b}, {tk})", describe(key_padding_mask))
     if q_pos.numel() and values_checked(q_pos):
-        top = int(q_pos.max())
+        top = _MEMO.maximum(q_pos)
         if top >= tk:
             fail(OP, "q_pos", f"values < Tk = {tk} (the key index each query sees up to)", described(f"max {top}"))
     return _Layout(False, b, hq, k.shape[1], d, tq, tk)
@@ -275,8 +324,21 @@ def _one_image_split(positions: list[int], n_keys: int) -> int | None:
     return prefix
 
 
+@lru_cache(maxsize=16)
+def _lower_right_mask(n_queries: int, n_keys: int, device: str):
+    """Bool mask [n_queries, n_keys]: query i sees keys j <= n_keys - n_queries + i (read-only, shared)."""
+    import torch
+
+    return torch.ones(n_queries, n_keys, dtype=torch.bool, device=device).tril(n_keys - n_queries)
+
+
 def _sdpa_split_one(q, k, v, prefix: int, scale: float):
-    """[B, H, Tq, D] queries whose first ``prefix`` rows are prefix-causal and the rest bottom-right causal."""
+    """[B, H, Tq, D] queries whose first ``prefix`` rows are prefix-causal and the rest bottom-right causal.
+
+    On CUDA the tail goes to SDPA as a ``causal_lower_right`` bias (its memory-efficient kernel
+    takes the mask type, nothing is built); elsewhere SDPA would build that mask on every call, so
+    the bool mask is built once per shape and kept.
+    """
     import torch
     import torch.nn.functional as F
     from torch.nn.attention.bias import causal_lower_right
@@ -288,7 +350,10 @@ def _sdpa_split_one(q, k, v, prefix: int, scale: float):
                                                     is_causal=True, scale=scale, enable_gqa=gqa))
     tail = q.shape[2] - prefix
     if tail:
-        bias = causal_lower_right(tail, k.shape[2])
+        if q.device.type == "cuda":
+            bias = causal_lower_right(tail, k.shape[2])
+        else:
+            bias = _lower_right_mask(tail, k.shape[2], str(q.device))
         parts.append(F.scaled_dot_product_attention(q[:, :, prefix:], k, v, attn_mask=bias, scale=scale,
                                                     enable_gqa=gqa))
     if not parts:  # no queries at all
@@ -297,8 +362,12 @@ def _sdpa_split_one(q, k, v, prefix: int, scale: float):
 
 
 def _sdpa_split_plan(q_pos, layout: _Layout, cu_q, cu_k) -> list[int] | None:
-    """Per-sequence prefix sizes when every sequence has the one-image layout, else None."""
-    rows = q_pos.tolist()
+    """Per-sequence prefix sizes when every sequence has the one-image layout, else None (memoised)."""
+    key = (layout.packed, layout.max_seqlen_k, tuple(cu_q) if cu_q else None, tuple(cu_k) if cu_k else None)
+    return _MEMO.split(q_pos, key, lambda: _compute_split_plan(_MEMO.rows(q_pos), layout, cu_q, cu_k))
+
+
+def _compute_split_plan(rows: list, layout: _Layout, cu_q, cu_k) -> list[int] | None:
     if layout.packed:
         splits = []
         for i in range(layout.batch):

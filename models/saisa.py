@@ -227,29 +227,49 @@ def _gather_rows(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return x.reshape(b * t, *x.shape[2:]).index_select(0, flat).view(*index.shape, *x.shape[2:])
 
 
-def _split_rows(is_image: torch.Tensor):
-    """Per-sample row indices of text and visual rows, padded with T (an out-of-range slot).
+class _RowPlan:
+    """Where the text and visual rows of a batch sit in sequence order, computed once per forward.
 
-    Returns ``text_idx [B, Tq]``, ``text_valid``, ``vis_idx [B, Tv]``, ``vis_valid`` and ``source
-    [B, T]``: where each sequence row sits in ``cat([text rows, visual rows], dim=1)``, so one gather
-    puts the two streams back in sequence order.
+    ``text_idx [B, Tq]`` / ``vis_idx [B, Tv]``: each sample's text (visual) rows in order, padded
+    with ``T`` (an out-of-range slot); ``text_valid`` / ``vis_valid`` mark the real entries;
+    ``source [B, T]``: where each sequence row sits in ``cat([text rows, visual rows], dim=1)``.
+    :meth:`interleave` writes both streams into sequence order with one copy per row.
     """
-    b, t = is_image.shape
-    order = torch.argsort(is_image.to(torch.int8), dim=1, stable=True)  # text rows first, in order
-    n_vis = is_image.sum(1)
-    n_text = t - n_vis
-    tq, tv = int(n_text.max()) if b else 0, int(n_vis.max()) if b else 0
-    ar_q = torch.arange(tq, device=is_image.device)
-    text_valid = ar_q[None] < n_text[:, None]
-    text_idx = torch.where(text_valid, order[:, :tq], t)
-    vis_order = torch.argsort((~is_image).to(torch.int8), dim=1, stable=True)  # visual rows first
-    ar_v = torch.arange(tv, device=is_image.device)
-    vis_valid = ar_v[None] < n_vis[:, None]
-    vis_idx = torch.where(vis_valid, vis_order[:, :tv], t)
-    source = torch.empty(b, t + 1, dtype=torch.long, device=is_image.device)  # slot t takes the padding entries
-    source.scatter_(1, text_idx, ar_q.expand(b, tq))
-    source.scatter_(1, vis_idx, (tq + ar_v).expand(b, tv))
-    return text_idx, text_valid, vis_idx, vis_valid, source[:, :t]
+
+    def __init__(self, is_image: torch.Tensor):
+        b, t = is_image.shape
+        device = is_image.device
+        order = torch.argsort(is_image.to(torch.int8), dim=1, stable=True)  # text rows first, in order
+        n_vis = is_image.sum(1)
+        n_text = t - n_vis
+        tq, tv = (int(n_text.max()), int(n_vis.max())) if b else (0, 0)
+        ar_q, ar_v = torch.arange(tq, device=device), torch.arange(tv, device=device)
+        self.text_valid = ar_q[None] < n_text[:, None]
+        self.text_idx = torch.where(self.text_valid, order[:, :tq], t)
+        vis_order = torch.argsort((~is_image).to(torch.int8), dim=1, stable=True)  # visual rows first
+        self.vis_valid = ar_v[None] < n_vis[:, None]
+        self.vis_idx = torch.where(self.vis_valid, vis_order[:, :tv], t)
+        source = torch.empty(b, t + 1, dtype=torch.long, device=device)  # slot t takes the padding entries
+        source.scatter_(1, self.text_idx, ar_q.expand(b, tq))
+        source.scatter_(1, self.vis_idx, (tq + ar_v).expand(b, tv))
+        self.source = source[:, :t]
+        # Flat destinations in a [B * (T + 1)] row buffer: padding entries all land in each sample's slot T.
+        base = (t + 1) * torch.arange(b, device=device)[:, None]
+        self._text_dest = (self.text_idx + base).reshape(-1)
+        self._vis_dest = (self.vis_idx + base).reshape(-1)
+        self.batch, self.length = b, t
+        self.text_only = tv == 0  # no visual rows anywhere: text order is sequence order, no padding
+
+    def interleave(self, text: torch.Tensor, visual: torch.Tensor | None) -> torch.Tensor:
+        """text [B, Tq, ...] and visual [B, Tv, ...] rows -> [B, T, ...] in sequence order."""
+        if visual is None or self.text_only:
+            return text
+        b, t = self.batch, self.length
+        tail = text.shape[2:]
+        out = text.new_empty(b * (t + 1), *tail)
+        out.index_copy_(0, self._text_dest, text.reshape(-1, *tail))  # in place on a fresh buffer: autograd-safe
+        out.index_copy_(0, self._vis_dest, visual.reshape(-1, *tail))
+        return out.view(b, t + 1, *tail)[:, :t]
 
 
 class SaisaPreTrainedModel(PreTrainedModel):
@@ -440,7 +460,13 @@ class SaisaForConditionalGeneration(SaisaPreTrainedModel, GenerationMixin):
         return out.logits, out.cache
 
     def _forward_naevit(self, text_ids, is_image, features, attention_mask, position_ids, cache, use_cache, keep):
-        """The SAISA / NAEViT-LLaVA decoder loop: queries, o_proj and the FFN on text rows only."""
+        """The SAISA / NAEViT-LLaVA decoder loop: queries, o_proj and the FFN on text rows only.
+
+        Text and visual rows travel as two streams (``h_text [B, Tq, d]``, ``h_vis [B, Tv, d]``);
+        each layer normalises and projects them separately (the LLM's own modules, so adapters and
+        hooks on ``k_proj`` / ``v_proj`` see every row) and writes their keys and values into
+        sequence order once, for the attention and the cache.
+        """
         cfg = self.config
         lm = self.language_model
         decoder = lm.model
@@ -451,10 +477,11 @@ class SaisaForConditionalGeneration(SaisaPreTrainedModel, GenerationMixin):
         if position_ids is None:
             position_ids = (past + torch.arange(t, device=text_ids.device)).expand(b, t)
 
-        text_idx, text_valid, vis_idx, vis_valid, source = _split_rows(is_image)
+        plan = _RowPlan(is_image)
+        text_rows = plan.text_idx.clamp(max=t - 1)
         embeds = decoder.embed_tokens(text_ids)
         cos, sin = decoder.rotary_emb(embeds, position_ids)  # [B, T, D] each
-        cos_q, sin_q = _gather_rows(cos, text_idx.clamp(max=t - 1)), _gather_rows(sin, text_idx.clamp(max=t - 1))
+        rope_text = (_gather_rows(cos, text_rows)[:, :, None], _gather_rows(sin, text_rows)[:, :, None])
 
         # Which keys are real, and which key index each text query sees up to (its own position).
         if attention_mask is not None:
@@ -462,57 +489,79 @@ class SaisaForConditionalGeneration(SaisaPreTrainedModel, GenerationMixin):
             if key_mask.shape != (b, past + t):
                 raise input_error("SaisaForConditionalGeneration", "attention_mask",
                                   f"shape ({b}, {past + t}) (past {past} + new {t})", describe(attention_mask))
-            query_real = _gather_rows(key_mask[:, past:], text_idx.clamp(max=t - 1)) & text_valid
+            query_real = _gather_rows(key_mask[:, past:], text_rows) & plan.text_valid
         else:
-            key_mask, query_real = None, text_valid
-        q_pos = torch.where(query_real, past + text_idx, -1)
+            key_mask, query_real = None, plan.text_valid
+        q_pos = torch.where(query_real, past + plan.text_idx, -1)
 
-        h_text = _gather_rows(embeds, text_idx.clamp(max=t - 1))  # [B, Tq, d]
-        h_vis = None
+        h_text = _gather_rows(embeds, text_rows)  # [B, Tq, d]
+        n_layers = cfg.text_config.num_hidden_layers
+        visual_states: list[torch.Tensor | None] = [None] * n_layers
+        rope_vis = None
         if features is not None:
-            if features.shape[0] == b * vis_idx.shape[1]:  # as many slots in every sample: nothing to pad
-                packed_features = features.reshape(b, vis_idx.shape[1], features.shape[-1])
+            tv = plan.vis_idx.shape[1]
+            if features.shape[0] == b * tv:  # as many slots in every sample: nothing to pad
+                packed_features = features.reshape(b, tv, features.shape[-1])
             else:
-                packed_features = torch.zeros(b, vis_idx.shape[1], features.shape[-1], dtype=features.dtype,
-                                              device=features.device)
-                packed_features[vis_valid] = features  # features come in sequence order, sample by sample
-            if cfg.architecture == "naevit_llava":
-                h_vis = self.projectors[0](packed_features.to(embeds.dtype))
+                packed_features = torch.zeros(b, tv, features.shape[-1], dtype=features.dtype, device=features.device)
+                packed_features[plan.vis_valid] = features  # features come in sequence order, sample by sample
+            packed_features = packed_features.to(embeds.dtype)
+            vis_rows = plan.vis_idx.clamp(max=t - 1)
+            rope_vis = (_gather_rows(cos, vis_rows)[:, :, None], _gather_rows(sin, vis_rows)[:, :, None])
+            if cfg.architecture == "saisa":
+                visual_states = self._projected_features(packed_features, n_layers)
+            else:  # naevit_llava: one projector into the input space, then the visual rows' own residual stream
+                visual_states[0] = self.projectors[0](packed_features)
 
-        for layer_idx, layer in enumerate(decoder.layers[: cfg.text_config.num_hidden_layers]):
-            if features is not None and cfg.architecture == "saisa":
-                projector = self.projectors[0 if cfg.share_projectors else layer_idx]
-                h_vis = projector(packed_features.to(embeds.dtype))  # overwrite, never add
-            h_text, h_vis = self._layer(layer, layer_idx, h_text, h_vis, source, cos, sin, cos_q, sin_q, q_pos,
+        h_vis = None
+        for layer_idx, layer in enumerate(decoder.layers[:n_layers]):
+            if cfg.architecture == "saisa" or h_vis is None:
+                h_vis = visual_states[layer_idx]  # SAISA overwrites the visual rows at every layer, never adds
+            h_text, h_vis = self._layer(layer, layer_idx, h_text, h_vis, plan, rope_text, rope_vis, q_pos,
                                         key_mask, cache)
 
         hidden = decoder.norm(h_text)
         tq = h_text.shape[1]
-        if keep and bool((source[:, -keep:] < tq).all()):  # only the last rows, all of them text (generation)
-            return lm.lm_head(_gather_rows(hidden, source[:, -keep:])), cache
+        if keep and bool((plan.source[:, -keep:] < tq).all()):  # only the last rows, all of them text (generation)
+            return lm.lm_head(_gather_rows(hidden, plan.source[:, -keep:])), cache
         logits_text = lm.lm_head(hidden)
         # Back to sequence order; visual rows have no output and get zero logits.
-        zeros = logits_text.new_zeros(b, vis_idx.shape[1], logits_text.shape[-1])
-        return _gather_rows(torch.cat([logits_text, zeros], dim=1), source), cache
+        zeros = logits_text.new_zeros(b, plan.vis_idx.shape[1], logits_text.shape[-1])
+        return _gather_rows(torch.cat([logits_text, zeros], dim=1), plan.source), cache
 
-    def _layer(self, layer, layer_idx, h_text, h_vis, source, cos, sin, cos_q, sin_q, q_pos, key_mask, cache):
+    def _projected_features(self, features: torch.Tensor, n_layers: int) -> list[torch.Tensor]:
+        """SAISA's ``Proj_l(F)`` for every layer ``l`` (they depend on the features only)."""
+        if self.config.share_projectors:
+            return [self.projectors[0](features)] * n_layers
+        return [projector(features) for projector in self.projectors[:n_layers]]
+
+    def _layer(self, layer, layer_idx, h_text, h_vis, plan, rope_text, rope_vis, q_pos, key_mask, cache):
         attn = layer.self_attn
         rotate_half = sys.modules[type(attn).__module__].rotate_half  # the family's own RoPE helper
         b, tq, _ = h_text.shape
-        t = source.shape[1]
         head_dim = attn.head_dim
-        # Keys and values of every row: text rows and visual rows, normalised by the layer's input norm.
-        normed = layer.input_layernorm(h_text if h_vis is None else torch.cat([h_text, h_vis], dim=1))
-        normed_text = normed[:, :tq]
-        normed_all = _gather_rows(normed, source)  # sequence order
-        keys = attn.k_proj(normed_all).view(b, t, -1, head_dim)
-        values = attn.v_proj(normed_all).view(b, t, -1, head_dim).transpose(1, 2)
+        qk_norm = getattr(attn, "k_norm", None) is not None  # Qwen3 normalises each head before RoPE
+
+        def keys_values(normed, rope):  # [B, R, d] -> keys with RoPE at their positions, values: [B, R, Hkv, D]
+            keys = attn.k_proj(normed).view(*normed.shape[:2], -1, head_dim)
+            values = attn.v_proj(normed).view(*normed.shape[:2], -1, head_dim)
+            if qk_norm:
+                keys = attn.k_norm(keys)
+            cos, sin = rope
+            return keys * cos + rotate_half(keys) * sin, values
+
+        # Keys and values of every row, text and visual, each stream through the layer's input norm.
+        normed_text = layer.input_layernorm(h_text)
+        keys, values = keys_values(normed_text, rope_text)
+        if h_vis is not None:
+            vis_keys, vis_values = keys_values(layer.input_layernorm(h_vis), rope_vis)
+            keys, values = plan.interleave(keys, vis_keys), plan.interleave(values, vis_values)
+        keys, values = keys.transpose(1, 2), values.transpose(1, 2)  # [B, Hkv, T, D], sequence order
         queries = attn.q_proj(normed_text).view(b, tq, -1, head_dim)
-        if getattr(attn, "k_norm", None) is not None:  # Qwen3 normalises each head before RoPE
-            keys, queries = attn.k_norm(keys), attn.q_norm(queries)
-        keys, queries = keys.transpose(1, 2), queries.transpose(1, 2)
-        keys = keys * cos[:, None] + rotate_half(keys) * sin[:, None]
-        queries = queries * cos_q[:, None] + rotate_half(queries) * sin_q[:, None]
+        if qk_norm:
+            queries = attn.q_norm(queries)
+        cos, sin = rope_text
+        queries = (queries * cos + rotate_half(queries) * sin).transpose(1, 2)
         if cache is not None:
             keys, values = cache.update(keys, values, layer_idx)
         out = naevit_attention(queries, keys, values, q_pos, key_padding_mask=key_mask,

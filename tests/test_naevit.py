@@ -209,6 +209,38 @@ def test_auto_picks_an_exact_path_on_cpu():
     torch.testing.assert_close(naevit_attention(**odd), naevit_attention(**odd, backend="torch"), atol=0, rtol=0)
 
 
+def test_values_read_once_per_positions_tensor_and_again_after_an_in_place_change(monkeypatch):
+    """A decoder passes one q_pos to every layer: its values are read once, and again when they change."""
+    import importlib
+
+    naevit = importlib.import_module("icml26.kernels.naevit")
+    reads = []
+    real_tolist = torch.Tensor.tolist
+    monkeypatch.setattr(torch.Tensor, "tolist", lambda self: reads.append(1) or real_tolist(self))
+    q, k, v = torch.randn(1, HQ, 3 + 4, D), torch.randn(1, HKV, 3 + 9 + 4, D), torch.randn(1, HKV, 3 + 9 + 4, D)
+    q_pos = torch.tensor([[0, 1, 2, 12, 13, 14, 15]])  # one image: the two-SDPA path
+    ref = naevit_attention(q, k, v, q_pos, backend="torch")
+    reads.clear()
+    for _ in range(3):  # three "layers"
+        torch.testing.assert_close(naevit_attention(q, k, v, q_pos), ref, atol=1e-6, rtol=0)
+    assert len(reads) == 1
+    q_pos[0, 3:] = torch.tensor([5, 6, 7, 8])  # in place: another layout, the memo must not be trusted
+    torch.testing.assert_close(naevit_attention(q, k, v, q_pos), naevit_attention(q, k, v, q_pos, backend="torch"),
+                               atol=1e-6, rtol=0)
+    q_pos[0, -1] = k.shape[2]  # in place: past the keys, refused although the tensor was checked before
+    with pytest.raises(InputError, match="q_pos"):
+        naevit_attention(q, k, v, q_pos)
+    fresh = torch.tensor([[0, 1, 2, 12, 13, 14, 15]])  # a new tensor equal to the first: read afresh, right answer
+    torch.testing.assert_close(naevit_attention(q, k, v, fresh), ref, atol=1e-6, rtol=0)
+    with torch.inference_mode():  # inference tensors keep no version counter: read every call, still right
+        frozen = torch.tensor([[0, 1, 2, 12, 13, 14, 15]])
+        torch.testing.assert_close(naevit_attention(q, k, v, frozen), ref, atol=1e-6, rtol=0)
+        frozen[0, -1] = k.shape[2]
+        with pytest.raises(InputError, match="q_pos"):
+            naevit_attention(q, k, v, frozen)
+    assert naevit._lower_right_mask(4, 16, "cpu").tolist() == [[j <= 12 + i for j in range(16)] for i in range(4)]
+
+
 @pytest.mark.parametrize("backend", ["torch", "triton"])
 def test_text_after_p_never_changes_outputs_up_to_p(interpret, backend):
     """Causality over the key axis; also: visual keys receive gradients."""

@@ -107,20 +107,35 @@ def _logits(model, input_ids, **kwargs):
 # 1. Structural invariants
 # --------------------------------------------------------------------------------------------
 def _capture_kv(model, input_ids, **kwargs):
-    """Per layer: (k_proj output, v_proj output) over the whole sequence, and the prefill cache."""
-    captured = {}
+    """Per layer: (k_proj output, v_proj output) over the whole sequence in sequence order, and the cache.
+
+    One unpadded sample. LLaVA calls each module once on every row; SAISA and NAEViT-LLaVA call it on
+    the text rows, then on the visual rows: the two outputs are put back in sequence order.
+    """
+    calls = defaultdict(list)
     hooks = []
     for i, layer in enumerate(model.language_model.model.layers):
         for name in ("k_proj", "v_proj"):
             module = getattr(layer.self_attn, name)
             hooks.append(module.register_forward_hook(
-                lambda mod, args, out, key=(i, name): captured.__setitem__(key, out.detach().clone())))
+                lambda mod, args, out, key=(i, name): calls[key].append(out.detach().clone())))
     try:
         with torch.no_grad():
             out = model(input_ids, use_cache=True, **kwargs)
     finally:
         for hook in hooks:
             hook.remove()
+    is_text = input_ids[0] != IMAGE
+    captured = {}
+    for key, outputs in calls.items():
+        if len(outputs) == 1:
+            captured[key] = outputs[0]
+        else:
+            text_out, visual_out = outputs
+            assert text_out.shape[1] == int(is_text.sum()) and visual_out.shape[1] == int((~is_text).sum())
+            full = text_out.new_empty(1, len(is_text), text_out.shape[-1])
+            full[:, is_text], full[:, ~is_text] = text_out, visual_out
+            captured[key] = full
     return captured, out.cache
 
 
@@ -227,9 +242,13 @@ def test_saisa_text_rows_in_a_padded_batch_with_uneven_images():
     n_text = (ids != IMAGE).sum(1)  # padding included
     assert n_text.tolist() == [5, width - N_V]
     packed = batch * int(n_text.max())
+    # Keys and values: both streams, each packed to its longest (sample 1's one image padded to two).
+    n_visual = (ids == IMAGE).sum(1)
+    assert n_visual.tolist() == [2 * N_V, N_V]
+    streams = batch * (int(n_text.max()) + int(n_visual.max()))
     for layer in range(2):
         assert rows[layer, "q_proj"] == rows[layer, "o_proj"] == rows[layer, "mlp"] == packed
-        assert rows[layer, "k_proj"] == rows[layer, "v_proj"] == batch * width
+        assert rows[layer, "k_proj"] == rows[layer, "v_proj"] == streams
     assert packed < batch * width
 
 
