@@ -30,6 +30,27 @@ def median_ms(fn: Callable[[], Any], device, *, warmup: int = 1, repeats: int = 
     return statistics.median(times)
 
 
+def interleaved_median_ms(fns: dict[str, Callable[[], Any]], device, *, warmup: int = 1,
+                          repeats: int = 5) -> dict[str, float]:
+    """Median wall time in milliseconds of each of ``fns``, timed in rounds (one call of each per round).
+
+    For ratios between implementations: a slow spell of a shared machine lands on all of them
+    rather than on whichever happened to be timed then.
+    """
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    sync(device)
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(max(repeats, 1)):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            sync(device)
+            times[name].append((time.perf_counter() - start) * 1e3)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
 def peak_alloc_mb(fn: Callable[[], Any], device) -> float:
     """Peak bytes allocated during one call of ``fn`` above what was allocated before it, in MiB.
 

@@ -67,7 +67,7 @@ def _inputs(size: dict, n_text: int, image_token_id: int, device, dtype, seed: i
 def _suite(size: dict, device, repeats: int, seed: int) -> list[dict[str, Any]]:
     import torch
 
-    from icml26.eval.measure import median_ms, peak_alloc_mb
+    from icml26.eval.measure import interleaved_median_ms, peak_alloc_mb
     from icml26.models.saisa import flops
 
     dtype = getattr(torch, size["dtype"])
@@ -77,21 +77,24 @@ def _suite(size: dict, device, repeats: int, seed: int) -> list[dict[str, Any]]:
     for n_text in size["n_text"]:
         ids, features = _inputs(size, n_text, image_token, device, dtype, seed)
         analytic = flops(dict(size["text"], vision_dim=size["vision_dim"]), size["n_visual"], PREFIX + n_text)
-        logits = {}
+        prefills = {}
         for arch in ARCHS:
             model = models[arch]
 
             @torch.no_grad()
-            def prefill():
+            def prefill(model=model):
                 return model(input_ids=ids, image_features=features, use_cache=True, logits_to_keep=1)
 
-            logits[arch] = prefill().logits.float()
+            prefills[arch] = prefill
+        times = interleaved_median_ms(prefills, device, warmup=1, repeats=repeats)
+        for arch in ARCHS:
+            logits = prefills[arch]().logits.float()
             rows.append({
                 "arch": arch, "n_text": n_text, "n_visual": size["n_visual"], "batch": size["batch"],
-                "prefill_ms": median_ms(prefill, device, warmup=1, repeats=repeats),
-                "peak_mb": peak_alloc_mb(prefill, device),
+                "prefill_ms": times[arch],
+                "peak_mb": peak_alloc_mb(prefills[arch], device),
                 "analytic_gflops": analytic[arch] * size["batch"] / 1e9,
-                "finite": bool(torch.isfinite(logits[arch]).all()),
+                "finite": bool(torch.isfinite(logits).all()),
             })
     return rows
 
@@ -134,7 +137,7 @@ def run(config):
     import torch
 
     device = config.torch_device()
-    repeats = 5 if config.quick else 15
+    repeats = 11 if config.quick else 21
     threads = torch.get_num_threads()
     torch.set_num_threads(CPU_THREADS)  # one thread: stable ratios on a shared machine
     try:
@@ -155,6 +158,7 @@ def run(config):
     else:
         result.notes = "No GPU: only the CPU suite ran."
     result.notes += (f" Latency is the median of one prefill forward (KV cache built, logits of the last token "
-                     f"only), on {CPU_THREADS} CPU thread; memory is the peak allocated during it above the inputs "
+                     f"only; the architectures timed in interleaved rounds, {repeats} of them), on {CPU_THREADS} "
+                     f"CPU thread; memory is the peak allocated during it above the inputs "
                      f"and weights.")
     return result

@@ -1,0 +1,36 @@
+"""Timing helpers of the benchmarks."""
+
+import time
+
+from icml26.eval.measure import interleaved_median_ms, median_ms
+
+
+def test_interleaved_rounds_call_each_function_once_per_round_and_take_medians():
+    calls = []
+
+    def fn(name, seconds):
+        def run():
+            calls.append(name)
+            time.sleep(seconds)
+        return run
+
+    times = interleaved_median_ms({"a": fn("a", 0.002), "b": fn("b", 0.010)}, "cpu", warmup=1, repeats=3)
+    assert calls == ["a", "b"] * 4  # one warm-up round, then three timed rounds, a and b alternating
+    assert 2.0 <= times["a"] < 8.0 and 10.0 <= times["b"] < 30.0
+    assert times["b"] > times["a"]
+
+
+def test_a_slow_spell_lands_on_every_function_of_a_round():
+    """A machine slow for one round slows both functions in it; medians over rounds ignore it."""
+    rounds = {"n": 0}
+
+    def first():
+        rounds["n"] += 1
+        time.sleep(0.02 if rounds["n"] == 3 else 0.001)  # round 2 (after the warm-up) is slow
+
+    def second():
+        time.sleep(0.02 if rounds["n"] == 3 else 0.001)
+
+    times = interleaved_median_ms({"first": first, "second": second}, "cpu", warmup=1, repeats=5)
+    assert max(times.values()) < 10.0
+    assert median_ms(lambda: time.sleep(0.001), "cpu", warmup=0, repeats=3) >= 1.0
