@@ -18,7 +18,8 @@ reference before it is timed. The full-causal baseline is checked on its text ro
 upstream gradient that is zero on the visual rows, so that its dk and dv equal NAEViT's.
 
 Sizes live in :data:`SIZES` and repeat counts in :data:`REPEATS` (tests shrink them). On a GPU,
-quick mode measures n_text in {64, 256, 1024} and full mode adds 4096 (:data:`GPU_FULL_N_TEXT`).
+quick mode measures n_text in {64, 256, 1024} and full mode adds 4096 (:data:`GPU_FULL_N_TEXT`);
+``--device cuda`` runs the GPU suite alone, ``auto`` both suites.
 With ``ICML26_BENCH_DRY_RUN=1`` (the GPU check's ``--dry-run``) both suites run at the tiny
 :data:`DRY_SIZES`, the GPU suite on CPU tensors when no GPU is present (Triton in its interpreter,
 wall-clock timing): that shows the GPU code runs, its numbers mean nothing.
@@ -569,21 +570,23 @@ def run(config) -> Result:
 
     cpu_warmup, cpu_repeats = DRY_REPEATS if dry else REPEATS["cpu"][config.mode]
     gpu_warmup, gpu_repeats = REPEATS["gpu"][config.mode]
-    threads = torch.get_num_threads()
-    torch.set_num_threads(CPU_THREADS)
-    try:
-        _suite("cpu", CPU_BACKENDS, torch.device("cpu"), sizes["cpu"], (cpu_warmup, cpu_repeats), seed, on_row)
-    finally:
-        torch.set_num_threads(threads)
-
     result = Result(notes=NOTES.format(**sizes["cpu"], warmup=cpu_warmup, repeats=cpu_repeats,
                                        gpu_warmup=gpu_warmup, gpu_repeats=gpu_repeats))
-    result.metrics["cpu.torch_threads"] = CPU_THREADS
-    result.metrics.update(_metrics(rows["cpu"], "cpu"))
-    result.tables["cpu"] = rows["cpu"]
-    result.figures["naevit_cpu"] = _figure(rows["cpu"], f"NAEViT attention on CPU ({_describe(sizes['cpu'])})")
-    for claim in _cpu_claims(rows["cpu"], sizes["cpu"]):
-        result.add_claim(claim)
+    if config.device.startswith("cuda"):  # asked for the GPU: its suite alone (the GPU check's time budget)
+        result.notes += "\n--device cuda: the CPU suite was skipped (run with --device auto for both).\n"
+    else:
+        threads = torch.get_num_threads()
+        torch.set_num_threads(CPU_THREADS)
+        try:
+            _suite("cpu", CPU_BACKENDS, torch.device("cpu"), sizes["cpu"], (cpu_warmup, cpu_repeats), seed, on_row)
+        finally:
+            torch.set_num_threads(threads)
+        result.metrics["cpu.torch_threads"] = CPU_THREADS
+        result.metrics.update(_metrics(rows["cpu"], "cpu"))
+        result.tables["cpu"] = rows["cpu"]
+        result.figures["naevit_cpu"] = _figure(rows["cpu"], f"NAEViT attention on CPU ({_describe(sizes['cpu'])})")
+        for claim in _cpu_claims(rows["cpu"], sizes["cpu"]):
+            result.add_claim(claim)
 
     if gpu is None:
         result.notes += "\nNo GPU was used: the Triton kernel, masked SDPA and FlexAttention were not benchmarked.\n"
