@@ -6,6 +6,9 @@ Triton's CPU interpreter with ``TRITON_INTERPRET=1``. This module holds that rul
 
 - :func:`interpreting`, :func:`triton_usable`, :func:`resolve_backend`: the mode and the choice;
 - :func:`jit`: ``triton.jit`` made on first use for the current mode;
+- :class:`Tile`, :func:`autotuning`, :func:`launcher`: each kernel's small ``triton.autotune`` space of
+  tiles (block sizes, warps, stages) on a GPU, and one fixed tile in the interpreter (fast and
+  deterministic CPU tests) or with ``ICML26_AUTOTUNE=0``;
 - :func:`cuda_device_guard`: every Triton launch runs inside ``torch.cuda.device(t.device)``, so
   a model spread over several GPUs (``device_map="auto"``) launches each kernel on the GPU that
   holds its tensors, not on the current device (Liger-Kernel does the same since its PR #1304);
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import os
 from contextlib import nullcontext
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -34,8 +38,10 @@ if TYPE_CHECKING:
 BACKENDS = ("auto", "triton", "torch")
 CHECK_VALUES_ENV = "ICML26_CHECK_VALUES"
 """Set to ``1`` to run value-reading input checks on GPU tensors too (they always run on CPU)."""
+AUTOTUNE_ENV = "ICML26_AUTOTUNE"
+"""Set to ``0`` to launch compiled kernels with their fixed default tile instead of autotuning."""
 
-_JITTED: dict[tuple[str, str, bool], Any] = {}
+_JITTED: dict[tuple[str, str, Any], Any] = {}
 
 
 # --------------------------------------------------------------------------------------------
@@ -135,6 +141,47 @@ def jit(fn):
     return _JITTED[key]
 
 
+@dataclass(frozen=True)
+class Tile:
+    """One launch configuration of a kernel: its constexpr block sizes, warps and pipeline stages."""
+
+    sizes: dict[str, int] = field(default_factory=dict)
+    num_warps: int = 4
+    num_stages: int = 2
+
+    def meta(self) -> dict[str, int]:
+        """The keyword arguments of a launch with this tile."""
+        return {**self.sizes, "num_warps": self.num_warps, "num_stages": self.num_stages}
+
+
+def autotuning() -> bool:
+    """Whether compiled kernels pick their tile with ``triton.autotune`` (never in the interpreter).
+
+    On by default; ``ICML26_AUTOTUNE=0`` launches each kernel's fixed default tile instead (no tuning
+    runs on the first call of each shape, at the price of speed).
+    """
+    return not interpreting() and os.environ.get(AUTOTUNE_ENV, "1") != "0"
+
+
+def launcher(fn, tiles, key, fixed: Tile, *, tune: bool = True):
+    """``(kernel, meta)`` to launch ``fn`` as ``kernel[grid](*args, **other_meta, **meta)``.
+
+    When :func:`autotuning` (and ``tune``): ``triton.autotune`` over ``tiles`` keyed on the argument
+    names ``key`` (Triton adds the tensors' dtypes), made once per kernel, with no meta to pass.
+    Otherwise the jitted kernel and ``fixed``'s meta: the interpreter always runs one tile. ``grid``
+    must then read the block sizes from its ``meta`` argument.
+    """
+    if not (tune and autotuning()):
+        return jit(fn), fixed.meta()
+    import triton
+
+    name = (fn.__module__, fn.__name__, "autotune")
+    if name not in _JITTED:
+        configs = [triton.Config(dict(t.sizes), num_warps=t.num_warps, num_stages=t.num_stages) for t in tiles]
+        _JITTED[name] = triton.autotune(configs=configs, key=list(key))(jit(fn))
+    return _JITTED[name], {}
+
+
 def cuda_device_guard(tensor: torch.Tensor):
     """``torch.cuda.device(tensor.device)`` for a CUDA tensor, a no-op context otherwise.
 
@@ -149,5 +196,5 @@ def cuda_device_guard(tensor: torch.Tensor):
     return torch.cuda.device(tensor.device)
 
 
-__all__ = ["BACKENDS", "CHECK_VALUES_ENV", "cuda_device_guard", "fail", "fail_type", "interpreting", "jit",
-           "resolve_backend", "triton_usable", "values_checked"]
+__all__ = ["AUTOTUNE_ENV", "BACKENDS", "CHECK_VALUES_ENV", "Tile", "autotuning", "cuda_device_guard", "fail",
+           "fail_type", "interpreting", "jit", "launcher", "resolve_backend", "triton_usable", "values_checked"]

@@ -18,7 +18,9 @@ is addressed with a batch stride, a packed one ``[total, H, D]`` with a batch st
 sequence start read from ``cu_seqlens``.
 
 Every launch runs inside :func:`icml26.kernels._backend.cuda_device_guard`, and the kernels are
-jitted on first use for the current mode (see :func:`icml26.kernels._backend.jit`).
+jitted on first use for the current mode (see :func:`icml26.kernels._backend.jit`). On a GPU each
+kernel picks its tile from a small ``triton.autotune`` space; the interpreter runs one fixed tile
+(see :func:`icml26.kernels._backend.launcher`).
 
 Reference: FlashAttention-2 (Dao, arXiv 2307.08691, Algorithm 1 for the forward, Algorithm 2 for
 the backward); the visibility rule is SAISA's NAEViT attention (arXiv 2502.02458; the released
@@ -35,7 +37,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._backend import cuda_device_guard, interpreting, jit
+from ._backend import Tile, cuda_device_guard, interpreting, launcher
 
 # The kernels work in base 2 (exp2/log2 are the fast instructions): exp(x) = exp2(x * LOG2_E) and
 # ln(y) = log2(y) * LN_2. Kernels read globals only as constexpr.
@@ -51,7 +53,7 @@ def _naevit_fwd_kernel(
     stride_ob, stride_ot, stride_oh,
     stride_lb, stride_lt, stride_lh,
     stride_pb, stride_mb,
-    seqlen_q, seqlen_k, n_heads_q, group, head_dim, qk_scale,
+    seqlen_q, seqlen_k, n_heads_q, group, head_dim, qk_scale, tune_q, tune_k,
     VARLEN: tl.constexpr, HAS_KV_MASK: tl.constexpr, DOT_PRECISION: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):
@@ -131,7 +133,7 @@ def _naevit_bwd_dkdv_kernel(
     stride_dkb, stride_dkt, stride_dkh,
     stride_dvb, stride_dvt, stride_dvh,
     stride_pb, stride_mb,
-    seqlen_q, seqlen_k, n_heads_kv, group, head_dim, qk_scale, sm_scale,
+    seqlen_q, seqlen_k, n_heads_kv, group, head_dim, qk_scale, sm_scale, tune_q, tune_k,
     VARLEN: tl.constexpr, HAS_KV_MASK: tl.constexpr, DOT_PRECISION: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):
@@ -206,7 +208,7 @@ def _naevit_bwd_dq_kernel(
     stride_lb, stride_lt, stride_lh,
     stride_dqb, stride_dqt, stride_dqh,
     stride_pb, stride_mb,
-    seqlen_q, seqlen_k, n_heads_q, group, head_dim, qk_scale, sm_scale,
+    seqlen_q, seqlen_k, n_heads_q, group, head_dim, qk_scale, sm_scale, tune_q, tune_k,
     VARLEN: tl.constexpr, HAS_KV_MASK: tl.constexpr, DOT_PRECISION: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):
@@ -273,13 +275,30 @@ def _strides(t: torch.Tensor, packed: bool) -> tuple[int, int, int]:
     return t.stride(0), t.stride(2), t.stride(1)
 
 
-def _blocks(head_dim: int, interpret: bool) -> tuple[int, int, int]:
-    """(BLOCK_M, BLOCK_N, num_warps) for the forward; the backward uses the same tiles."""
+def _tile(block_m: int, block_n: int, warps: int = 4, stages: int = 2) -> Tile:
+    return Tile({"BLOCK_M": block_m, "BLOCK_N": block_n}, warps, stages)
+
+
+# The autotune spaces on a GPU (BLOCK_M: query rows, BLOCK_N: key rows of a tile; powers of two >= 16,
+# as tl.arange and tl.dot need; nothing else constrains them). Kept small: every tile is compiled
+# once per dtype and head dim, and each new key below times every tile once.
+FWD_TILES = (_tile(128, 64, 8, 3), _tile(128, 64, 4, 3), _tile(64, 64, 4, 3), _tile(64, 32, 4, 2),
+             _tile(32, 32, 4, 2))
+# dK/dV: one program holds a key tile's dk and dv in fp32 and loops over query tiles of BLOCK_M rows.
+DKDV_TILES = (_tile(32, 128, 8, 2), _tile(64, 64, 4, 2), _tile(32, 64, 4, 2), _tile(32, 32, 4, 2))
+DQ_TILES = (_tile(128, 64, 8, 2), _tile(64, 64, 4, 2), _tile(64, 32, 4, 2), _tile(32, 32, 4, 2))
+# Autotune key: the head dim, the GQA group, the layout, and the lengths rounded up to a power of two
+# (tune_q, tune_k), so a new batch length retunes only when it crosses a power of two.
+TUNE_KEY = ("head_dim", "group", "tune_q", "tune_k", "VARLEN")
+INTERPRET_TILE = _tile(32, 32, 4, 1)
+"""The one tile of every kernel in the interpreter (autotuning is off there)."""
+
+
+def default_tile(head_dim: int, interpret: bool) -> Tile:
+    """The fixed tile of every kernel when not autotuning (the interpreter, or ``ICML26_AUTOTUNE=0``)."""
     if interpret:
-        return 32, 32, 4
-    if head_dim <= 128:
-        return 64, 64, 4
-    return 32, 32, 8
+        return INTERPRET_TILE
+    return _tile(64, 64, 4, 2) if head_dim <= 128 else _tile(32, 32, 8, 2)
 
 
 class _Call:
@@ -296,8 +315,11 @@ class _Call:
         self.seqlen_k = max_k
         self.scale = scale
         self.qk_scale = scale * LOG2_E.value
-        block_m, block_n, warps = blocks if blocks is not None else _blocks(self.head_dim, interpreting())
-        self.block_m, self.block_n, self.num_warps = block_m, block_n, warps
+        # `blocks` (BLOCK_M, BLOCK_N, num_warps[, num_stages]) fixes one tile for all three kernels.
+        self.tune = blocks is None
+        self.tile = _tile(*blocks) if blocks is not None else default_tile(self.head_dim, interpreting())
+        self.tune_q = triton.next_power_of_2(max(self.seqlen_q, 1))
+        self.tune_k = triton.next_power_of_2(max(self.seqlen_k, 1))
         self.block_d = max(16, triton.next_power_of_2(self.head_dim))
         self.dot_precision = "ieee" if q.dtype == torch.float32 else "tf32"
         self.q_pos = q_pos.to(torch.int32).contiguous()
@@ -313,10 +335,11 @@ class _Call:
         self.cu_q = cu_q.to(torch.int32).contiguous() if self.packed else self.q_pos
         self.cu_k = cu_k.to(torch.int32).contiguous() if self.packed else self.q_pos
 
-    def meta(self):
-        return dict(VARLEN=self.packed, HAS_KV_MASK=self.has_kv_mask,
-                    DOT_PRECISION=self.dot_precision, BLOCK_M=self.block_m, BLOCK_N=self.block_n,
-                    BLOCK_D=self.block_d, num_warps=self.num_warps)
+    def kernel(self, fn, tiles):
+        """``(kernel, meta)``: ``fn`` autotuned over ``tiles``, or jitted with this call's fixed tile."""
+        kernel, tile_meta = launcher(fn, tiles, TUNE_KEY, self.tile, tune=self.tune)
+        return kernel, dict(VARLEN=self.packed, HAS_KV_MASK=self.has_kv_mask, DOT_PRECISION=self.dot_precision,
+                            BLOCK_D=self.block_d, **tile_meta)
 
     def s(self, t):
         return _strides(t, self.packed)
@@ -325,14 +348,18 @@ class _Call:
 def _forward(call: _Call, q, k, v):
     o = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
-    grid = (triton.cdiv(call.seqlen_q, call.block_m), call.batch * call.heads_q)
+    kernel, meta = call.kernel(_naevit_fwd_kernel, FWD_TILES)
+
+    def grid(m):
+        return triton.cdiv(call.seqlen_q, m["BLOCK_M"]), call.batch * call.heads_q
+
     with cuda_device_guard(q):
-        jit(_naevit_fwd_kernel)[grid](
+        kernel[grid](
             q, k, v, call.q_pos, call.kv_mask, call.cu_q, call.cu_k, o, lse,
             *call.s(q), *call.s(k), *call.s(v), *call.s(o), *call.s(lse),
             call.stride_pb, call.stride_mb,
             call.seqlen_q, call.seqlen_k, call.heads_q, call.group, call.head_dim, call.qk_scale,
-            **call.meta(),
+            call.tune_q, call.tune_k, **meta,
         )
     return o, lse
 
@@ -347,20 +374,27 @@ def _backward(call: _Call, q, k, v, o, lse, do, dlse):
     dk = torch.empty_like(k, memory_format=torch.contiguous_format)
     dv = torch.empty_like(v, memory_format=torch.contiguous_format)
     common = (call.stride_pb, call.stride_mb, call.seqlen_q, call.seqlen_k)
-    grid_kv = (triton.cdiv(call.seqlen_k, call.block_n), call.batch * call.heads_kv)
-    grid_q = (triton.cdiv(call.seqlen_q, call.block_m), call.batch * call.heads_q)
+    dkdv_kernel, dkdv_meta = call.kernel(_naevit_bwd_dkdv_kernel, DKDV_TILES)
+    dq_kernel, dq_meta = call.kernel(_naevit_bwd_dq_kernel, DQ_TILES)
+
+    def grid_kv(m):
+        return triton.cdiv(call.seqlen_k, m["BLOCK_N"]), call.batch * call.heads_kv
+
+    def grid_q(m):
+        return triton.cdiv(call.seqlen_q, m["BLOCK_M"]), call.batch * call.heads_q
+
     with cuda_device_guard(q):
-        jit(_naevit_bwd_dkdv_kernel)[grid_kv](
+        dkdv_kernel[grid_kv](
             q, k, v, do, lse, delta, call.q_pos, call.kv_mask, call.cu_q, call.cu_k, dk, dv,
             *call.s(q), *call.s(k), *call.s(v), *call.s(do), *call.s(lse), *call.s(dk), *call.s(dv),
             *common, call.heads_kv, call.group, call.head_dim, call.qk_scale, call.scale,
-            **call.meta(),
+            call.tune_q, call.tune_k, **dkdv_meta,
         )
-        jit(_naevit_bwd_dq_kernel)[grid_q](
+        dq_kernel[grid_q](
             q, k, v, do, lse, delta, call.q_pos, call.kv_mask, call.cu_q, call.cu_k, dq,
             *call.s(q), *call.s(k), *call.s(v), *call.s(do), *call.s(lse), *call.s(dq),
             *common, call.heads_q, call.group, call.head_dim, call.qk_scale, call.scale,
-            **call.meta(),
+            call.tune_q, call.tune_k, **dq_meta,
         )
     return dq, dk, dv
 
@@ -388,8 +422,10 @@ def naevit_triton(q, k, v, q_pos, *, key_padding_mask=None, cu_seqlens_q=None, c
                   max_seqlen_q, max_seqlen_k, softmax_scale, blocks=None):
     """Run the fused kernels on validated inputs (see ``naevit_attention``); returns ``(out, lse)``.
 
-    ``blocks=(BLOCK_M, BLOCK_N, num_warps)`` overrides the tile sizes (tests use small tiles to
-    exercise tile boundaries).
+    On a GPU each kernel autotunes its tile (:data:`FWD_TILES`, :data:`DKDV_TILES`,
+    :data:`DQ_TILES`) per head dim, GQA group, layout and power-of-two length bucket; the interpreter
+    runs :data:`INTERPRET_TILE`. ``blocks=(BLOCK_M, BLOCK_N, num_warps[, num_stages])`` fixes one
+    tile for all three kernels instead (tests use small tiles to exercise tile boundaries).
     """
     return NaevitAttentionFunction.apply(q, k, v, q_pos, key_padding_mask, cu_seqlens_q, cu_seqlens_k,
                                          int(max_seqlen_q), int(max_seqlen_k), float(softmax_scale), blocks)

@@ -8,7 +8,8 @@ row with a shared ``omega``) cost one cos/sin evaluation per phase, and nothing 
 ever stored. Accumulation is fp32; float64 inputs belong to the torch reference.
 
 The launch runs inside :func:`icml26.kernels._backend.cuda_device_guard`, and the kernel is jitted
-on first use for the current mode (see :func:`icml26.kernels._backend.jit`).
+on first use for the current mode (see :func:`icml26.kernels._backend.jit`). On a GPU it picks its
+tile from a small ``triton.autotune`` space (:data:`TILES`); the interpreter runs one fixed tile.
 Reconstruction: the grouped trigonometric-sum formulation and its tiling are our design; TFMixer
 (arXiv 2602.00582) specifies the transform, not a kernel.
 """
@@ -19,13 +20,13 @@ import torch
 import triton
 import triton.language as tl
 
-from ._backend import cuda_device_guard, interpreting, jit
+from ._backend import Tile, cuda_device_guard, interpreting, launcher
 
 
 def _trig_sums_kernel(
     P, Q, U, V, C, S,
     stride_pg, stride_qg, stride_ug, stride_um, stride_vg, stride_vm, stride_cg, stride_cm, stride_sg, stride_sm,
-    M, I, L,
+    M, I, L, tune_m, tune_i, tune_l,
     BLOCK_M: tl.constexpr, BLOCK_I: tl.constexpr, BLOCK_L: tl.constexpr,
 ):
     g = tl.program_id(0)
@@ -54,10 +55,32 @@ def _trig_sums_kernel(
     tl.store(S + g * stride_sg + offs_m[:, None] * stride_sm + offs_i[None, :], acc_s, mask=out)
 
 
+def _tile(block_m: int, block_i: int, block_l: int, warps: int = 4, stages: int = 2) -> Tile:
+    return Tile({"BLOCK_M": block_m, "BLOCK_I": block_i, "BLOCK_L": block_l}, warps, stages)
+
+
+# The autotune space on a GPU (BLOCK_M rows, BLOCK_I outputs, BLOCK_L summed terms per tile; powers
+# of two >= 16, as tl.arange and tl.dot need; nothing else constrains them).
+TILES = (_tile(32, 64, 32), _tile(16, 64, 32), _tile(64, 64, 32, 4, 3), _tile(32, 128, 32, 8),
+         _tile(32, 64, 64, 4, 3))
+# Autotune key: M, I and L rounded up to a power of two, so a new size retunes only across a power of two.
+TUNE_KEY = ("tune_m", "tune_i", "tune_l")
+INTERPRET_TILE = _tile(16, 32, 32, 4, 1)
+"""The one tile in the interpreter (autotuning is off there)."""
+
+
+def default_tile(m: int, interpret: bool) -> Tile:
+    """The fixed tile when not autotuning (the interpreter, or ``ICML26_AUTOTUNE=0``)."""
+    if interpret:
+        return INTERPRET_TILE
+    return _tile(16 if m <= 16 else 32, 64, 32)
+
+
 def trig_sums_triton(p, q, u, v, blocks: tuple[int, int, int] | None = None):
     """Triton ``(C, S)`` of :func:`icml26.kernels.nudft.trig_sums_reference` (fp32 in and out).
 
-    p [G, I], q [G, L], u, v [G, M, L]; ``blocks=(BLOCK_M, BLOCK_I, BLOCK_L)`` overrides the tiles.
+    p [G, I], q [G, L], u, v [G, M, L]; ``blocks=(BLOCK_M, BLOCK_I, BLOCK_L[, num_warps, num_stages])``
+    fixes the tile instead of autotuning it.
     """
     out_dtype = u.dtype
     p, q, u, v = (x.to(torch.float32).contiguous() for x in (p, q, u, v))
@@ -67,17 +90,18 @@ def trig_sums_triton(p, q, u, v, blocks: tuple[int, int, int] | None = None):
     s = torch.empty_like(c)
     if g == 0 or m == 0 or i == 0:
         return c.to(out_dtype), s.to(out_dtype)
-    if blocks is None:
-        block_m = 16 if m <= 16 or interpreting() else 32
-        blocks = (block_m, 32, 32) if interpreting() else (block_m, 64, 32)
-    block_m, block_i, block_l = blocks
-    grid = (g, triton.cdiv(i, block_i), triton.cdiv(m, block_m))
+    fixed = _tile(*blocks) if blocks is not None else default_tile(m, interpreting())
+    kernel, meta = launcher(_trig_sums_kernel, TILES, TUNE_KEY, fixed, tune=blocks is None)
+
+    def grid(meta_):
+        return g, triton.cdiv(i, meta_["BLOCK_I"]), triton.cdiv(m, meta_["BLOCK_M"])
+
     with cuda_device_guard(u):
-        jit(_trig_sums_kernel)[grid](
+        kernel[grid](
             p, q, u, v, c, s,
             p.stride(0), q.stride(0), u.stride(0), u.stride(1), v.stride(0), v.stride(1),
             c.stride(0), c.stride(1), s.stride(0), s.stride(1),
-            m, i, length,
-            BLOCK_M=block_m, BLOCK_I=block_i, BLOCK_L=block_l,
+            m, i, length, *(triton.next_power_of_2(n) for n in (m, i, max(length, 1))),
+            **meta,
         )
     return c.to(out_dtype), s.to(out_dtype)

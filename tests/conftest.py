@@ -6,10 +6,32 @@ import pytest
 
 import torch
 
-# Without a GPU, Triton kernels run in the interpreter on CPU tensors. Triton decides its mode when
-# it is first imported, so the variable is set here, before any test module can import it.
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")
+TEST_DEVICE_ENV = "ICML26_TEST_DEVICE"
+"""Where the kernel tests run Triton: ``cpu`` (the interpreter) or ``cuda``; set by ``--device``."""
+
+
+def pytest_addoption(parser):
+    parser.addoption("--device", choices=("auto", "cpu", "cuda"), default=os.environ.get(TEST_DEVICE_ENV, "auto"),
+                     help="where the kernel tests run Triton: cpu (the interpreter; fp32/fp16), cuda (compiled; "
+                          "fp32/fp16/bf16), auto (cuda when a GPU is present); default from $ICML26_TEST_DEVICE")
+
+
+def pytest_configure(config):
+    # Triton decides its mode (interpreter or compiled) when it is first imported, so the variable is
+    # set here, before any test module can import it.
+    choice = config.getoption("--device")
+    if choice == "auto":
+        choice = "cuda" if torch.cuda.is_available() else "cpu"
+    if choice == "cuda" and not torch.cuda.is_available():
+        raise pytest.UsageError("--device: expected 'cpu' or 'auto' on a machine without a GPU, got 'cuda'")
+    os.environ[TEST_DEVICE_ENV] = choice
+    if choice == "cpu":
+        os.environ["TRITON_INTERPRET"] = "1"
+    else:
+        os.environ.pop("TRITON_INTERPRET", None)
+        # Tests check correctness, not speed: one fixed tile per kernel instead of timing every tile of
+        # the autotune space at every new shape (test_naevit.py and test_nudft.py run every tile once).
+        os.environ.setdefault("ICML26_AUTOTUNE", "0")
 
 # The tests use tiny tensors: one intra-op thread is as fast and does not thrash when the machine is busy.
 torch.set_num_threads(1)
@@ -17,6 +39,32 @@ torch.set_num_threads(1)
 TESTS = Path(__file__).resolve().parent
 PLUGIN_DIR = TESTS / "plugins"
 PLUGIN = "icml26_test_plugin"
+
+
+def kernel_device_now() -> torch.device:
+    """The device the kernel tests run Triton on in this session (see ``--device``)."""
+    return torch.device(os.environ.get(TEST_DEVICE_ENV, "cpu"))
+
+
+@pytest.fixture
+def kernel_device(monkeypatch):
+    """The device for Triton kernel tests: CUDA (compiled) with ``--device cuda``, else CPU tensors in the
+    interpreter (kernels are jitted at first call, in the mode of the environment then)."""
+    device = kernel_device_now()
+    if device.type == "cuda":
+        monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    else:
+        monkeypatch.setenv("TRITON_INTERPRET", "1")
+    return device
+
+
+@pytest.fixture(params=["float16", "bfloat16"])
+def low_precision(request, kernel_device):
+    """float16 everywhere; bfloat16 on CUDA only: Triton 3.9's interpreter computes tl.dot on bf16 operands
+    wrongly on CPU (bf16 loads and casts are right)."""
+    if request.param == "bfloat16" and kernel_device.type == "cpu":
+        pytest.skip("bf16 tl.dot is wrong in Triton's CPU interpreter: run with --device cuda")
+    return getattr(torch, request.param)
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""NAEViT attention: Triton kernel (interpreter on CPU) and SDPA split against the reference."""
+"""NAEViT attention: Triton kernel (interpreter on CPU, compiled with --device cuda) and SDPA split against the reference."""
 
 import itertools
 
@@ -10,16 +10,6 @@ from icml26 import InputError
 from icml26.kernels import naevit_attention, naevit_reference
 
 HQ, HKV, D = 4, 2, 32
-
-
-@pytest.fixture
-def interpret(monkeypatch):
-    """Run Triton kernels in the interpreter on CPU tensors (kernels are jitted at first call)."""
-    if torch.cuda.is_available():
-        monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-        return torch.device("cuda")
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-    return torch.device("cpu")
 
 
 def make_batch(specs, hq=HQ, hkv=HKV, d=D, dtype=torch.float32, device="cpu", seed=0):
@@ -84,10 +74,10 @@ VARLEN_CASES = [
 
 @pytest.mark.parametrize("specs", VARLEN_CASES, ids=lambda s: "-".join(f"{p}.{v}.{t}" for p, v, t in s))
 @pytest.mark.parametrize("blocks", [(16, 16, 4), (32, 16, 4)], ids=["16x16", "32x16"])
-def test_triton_matches_reference_varlen(interpret, specs, blocks):
+def test_triton_matches_reference_varlen(kernel_device, specs, blocks):
     from icml26.kernels.naevit_triton import naevit_triton
 
-    batch = make_batch(specs, device=interpret)
+    batch = make_batch(specs, device=kernel_device)
     ref_out, ref_lse, ref_grads, g = run(batch, "torch")
     cu_q, cu_k = batch["cu_seqlens_q"].tolist(), batch["cu_seqlens_k"].tolist()
     out, lse = naevit_triton(
@@ -101,8 +91,8 @@ def test_triton_matches_reference_varlen(interpret, specs, blocks):
         torch.testing.assert_close(got, want, atol=1e-4, rtol=0, msg=f"d{name}")
 
 
-def test_padded_form_equals_packed_form(interpret):
-    batch = make_batch(VARLEN_CASES[0], device=interpret)
+def test_padded_form_equals_packed_form(kernel_device):
+    batch = make_batch(VARLEN_CASES[0], device=kernel_device)
     padded = to_padded(batch)
     out_p, lse_p, grads_p, g_p = run(batch, "triton")
     g_d = to_padded(dict(batch, q=g_p))["q"].detach()  # the same output gradient, padded with zeros
@@ -118,16 +108,16 @@ def test_padded_form_equals_packed_form(interpret):
     torch.testing.assert_close(lse_d[~padding_queries], lse_want[~padding_queries], atol=1e-6, rtol=0)
 
 
-def test_left_padding_and_padding_queries(interpret):
+def test_left_padding_and_padding_queries(kernel_device):
     """generate-style left padding: padding keys masked, padding queries give 0 and no gradient."""
     torch.manual_seed(1)
     b, tq, tk = 2, 9, 40
-    q = torch.randn(b, HQ, tq, D, device=interpret, requires_grad=True)
-    k = torch.randn(b, HKV, tk, D, device=interpret, requires_grad=True)
-    v = torch.randn(b, HKV, tk, D, device=interpret, requires_grad=True)
-    mask = torch.ones(b, tk, dtype=torch.bool, device=interpret)
+    q = torch.randn(b, HQ, tq, D, device=kernel_device, requires_grad=True)
+    k = torch.randn(b, HKV, tk, D, device=kernel_device, requires_grad=True)
+    v = torch.randn(b, HKV, tk, D, device=kernel_device, requires_grad=True)
+    mask = torch.ones(b, tk, dtype=torch.bool, device=kernel_device)
     mask[1, :6] = False  # sample 1 is left-padded by 6 keys
-    q_pos = torch.arange(tk - tq, tk, device=interpret).repeat(b, 1)
+    q_pos = torch.arange(tk - tq, tk, device=kernel_device).repeat(b, 1)
     q_pos[1, :2] = -1  # and has two padding queries
     batch = dict(q=q, k=k, v=v, q_pos=q_pos, key_padding_mask=mask)
     ref_out, ref_lse, ref_grads, g = run(batch, "torch")
@@ -141,8 +131,8 @@ def test_left_padding_and_padding_queries(interpret):
 
 
 @pytest.mark.parametrize("head_dim", [64, 128, 256])
-def test_triton_head_dims(interpret, head_dim):
-    batch = make_batch([(3, 20, 5), (0, 7, 3)], d=head_dim, device=interpret)
+def test_triton_head_dims(kernel_device, head_dim):
+    batch = make_batch([(3, 20, 5), (0, 7, 3)], d=head_dim, device=kernel_device)
     ref_out, _, ref_grads, g = run(batch, "torch")
     out, _, grads, _ = run(batch, "triton", grad_out=g)
     torch.testing.assert_close(out, ref_out, atol=1e-5, rtol=0)
@@ -150,20 +140,22 @@ def test_triton_head_dims(interpret, head_dim):
         torch.testing.assert_close(got, want, atol=1e-4, rtol=0)
 
 
-def test_triton_fp16_accumulates_in_fp32(interpret):
-    batch = make_batch(VARLEN_CASES[1], dtype=torch.float16, device=interpret)
+def test_triton_low_precision_accumulates_in_fp32(kernel_device, low_precision):
+    """fp16 (and bf16 on CUDA): tolerances scale with the dtype's rounding (fp16's were measured)."""
+    batch = make_batch(VARLEN_CASES[1], dtype=low_precision, device=kernel_device)
     ref_out, ref_lse, ref_grads, g = run(batch, "torch")
     out, lse, grads, _ = run(batch, "triton", grad_out=g)
-    assert out.dtype == torch.float16 and lse.dtype == torch.float32 and grads[1].dtype == torch.float16
-    torch.testing.assert_close(out.float(), ref_out.float(), atol=2e-3, rtol=0)
-    torch.testing.assert_close(lse, ref_lse, atol=2e-3, rtol=0)
+    assert out.dtype == low_precision and lse.dtype == torch.float32 and grads[1].dtype == low_precision
+    ulps = torch.finfo(low_precision).eps / torch.finfo(torch.float16).eps  # 1 for fp16, 8 for bf16
+    torch.testing.assert_close(out.float(), ref_out.float(), atol=2e-3 * ulps, rtol=0)
+    torch.testing.assert_close(lse, ref_lse, atol=2e-3 * ulps, rtol=0)
     for got, want in zip(grads, ref_grads):
-        torch.testing.assert_close(got.float(), want.float(), atol=1e-2, rtol=1e-2)
+        torch.testing.assert_close(got.float(), want.float(), atol=1e-2 * ulps, rtol=1e-2 * ulps)
 
 
-def test_gqa_mqa_and_lse_gradient(interpret):
+def test_gqa_mqa_and_lse_gradient(kernel_device):
     """MQA (one kv head) and a loss that uses lse: its gradient flows through the kernel too."""
-    batch = make_batch([(2, 11, 6), (0, 5, 9)], hq=4, hkv=1, device=interpret)
+    batch = make_batch([(2, 11, 6), (0, 5, 9)], hq=4, hkv=1, device=kernel_device)
     outs = {}
     for backend in ("torch", "triton"):
         out, lse = naevit_attention(**batch, backend=backend, return_lse=True)
@@ -242,10 +234,10 @@ def test_values_read_once_per_positions_tensor_and_again_after_an_in_place_chang
 
 
 @pytest.mark.parametrize("backend", ["torch", "triton"])
-def test_text_after_p_never_changes_outputs_up_to_p(interpret, backend):
+def test_text_after_p_never_changes_outputs_up_to_p(kernel_device, backend):
     """Causality over the key axis; also: visual keys receive gradients."""
     prefix, n_visual, n_text = 4, 16, 10
-    batch = make_batch([(prefix, n_visual, n_text)], device=interpret)
+    batch = make_batch([(prefix, n_visual, n_text)], device=kernel_device)
     out = naevit_attention(**batch, backend=backend)
     changed = dict(batch)
     k, v = batch["k"].detach().clone(), batch["v"].detach().clone()
@@ -384,3 +376,49 @@ def test_backend_requirements_are_explained(monkeypatch):
     with pytest.raises(InputError, match="float64"):
         naevit_attention(**{k: v.double() if v.is_floating_point() else v for k, v in _valid().items()},
                          backend="sdpa_split")
+
+
+def _every_tile():
+    from icml26.kernels import naevit_triton
+
+    tiles = naevit_triton.FWD_TILES + naevit_triton.DKDV_TILES + naevit_triton.DQ_TILES
+    return sorted({(t.sizes["BLOCK_M"], t.sizes["BLOCK_N"], t.num_warps, t.num_stages) for t in tiles})
+
+
+@pytest.mark.parametrize("tile", _every_tile(), ids=lambda t: "x".join(map(str, t)))
+def test_every_autotune_tile_matches_reference_on_cuda(kernel_device, tile):
+    """Each tile of the three autotune spaces, on all three kernels, at the benchmark's head dim in bf16.
+    The interpreter runs one tile only (checked in test_kernels_backend.py), so this needs --device cuda."""
+    if kernel_device.type != "cuda":
+        pytest.skip("the autotune tiles run on a GPU only (--device cuda)")
+    from icml26.kernels.naevit_triton import naevit_triton
+
+    batch = make_batch([(8, 150, 70), (0, 64, 1), (3, 0, 40)], hq=8, hkv=2, d=128, dtype=torch.bfloat16,
+                       device=kernel_device)
+    ref_out, _, ref_grads, g = run(batch, "torch")
+    cu_q, cu_k = batch["cu_seqlens_q"].tolist(), batch["cu_seqlens_k"].tolist()
+    out, _ = naevit_triton(
+        batch["q"], batch["k"], batch["v"], batch["q_pos"], cu_seqlens_q=batch["cu_seqlens_q"],
+        cu_seqlens_k=batch["cu_seqlens_k"], max_seqlen_q=max(b - a for a, b in zip(cu_q, cu_q[1:])),
+        max_seqlen_k=max(b - a for a, b in zip(cu_k, cu_k[1:])), softmax_scale=128 ** -0.5, blocks=tile)
+    grads = torch.autograd.grad(out, (batch["q"], batch["k"], batch["v"]), g)
+    ulps = torch.finfo(torch.bfloat16).eps / torch.finfo(torch.float16).eps
+    torch.testing.assert_close(out.float(), ref_out.float(), atol=2e-3 * ulps, rtol=0)
+    for name, got, want in zip("qkv", grads, ref_grads):
+        torch.testing.assert_close(got.float(), want.float(), atol=1e-2 * ulps, rtol=1e-2 * ulps, msg=f"d{name}")
+
+
+def test_autotuned_kernels_match_reference_on_cuda(kernel_device, monkeypatch):
+    """The default GPU path: every kernel autotunes its tile (padded and packed layouts), and is right."""
+    if kernel_device.type != "cuda":
+        pytest.skip("autotuning runs on a GPU only (--device cuda)")
+    monkeypatch.setenv("ICML26_AUTOTUNE", "1")
+    batch = make_batch([(8, 150, 70), (0, 64, 1), (3, 0, 40)], hq=8, hkv=2, d=128, dtype=torch.bfloat16,
+                       device=kernel_device)
+    ulps = torch.finfo(torch.bfloat16).eps / torch.finfo(torch.float16).eps
+    for layout in (batch, to_padded(batch)):
+        ref_out, _, ref_grads, g = run(layout, "torch")
+        out, _, grads, _ = run(layout, "triton", grad_out=g)
+        torch.testing.assert_close(out.float(), ref_out.float(), atol=2e-3 * ulps, rtol=0)
+        for got, want in zip(grads, ref_grads):
+            torch.testing.assert_close(got.float(), want.float(), atol=1e-2 * ulps, rtol=1e-2 * ulps)

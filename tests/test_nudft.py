@@ -1,21 +1,51 @@
-"""NUDFT ops: reference and Triton (interpreter on CPU) against brute force, FFT and theory."""
+"""NUDFT ops: reference and Triton (interpreter on CPU, compiled with --device cuda) against brute force,
+FFT and theory."""
 
 import math
 import warnings
+
+import os
 
 import pytest
 import torch
 
 from icml26 import InputError
-from icml26.kernels import InverseNUDFT, NUDFT, PhasePrecisionWarning, inudft, nudft
+from icml26.kernels import InverseNUDFT, NUDFT, PhasePrecisionWarning
+from icml26.kernels import inudft as _inudft
+from icml26.kernels import nudft as _nudft
 from icml26.kernels.nudft import trig_sums_reference
+
+
+def _on_kernel_device(op):
+    """``op`` whose ``backend="triton"`` calls run on the session's kernel device (``--device``).
+
+    On CUDA the tensor arguments move there and the outputs come back to the CPU, both differentiably,
+    so every test keeps its CPU leaves, references and gradients; on CPU nothing moves (the interpreter).
+    """
+    def call(*args, backend="auto", **kwargs):
+        device = torch.device(os.environ.get("ICML26_TEST_DEVICE", "cpu"))  # set by conftest from --device
+        if backend != "triton" or device.type == "cpu":
+            return op(*args, backend=backend, **kwargs)
+
+        def moved(x):
+            return x.to(device) if isinstance(x, torch.Tensor) else x
+
+        out = op(*map(moved, args), backend=backend, **{k: moved(v) for k, v in kwargs.items()})
+        return tuple(o.cpu() for o in out) if isinstance(out, tuple) else out.cpu()
+
+    return call
+
+
+nudft, inudft = _on_kernel_device(_nudft), _on_kernel_device(_inudft)
 
 
 @pytest.fixture(params=["torch", "triton"])
 def backend(request, monkeypatch):
     if request.param == "triton":
         pytest.importorskip("triton")
-        monkeypatch.setenv("TRITON_INTERPRET", "1")
+        device = request.getfixturevalue("kernel_device")
+        if device.type == "cuda":  # the value checks (NaN times, phase bounds) run on GPU tensors only when asked
+            monkeypatch.setenv("ICML26_CHECK_VALUES", "1")
     return request.param
 
 
@@ -150,9 +180,7 @@ def _grads(fn, tensors, backend):
     return torch.autograd.grad(loss, leaves)
 
 
-def test_triton_gradients_match_reference(monkeypatch):
-    pytest.importorskip("triton")
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
+def test_triton_gradients_match_reference(kernel_device):
     gen = torch.Generator().manual_seed(6)
     x, t = torch.randn(3, 4, 21, generator=gen), torch.rand(3, 1, 21, generator=gen)
     omega, mask = torch.rand(4, 6, generator=gen) * 15, torch.rand(3, 4, 21, generator=gen) > 0.3
@@ -425,3 +453,36 @@ def test_reset_parameters_holds_the_initial_frequency_rule(init):
     torch.testing.assert_close(layer.omega[0], 2 * math.pi * cycles)
     with torch.device("meta"):
         assert NUDFT(6, init=init).raw.is_meta  # the rule runs on the meta device too
+
+
+def _nudft_tiles():
+    from icml26.kernels import nudft_triton
+
+    return [(*t.sizes.values(), t.num_warps, t.num_stages) for t in nudft_triton.TILES]
+
+
+@pytest.mark.parametrize("tile", _nudft_tiles(), ids=lambda t: "x".join(map(str, t)))
+def test_every_autotune_tile_matches_reference_on_cuda(kernel_device, tile):
+    """Each tile of the autotune space (the interpreter runs one only), sizes not multiples of the tiles."""
+    if kernel_device.type != "cuda":
+        pytest.skip("the autotune tiles run on a GPU only (--device cuda)")
+    from icml26.kernels.nudft_triton import trig_sums_triton
+
+    gen = torch.Generator().manual_seed(12)
+    p, q = torch.rand(3, 70, generator=gen) * 9, torch.rand(3, 300, generator=gen)
+    u, v = torch.randn(3, 37, 300, generator=gen), torch.randn(3, 37, 300, generator=gen)
+    want = trig_sums_reference(p, q, u, v, chunk=None)
+    got = trig_sums_triton(*(x.to(kernel_device) for x in (p, q, u, v)), blocks=tile)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g.cpu(), w, atol=1e-3, rtol=1e-4)
+
+
+def test_autotuned_kernel_matches_reference_on_cuda(kernel_device, monkeypatch):
+    if kernel_device.type != "cuda":
+        pytest.skip("autotuning runs on a GPU only (--device cuda)")
+    monkeypatch.setenv("ICML26_AUTOTUNE", "1")
+    x, t, omega, mask = _inputs(shape_x=(6, 300), k=70, seed=13)
+    want_r, want_i = brute(x, t, omega, mask)
+    r, i = nudft(x, t, omega, mask, backend="triton")
+    torch.testing.assert_close(r.double(), want_r, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(i.double(), want_i, rtol=1e-5, atol=1e-5)

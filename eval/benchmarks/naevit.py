@@ -17,7 +17,12 @@ Every backend's forward output and its gradients (dq, dk, dv) are checked agains
 reference before it is timed. The full-causal baseline is checked on its text rows, with an
 upstream gradient that is zero on the visual rows, so that its dk and dv equal NAEViT's.
 
-Sizes live in :data:`SIZES` and repeat counts in :data:`REPEATS` (tests shrink them).
+Sizes live in :data:`SIZES` and repeat counts in :data:`REPEATS` (tests shrink them). On a GPU,
+quick mode measures n_text in {64, 256, 1024} and full mode adds 4096 (:data:`GPU_FULL_N_TEXT`);
+``--device cuda`` runs the GPU suite alone, ``auto`` both suites.
+With ``ICML26_BENCH_DRY_RUN=1`` (the GPU check's ``--dry-run``) both suites run at the tiny
+:data:`DRY_SIZES`, the GPU suite on CPU tensors when no GPU is present (Triton in its interpreter,
+wall-clock timing): that shows the GPU code runs, its numbers mean nothing.
 """
 
 from __future__ import annotations
@@ -29,19 +34,30 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from icml26.errors import input_error
-from icml26.eval.measure import peak_alloc_mb
+from icml26.eval.measure import median_ms, peak_alloc_mb
 from icml26.registry import benchmark
-from icml26.results import Claim, Result
+from icml26.results import Claim, Result, to_jsonable
 
 SIZES: dict[str, dict[str, Any]] = {
     "cpu": dict(batch=2, n_visual=576, n_text=(64, 256), heads_q=8, heads_kv=2, head_dim=64, prefix=8,
                 dtype="float32"),
-    "gpu": dict(batch=8, n_visual=576, n_text=(64, 256, 1024, 4096), heads_q=32, heads_kv=8, head_dim=128,
+    "gpu": dict(batch=8, n_visual=576, n_text=(64, 256, 1024), heads_q=32, heads_kv=8, head_dim=128,
                 prefix=8, dtype="bfloat16"),
     # GPU correctness check of the Triton kernel: packed sequences (prefix, n_visual, text after the image).
     "gpu_varlen": dict(sequences=((3, 40, 17), (0, 64, 1), (8, 100, 70), (5, 0, 12), (1, 129, 64)),
                        heads_q=4, heads_kv=2, head_dim=128, dtype="bfloat16"),
 }
+GPU_FULL_N_TEXT = (64, 256, 1024, 4096)  # full mode on a GPU: the quick sizes and a long text
+DRY_RUN_ENV = "ICML26_BENCH_DRY_RUN"
+# Dry run: fp32 for the benchmark suite and fp16 for the varlen check (Triton 3.9's interpreter gets
+# tl.dot on bf16 operands wrong on CPU).
+DRY_SIZES: dict[str, dict[str, Any]] = {
+    "cpu": dict(batch=1, n_visual=24, n_text=(8, 20), heads_q=4, heads_kv=2, head_dim=16, prefix=3, dtype="float32"),
+    "gpu": dict(batch=1, n_visual=24, n_text=(20,), heads_q=4, heads_kv=2, head_dim=16, prefix=3, dtype="float32"),
+    "gpu_varlen": dict(sequences=((3, 10, 5), (0, 16, 1), (2, 0, 7)), heads_q=4, heads_kv=2, head_dim=32,
+                       dtype="float16"),
+}
+DRY_REPEATS = (1, 2)  # (warm-up calls, timed calls) of a dry run, on either suite
 # Median of the timed calls. CPU: (warm-up rounds, timed rounds), the backends taking turns in each
 # round. GPU: (warm-up ms, timed ms) for triton.testing.do_bench (CUDA events, L2 flushed per call).
 REPEATS: dict[str, dict[str, tuple[int, int]]] = {
@@ -277,10 +293,16 @@ class _Candidate:
         p.clear_grads()
 
     def time_gpu(self, phase: str, warmup_ms: int, rep_ms: int) -> None:
-        """CUDA-event timing with an L2 flush before each call (``triton.testing.do_bench``)."""
-        from triton.testing import do_bench
+        """CUDA-event timing with an L2 flush before each call (``triton.testing.do_bench``); a dry run's
+        GPU suite on CPU tensors takes a wall-clock median of ``DRY_REPEATS`` calls instead."""
 
         def measure():
+            if self.device.type != "cuda":
+                warmup, repeats = DRY_REPEATS
+                self.row[f"{phase}_ms"] = median_ms(self.timed[phase], self.device, warmup=warmup, repeats=repeats)
+                return
+            from triton.testing import do_bench
+
             self.row[f"{phase}_ms"] = do_bench(self.timed[phase], warmup=warmup_ms, rep=rep_ms, return_mode="median")
 
         if phase in self.timed:
@@ -514,11 +536,20 @@ are built once per size (which favours those baselines); the NAEViT backends' in
 @benchmark("naevit", title="NAEViT attention: Triton / SDPA split vs full causal, masked SDPA and FlexAttention",
            paper="saisa")
 def run(config) -> Result:
+    import os
+
     import torch
 
     from icml26.utils import atomic_write_json
 
     seed = config.seeds[0]
+    dry = os.environ.get(DRY_RUN_ENV, "0") == "1"
+    if dry:
+        sizes = DRY_SIZES
+    elif config.mode == "full":
+        sizes = dict(SIZES, gpu=dict(SIZES["gpu"], n_text=GPU_FULL_N_TEXT))
+    else:
+        sizes = SIZES
     if config.device == "auto":
         gpu = torch.device("cuda") if torch.cuda.is_available() else None
     elif config.device.startswith("cuda"):
@@ -528,44 +559,50 @@ def run(config) -> Result:
         gpu = torch.device(config.device)
     else:
         gpu = None
+    if dry and gpu is None:
+        gpu = torch.device("cpu")  # the GPU suite's code on CPU tensors (Triton needs TRITON_INTERPRET=1)
 
     rows: dict[str, list[dict]] = {"cpu": [], "gpu": []}
 
     def on_row(row: dict) -> None:  # a run killed midway still leaves what was measured
         rows[row["device"]].append(row)
-        atomic_write_json(config.out_dir / "rows.partial.json", rows)
+        atomic_write_json(config.out_dir / "rows.partial.json", to_jsonable(rows))  # NaN (not measured) as null
 
-    cpu_warmup, cpu_repeats = REPEATS["cpu"][config.mode]
+    cpu_warmup, cpu_repeats = DRY_REPEATS if dry else REPEATS["cpu"][config.mode]
     gpu_warmup, gpu_repeats = REPEATS["gpu"][config.mode]
-    threads = torch.get_num_threads()
-    torch.set_num_threads(CPU_THREADS)
-    try:
-        _suite("cpu", CPU_BACKENDS, torch.device("cpu"), SIZES["cpu"], (cpu_warmup, cpu_repeats), seed, on_row)
-    finally:
-        torch.set_num_threads(threads)
-
-    result = Result(notes=NOTES.format(**SIZES["cpu"], warmup=cpu_warmup, repeats=cpu_repeats,
+    result = Result(notes=NOTES.format(**sizes["cpu"], warmup=cpu_warmup, repeats=cpu_repeats,
                                        gpu_warmup=gpu_warmup, gpu_repeats=gpu_repeats))
-    result.metrics["cpu.torch_threads"] = CPU_THREADS
-    result.metrics.update(_metrics(rows["cpu"], "cpu"))
-    result.tables["cpu"] = rows["cpu"]
-    result.figures["naevit_cpu"] = _figure(rows["cpu"], f"NAEViT attention on CPU ({_describe(SIZES['cpu'])})")
-    for claim in _cpu_claims(rows["cpu"], SIZES["cpu"]):
-        result.add_claim(claim)
+    if config.device.startswith("cuda"):  # asked for the GPU: its suite alone (the GPU check's time budget)
+        result.notes += "\n--device cuda: the CPU suite was skipped (run with --device auto for both).\n"
+    else:
+        threads = torch.get_num_threads()
+        torch.set_num_threads(CPU_THREADS)
+        try:
+            _suite("cpu", CPU_BACKENDS, torch.device("cpu"), sizes["cpu"], (cpu_warmup, cpu_repeats), seed, on_row)
+        finally:
+            torch.set_num_threads(threads)
+        result.metrics["cpu.torch_threads"] = CPU_THREADS
+        result.metrics.update(_metrics(rows["cpu"], "cpu"))
+        result.tables["cpu"] = rows["cpu"]
+        result.figures["naevit_cpu"] = _figure(rows["cpu"], f"NAEViT attention on CPU ({_describe(sizes['cpu'])})")
+        for claim in _cpu_claims(rows["cpu"], sizes["cpu"]):
+            result.add_claim(claim)
 
     if gpu is None:
         result.notes += "\nNo GPU was used: the Triton kernel, masked SDPA and FlexAttention were not benchmarked.\n"
         return result
 
-    result.metrics["gpu.name"] = torch.cuda.get_device_name(gpu)
-    varlen = _varlen_check(gpu, SIZES["gpu_varlen"], seed)
+    result.metrics["gpu.name"] = torch.cuda.get_device_name(gpu) if gpu.type == "cuda" else "cpu (dry run)"
+    if dry:
+        result.notes += "\nDry run (ICML26_BENCH_DRY_RUN=1): tiny sizes; the numbers only show that the code runs.\n"
+    varlen = _varlen_check(gpu, sizes["gpu_varlen"], seed)
     result.tables["gpu_varlen_correctness"] = varlen
-    atomic_write_json(config.out_dir / "varlen.partial.json", varlen)
-    _suite("gpu", GPU_BACKENDS, gpu, SIZES["gpu"], (gpu_warmup, gpu_repeats), seed, on_row)
+    atomic_write_json(config.out_dir / "varlen.partial.json", to_jsonable(varlen))
+    _suite("gpu", GPU_BACKENDS, gpu, sizes["gpu"], (gpu_warmup, gpu_repeats), seed, on_row)
     result.metrics.update(_metrics(rows["gpu"], "gpu"))
     result.tables["gpu"] = rows["gpu"]
     result.figures["naevit_gpu"] = _figure(
-        rows["gpu"], f"NAEViT attention on {result.metrics['gpu.name']} ({_describe(SIZES['gpu'])})")
+        rows["gpu"], f"NAEViT attention on {result.metrics['gpu.name']} ({_describe(sizes['gpu'])})")
     for claim in _gpu_claims(rows["gpu"], varlen):
         result.add_claim(claim)
     return result
