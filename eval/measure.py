@@ -51,6 +51,25 @@ def interleaved_median_ms(fns: dict[str, Callable[[], Any]], device, *, warmup: 
     return {name: statistics.median(values) for name, values in times.items()}
 
 
+def minor_faults_per_call(fn: Callable[[], Any], device, *, calls: int = 3) -> float | None:
+    """Minor page faults of this process per call of ``fn`` (``None`` where ``resource`` is missing).
+
+    On CPU a forward whose large temporaries glibc hands back to the system pays a page fault per
+    fresh 4 KiB page on the next call; this count shows how much of a latency is that.
+    """
+    try:
+        import resource
+    except ImportError:  # not on Unix
+        return None
+    fn()
+    sync(device)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(calls):
+        fn()
+    sync(device)
+    return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / calls
+
+
 def peak_alloc_mb(fn: Callable[[], Any], device) -> float:
     """Peak bytes allocated during one call of ``fn`` above what was allocated before it, in MiB.
 

@@ -34,3 +34,19 @@ def test_a_slow_spell_lands_on_every_function_of_a_round():
     times = interleaved_median_ms({"first": first, "second": second}, "cpu", warmup=1, repeats=5)
     assert max(times.values()) < 10.0
     assert median_ms(lambda: time.sleep(0.001), "cpu", warmup=0, repeats=3) >= 1.0
+
+
+def test_minor_faults_count_fresh_pages_and_not_reused_ones():
+    from icml26.eval.measure import minor_faults_per_call
+
+    def fresh():  # 64 MiB, far above glibc's mmap threshold: new pages each call
+        buffer = bytearray(64 * 2**20)
+        buffer[::4096] = b"x" * len(buffer[::4096])
+
+    kept = bytearray(64 * 2**20)
+
+    def reused():
+        kept[::4096] = b"y" * len(kept[::4096])
+
+    assert minor_faults_per_call(fresh, "cpu") > 8000  # 16384 pages touched
+    assert minor_faults_per_call(reused, "cpu") < 1000
