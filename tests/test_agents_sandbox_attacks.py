@@ -50,6 +50,12 @@ def token():
 
 
 @pytest.fixture
+def secret():
+    """Content no output may show (paths may carry ``token``; contents carry this)."""
+    return "icml26-secret-" + secrets.token_hex(8)
+
+
+@pytest.fixture
 def host_dir(token):
     """A host folder outside /tmp (which every sandbox replaces) for sockets, FIFOs and canaries."""
     for base in ("/run", str(Path.home()), "/var/tmp"):
@@ -146,7 +152,7 @@ def connect_all(box, specs: list[str]) -> str:
 
 
 class Tree(threading.Thread):
-    """Samples the processes below this test process (host /proc): peak count and peak total RSS."""
+    """Samples the processes below this test process (host /proc): peak count and peak private memory."""
 
     def __init__(self):
         super().__init__(daemon=True)
@@ -163,9 +169,13 @@ class Tree(threading.Thread):
             try:
                 with open(f"/proc/{name}/stat", "rb") as handle:
                     fields = handle.read().rsplit(b")", 1)[1].split()
+                with open(f"/proc/{name}/statm", "rb") as handle:
+                    pages = handle.read().split()
             except OSError:
                 continue
-            parent[int(name)], rss[int(name)] = int(fields[1]), int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+            # private memory (resident minus shared pages): what the process alone holds
+            parent[int(name)] = int(fields[1])
+            rss[int(name)] = (int(pages[1]) - int(pages[2])) * os.sysconf("SC_PAGE_SIZE")
         me, below = os.getpid(), set()
         changed = True
         while changed:
@@ -205,7 +215,7 @@ def test_e1_unix_socket_on_a_host_folder(box, host_dir):
     finally:
         server.close()
     assert server.hits == [], out  # host-side witness: no connection reached the server
-    assert "CONNECTED" not in out and host_dir.name not in out, out
+    assert "\nCONNECTED" not in "\n" + out and "cannot access '/run'" in out, out
 
 
 def _attach_loop(backing: Path) -> str:
@@ -284,12 +294,12 @@ def test_e3_host_fifo_and_kernel_log(box, host_dir, token):
         pytest.skip(f"the FIFO holds; /dev/kmsg cannot be read on the host to witness the log ({why})")
 
 
-def test_e4_folder_on_sys_path_under_tmp(repo, monkeypatch, token):
+def test_e4_folder_on_sys_path_under_tmp(repo, monkeypatch, token, secret):
     base = Path(tempfile.mkdtemp(prefix=token + "-syspath-", dir="/tmp"))
     try:
         (base / "lib").mkdir()
-        (base / "lib" / "inside.txt").write_text(f"lib-{token}\n")
-        (base / "secret.txt").write_text(f"beside-{token}\n")
+        (base / "lib" / "inside.txt").write_text(f"lib-{secret}\n")
+        (base / "secret.txt").write_text(f"beside-{secret}\n")
         monkeypatch.syspath_prepend(str(base / "lib"))
         server = Server(socket.AF_UNIX, socket.SOCK_STREAM, str(base / "lib" / "s.sock"))
         try:
@@ -302,13 +312,13 @@ def test_e4_folder_on_sys_path_under_tmp(repo, monkeypatch, token):
     finally:
         shutil.rmtree(base, ignore_errors=True)
     assert server.hits == [], out
-    assert token not in out and "CONNECTED" not in out, out
+    assert secret not in out and "\nCONNECTED" not in "\n" + out, out
     assert "42" in out, out  # the Python that runs commands still works
 
 
-def test_root_only_files_and_other_checkouts_are_invisible(box, token):
+def test_root_only_files_and_other_checkouts_are_invisible(box, token, secret):
     key = Path.home() / f".{token}-key"
-    key.write_text(f"secret-{token}\n")
+    key.write_text(f"{secret}\n")
     key.chmod(0o600)
     try:
         out = bash(box, f"cat {key}; ls -A {Path.home()}; cat {REPO_CHECKOUT}/pyproject.toml; "
@@ -316,7 +326,7 @@ def test_root_only_files_and_other_checkouts_are_invisible(box, token):
                         "ls -A /")
     finally:
         key.unlink()
-    assert token not in out, out
+    assert secret not in out, out
     assert "[project]" not in out and "build-system" not in out, out
     top = set(out.strip().splitlines()[-1].split()) if "\n" in out.strip() else set()
     allowed = {"bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "dev", "proc", "tmp", "var",
@@ -340,7 +350,7 @@ def test_e5_memory_of_all_processes_together(repo):
         finally:
             tree.stop()
     assert tree.peak_rss < (192 + 64) << 20, (tree.peak_rss >> 20, out)  # host-side witness
-    assert "out of memory" in out, out
+    assert "memory limit of 192 MB" in out, out
 
 
 def test_e5_fork_bomb_is_bounded(repo):
@@ -499,7 +509,7 @@ def test_cannot_kill_signal_or_ptrace_host_processes(box):
 
 
 def test_host_environment_is_not_visible(box, monkeypatch, token):
-    monkeypatch.setenv("ICML26_ATTACK_SECRET", token)
+    monkeypatch.setenv("ICML26_ATTACK_SECRET", token)  # only the environment carries it
     out = bash(box, "env; cat /proc/1/environ /proc/*/environ 2>/dev/null | tr '\\0' '\\n'; "
                     f"cat /proc/{os.getpid()}/environ 2>&1")
     assert token not in out, out
