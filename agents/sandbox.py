@@ -62,7 +62,8 @@ from . import sandbox_launcher as _launcher
 from . import sandbox_limits as _limits
 from .sandbox_limits import Limit
 
-__all__ = ["DEFAULT_DISPLAY_ROOT", "PRIVATE_DIR", "ExecResult", "Limit", "Sandbox", "SandboxError", "isolation_support"]
+__all__ = ["DEFAULT_DISPLAY_ROOT", "PRIVATE_DIR", "ExecResult", "Limit", "Sandbox", "SandboxError", "check_limits",
+           "isolation_support", "remove_scratch"]
 
 _GIT_IDENTITY = ("-c", "user.name=icml26 sandbox", "-c", "user.email=sandbox@icml26.invalid",
                  "-c", "commit.gpgsign=false", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false",
@@ -220,26 +221,26 @@ def isolation_support() -> tuple[tuple[str, ...] | None, str]:
     return None, "; ".join(reasons)
 
 
-def _check_limit(name: str, value, minimum, unit: str, *, integer: bool = True):
+def _check_limit(function: str, name: str, value, minimum, unit: str, *, integer: bool = True):
     if value is None:
         return None
     kind = "an integer" if integer else "a number"
     ok_type = isinstance(value, int) if integer else isinstance(value, (int, float))
     if isinstance(value, bool) or not ok_type or not minimum <= value < float("inf"):
-        raise input_error("Sandbox", name, f"{kind} >= {minimum}{unit} (or None for no limit)", value)
+        raise input_error(function, name, f"{kind} >= {minimum}{unit} (or None for no limit)", value)
     return value
 
 
 def check_limits(*, memory_limit_mb=None, pids_limit=None, disk_limit_mb=None, cpu_time_limit=None,
-                 open_files=1024) -> None:
+                 open_files=1024, function: str = "Sandbox") -> None:
     """Refuse limits below what can start the launcher and a shell (an :class:`~icml26.InputError`
     naming the argument): callers such as ``icml26 sera generate`` check them before any work."""
-    _check_limit("memory_limit_mb", memory_limit_mb, _limits.MIN_MEMORY_MB, " MB")
-    _check_limit("pids_limit", pids_limit, _limits.MIN_PIDS, " processes")
-    _check_limit("disk_limit_mb", disk_limit_mb, _limits.MIN_DISK_MB, " MB")
-    _check_limit("cpu_time_limit", cpu_time_limit, 0.1, " s", integer=False)
-    if open_files is None or _check_limit("open_files", open_files, 64, " files") is None:
-        raise input_error("Sandbox", "open_files", "an integer >= 64 files", open_files)
+    _check_limit(function, "memory_limit_mb", memory_limit_mb, _limits.MIN_MEMORY_MB, " MB")
+    _check_limit(function, "pids_limit", pids_limit, _limits.MIN_PIDS, " processes")
+    _check_limit(function, "disk_limit_mb", disk_limit_mb, _limits.MIN_DISK_MB, " MB")
+    _check_limit(function, "cpu_time_limit", cpu_time_limit, 0.1, " s", integer=False)
+    if open_files is None or _check_limit(function, "open_files", open_files, 64, " files") is None:
+        raise input_error(function, "open_files", "an integer >= 64 files", open_files)
 
 
 def _check_display_root(value) -> str | None:
@@ -448,6 +449,8 @@ class Sandbox:
             return "no disk limit was asked"
         if os.geteuid() != 0:
             return "a size-capped tmpfs for the scratch copy needs root"
+        _reap_stale_once()
+        (self._dir / "owner").write_text(_owner_stamp(os.getpid()))  # before the mount: see _reap_stale
         try:
             _launcher.mount("tmpfs", str(space), "tmpfs", _launcher.MS_NOSUID | _launcher.MS_NODEV,
                             f"mode=0700,size={int(self.disk_limit_mb)}m")
@@ -751,6 +754,61 @@ class Sandbox:
                  ["bind", str(self.git_dir), self._inside_git, _RO]]
         shown.sort(key=lambda step: (step[2].count("/"), step[2]))
         return [*_system_steps(self.extra_ro_paths, tmp), ["file", "/etc/passwd", passwd, 0o644], *shown]
+
+
+def _owner_stamp(pid: int) -> str:
+    """``"pid start-time"``: names one process for good (a pid alone may be reused)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            start = handle.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        return ""
+    return f"{pid} {start}"
+
+
+def _reap_stale(under: str | None = None) -> list[str]:
+    """Unmount the size-capped folders of sandboxes whose process is gone (killed before ``close()``:
+    a mount outlives its process), only below ``under`` when given; their folders are removed too.
+    Returns the folders removed."""
+    removed = []
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8") as handle:
+            points = [line.split()[4].encode().decode("unicode_escape") for line in handle]
+    except OSError:
+        return removed
+    for point in points:
+        folder = os.path.dirname(point)
+        if os.path.basename(point) != "space" or not os.path.basename(folder).startswith("icml26-sandbox-"):
+            continue
+        if under is not None and not _within(point, os.path.realpath(under)):
+            continue
+        try:
+            stamp = Path(folder, "owner").read_text()
+        except OSError:
+            continue  # not ours, or being made
+        pid = stamp.split()[0] if stamp.split() else ""
+        if pid.isdigit() and _owner_stamp(int(pid)) == stamp:
+            continue  # its process lives
+        try:
+            _launcher.umount(point)
+        except OSError:
+            continue
+        _rmtree(Path(folder))
+        removed.append(folder)
+    return removed
+
+
+@functools.lru_cache(maxsize=None)
+def _reap_stale_once() -> None:
+    _reap_stale()
+
+
+def remove_scratch(folder) -> None:
+    """Remove a folder that held scratch copies (``scratch_parent``) left by a killed run, unmounting
+    the size-capped folders of sandboxes whose process is gone first."""
+    if os.path.isdir(folder):
+        _reap_stale(str(folder))
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 _LIMIT_ATTR = {"memory": "memory_limit_mb", "pids": "pids_limit", "disk": "disk_limit_mb"}

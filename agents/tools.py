@@ -23,6 +23,7 @@ Every error becomes observation text for the model; nothing here raises on bad t
 
 from __future__ import annotations
 
+import itertools
 import os
 import stat
 from pathlib import Path
@@ -217,6 +218,12 @@ class ToolExecutor:
         return text if text.strip() else "[no output]"
 
     def _submit(self) -> str:
+        nested = self.sandbox.nested_repositories() if hasattr(self.sandbox, "nested_repositories") else []
+        if nested:
+            names = ", ".join(nested[:10]) + (" ..." if len(nested) > 10 else "")
+            return (f"Error: cannot submit: the repository holds nested git repositories ({names}); their files "
+                    "cannot be part of the diff. Remove their .git folders (for example `rm -rf "
+                    f"{nested[0]}/.git`) or the folders themselves, then submit again.")
         if self.review_submit and not self.reviewed:
             self.reviewed = True
             return review_message(self.sandbox.diff())
@@ -335,20 +342,20 @@ class ToolExecutor:
             return self._limit(f"Files and directories up to 2 levels deep in {self._rel(path)}, "
                                f"excluding hidden items:\n{self._rel(path)}\n{listing}")
         text = self._read(path)
-        lines = text.split("\n")
-        start = 1
+        n_lines = text.count("\n") + 1
+        start, end = 1, n_lines
         if view_range is not None:
             if (not isinstance(view_range, list) or len(view_range) != 2
                     or not all(isinstance(v, int) and not isinstance(v, bool) for v in view_range)):
                 raise _ToolInputError(f"view_range must be a list of two integers, got {view_range!r}")
             start, end = view_range
-            if not 1 <= start <= len(lines):
-                raise _ToolInputError(f"view_range start {start} is outside the file's lines [1, {len(lines)}]")
+            if not 1 <= start <= n_lines:
+                raise _ToolInputError(f"view_range start {start} is outside the file's lines [1, {n_lines}]")
             if end == -1:
-                end = len(lines)
-            elif not start <= end <= len(lines):
-                raise _ToolInputError(f"view_range end {end} must be -1 or within [{start}, {len(lines)}]")
-            lines = lines[start - 1:end]
+                end = n_lines
+            elif not start <= end <= n_lines:
+                raise _ToolInputError(f"view_range end {end} must be -1 or within [{start}, {n_lines}]")
+        lines = itertools.islice(_lines(text), start - 1, end)
         return self._limit(f"Here's the result of running `cat -n` on {self._rel(path)}:\n"
                            f"{_numbered_upto(lines, start, self.sandbox.max_output_chars + 1)}")
 
@@ -419,7 +426,19 @@ class ToolExecutor:
                 f"{self._limit(_numbered(previous))}")
 
 
-def _numbered_upto(lines: list[str], start: int, limit: int) -> str:
+def _lines(text: str):
+    """The lines of ``text`` one at a time (no list of every line of a large file)."""
+    begin = 0
+    while True:
+        stop = text.find("\n", begin)
+        if stop < 0:
+            yield text[begin:]
+            return
+        yield text[begin:stop]
+        begin = stop + 1
+
+
+def _numbered_upto(lines, start: int, limit: int) -> str:
     """``cat -n`` of ``lines`` numbered from ``start``, stopping once ``limit`` characters are made:
     a large file costs no more than the output it can show."""
     out, size = [], 0

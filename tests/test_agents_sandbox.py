@@ -436,3 +436,133 @@ def test_launcher_imports_only_the_standard_library():
     outside = [m for m in added if m != "sandbox_launcher" and m.split(".")[0] not in sys.stdlib_module_names]
     assert not outside, outside
     assert "sandbox_launcher" in added and not [m for m in added if m.startswith("icml26")]
+
+
+# ---------------------------------------------------------------------------------------------------
+# limits, nested repositories, failures of the machinery
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(memory_limit_mb=8), "Sandbox: memory_limit_mb: expected an integer >= 64 MB"),
+    (dict(pids_limit=2), "Sandbox: pids_limit: expected an integer >= 8 processes"),
+    (dict(disk_limit_mb=1), "Sandbox: disk_limit_mb: expected an integer >= 8 MB"),
+    (dict(cpu_time_limit=0), "Sandbox: cpu_time_limit: expected a number >= 0.1 s"),
+    (dict(open_files=3), "Sandbox: open_files: expected an integer >= 64 files"),
+    (dict(extra_ro_paths="/usr"), "Sandbox: extra_ro_paths: expected a list of absolute paths"),
+    (dict(extra_ro_paths=["/no/such/folder"]), "extra_ro_paths"),
+])
+def test_limits_below_a_shell_are_refused(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        Sandbox(**kwargs)
+
+
+def test_the_smallest_limits_still_start_a_shell(repo):
+    from icml26.agents import sandbox_limits
+
+    with Sandbox(repo, memory_limit_mb=sandbox_limits.MIN_MEMORY_MB, pids_limit=sandbox_limits.MIN_PIDS,
+                 disk_limit_mb=sandbox_limits.MIN_DISK_MB, allow_unisolated=True) as box:
+        result = box.run("echo hi | cat")
+    assert result.returncode == 0 and result.output == "hi\n", result.output
+
+
+def test_sera_generate_refuses_a_tiny_memory_limit_up_front(run_cli, repo, tmp_path):
+    result = run_cli(["sera", "generate", "--repo", str(repo), "--backend", "scripted", "--out", str(tmp_path / "o"),
+                      "--memory-mb", "8", "--no-progress"])
+    assert result.returncode == 2, result.stderr
+    assert "generate: memory_limit_mb: expected an integer >= 64 MB (or None for no limit), got 8" in result.stderr
+    assert not (tmp_path / "o" / "ledger.jsonl").exists()
+
+
+def test_limits_report_their_mechanism(box):
+    assert set(box.limits) >= {"memory", "pids", "cpu_time", "wall_time", "disk", "open_files", "file_size"}
+    for name, limit in box.limits.items():
+        assert limit.scope in ("command", "process", "none"), (name, limit)
+        assert limit.scope == "none" or limit.mechanism, (name, limit)
+    assert box.limits["wall_time"].value == 20
+
+
+def test_cpu_time_limit_ends_the_command(repo):
+    with Sandbox(repo, time_limit=20, cpu_time_limit=0.5, allow_unisolated=True) as box:
+        result = box.run("while true; do :; done")
+    assert result.timed_out and result.duration_s < 10, result
+    assert "CPU time limit of 0.5 s" in result.output or box.limits["cpu_time"].scope == "process", result.output
+
+
+@needs_isolation
+def test_a_failing_unshare_is_a_sandbox_error(box, monkeypatch):
+    monkeypatch.setattr(box, "_unshare", ("/bin/sh", "-c", "echo 'unshare: fork failed: no room'; exit 1", "sh"))
+    with pytest.raises(SandboxError, match="did not run.*exited with 1 before the command started.*no room"):
+        box.run("echo ran")
+
+
+def test_nested_repositories_diff_reset_and_submit(box):
+    from icml26.agents.toolcalls import ToolCall
+    from icml26.agents.tools import ToolExecutor
+
+    result = box.run("unset GIT_DIR GIT_WORK_TREE; git init -q sub && echo inner > sub/f.txt && echo x > empty.txt && git init -q empty && "
+                     "echo changed >> README && mkdir -p pkg2 && echo y > pkg2/g.txt && "
+                     "git -C pkg2 init -q && git -C pkg2 add -A && "
+                     "git -C pkg2 -c user.name=a -c user.email=a@b commit -qm m && echo ok")
+    assert result.output.strip().endswith("ok"), result.output
+    assert box.nested_repositories() == ["empty", "pkg2", "sub"]
+    patch = box.diff()  # no SandboxError: the nested repositories are left out, the rest is there
+    assert "+changed" in patch and "empty.txt" in patch and "sub/f.txt" not in patch and "pkg2" not in patch
+    executor = ToolExecutor(box)
+    refused = executor.execute(ToolCall(id="s", name="submit", arguments={}, raw=""))
+    assert not executor.submitted and "nested git repositories" in refused and "sub" in refused, refused
+    box.reset()
+    assert box.diff() == "" and box.nested_repositories() == []
+    assert not (box.root / "sub").exists() and not (box.root / "pkg2").exists()
+
+
+def test_reset_undoes_symlinked_and_replaced_folders_and_empties_the_home(box):
+    result = box.run("rm -rf pkg && ln -s /etc pkg && echo h > ~/left.txt && rm README && mkdir README && "
+                     "echo z > README/inner && echo ok")
+    assert result.output.strip() == "ok", result.output
+    patch = box.diff()
+    assert "pkg/mod.py" in patch and "README/inner" in patch
+    box.reset()
+    assert (box.root / "pkg").is_dir() and not (box.root / "pkg").is_symlink()
+    assert (box.root / "pkg" / "mod.py").read_text() == "def f():\n    return 1\n"
+    assert (box.root / "README").read_text() == "readme, edited\n" and not (box.home / "left.txt").exists()
+    assert box.diff() == ""
+
+
+def test_scorer_does_not_leak_files_between_programs():
+    from icml26.agents.optminer.scorer import Scorer
+
+    with Scorer(allow_unisolated=True, time_limit=20) as scorer:
+        first = scorer.score_code("import os, subprocess\nos.makedirs('n', exist_ok=True)\n"
+                                  "subprocess.run(['git', 'init', '-q', 'n'], env={'PATH': os.environ['PATH']})\n"
+                                  "open('n/leak.txt', 'w').write('x')\nopen(os.path.expanduser('~/h.txt'), 'w')"
+                                  ".write('x')\nprint('Optimal objective: 1')", 1.0)
+        second = scorer.score_code("import os\nprint(os.path.exists('n/leak.txt'), "
+                                   "os.path.exists(os.path.expanduser('~/h.txt')))\nprint('Optimal objective: 1')", 1.0)
+    assert first.correct, first.output
+    assert second.output.splitlines()[0] == "False False", second.output
+
+
+def test_editor_refuses_large_files_and_reads_within_the_output_limit(box):
+    import tracemalloc
+
+    from icml26.agents import tools
+    from icml26.agents.toolcalls import ToolCall
+
+    (box.root / "big.txt").write_text("x" * 100 + "\n" + "y\n" * ((tools.MAX_FILE_BYTES // 2) + 10))
+    (box.root / "ok.txt").write_text("line\n" * (tools.MAX_FILE_BYTES // 8))  # 2 MB
+    executor = tools.ToolExecutor(box)
+
+    def view(path):
+        return executor.execute(ToolCall(id="v", name="str_replace_editor", arguments={"command": "view", "path": path},
+                                         raw=""))
+
+    refused = view("big.txt")
+    assert "over the editor's limit of 4 MB" in refused and "sed -n" in refused, refused
+    tracemalloc.start()
+    try:
+        shown = view("ok.txt")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert "output truncated" in shown and len(shown) < box.max_output_chars + 200
+    assert peak < 5 * (tools.MAX_FILE_BYTES // 2), peak  # a few times the file, not ~47x
