@@ -105,7 +105,8 @@ class SandboxError(RuntimeError):
 @dataclass
 class ExecResult:
     """What a command did. ``timed_out``: it ran past its wall-clock (or CPU) time; the ``*_exceeded``
-    flags: it hit its memory, process-count or disk limit (and was ended)."""
+    flags: it hit its memory, process-count or disk limit (and was ended). ``peak_memory_mb``: the
+    most memory its processes held together (None without a memory cgroup)."""
 
     returncode: int
     output: str
@@ -115,6 +116,7 @@ class ExecResult:
     memory_exceeded: bool = False
     pids_exceeded: bool = False
     disk_exceeded: bool = False
+    peak_memory_mb: float | None = None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -667,6 +669,7 @@ class Sandbox:
                 hit = "memory" if memory_hit else "pids" if pids_hit else None
             if hit is None and self._disk_full():
                 hit = "disk"
+            peak = None if group is None else group.peak_memory_bytes()
             reader.join(5.0)
             duration = time.monotonic() - start
             status, status_read = ("" if status_read is None else _read_status(status_read)), None  # closes it
@@ -685,7 +688,7 @@ class Sandbox:
         memory_exceeded = hit == "memory" or (per_process and returncode != 0 and hit is None
                                               and any(m in output for m in _MEMORY_MARKERS))
         return ExecResult(returncode, output, hit in ("time", "cpu"), truncated, duration, memory_exceeded,
-                          hit == "pids", hit == "disk")
+                          hit == "pids", hit == "disk", None if peak is None else round(peak / 2**20, 1))
 
     def _wait(self, proc: subprocess.Popen, deadline: float, group) -> str | None:
         """Wait for ``proc``; the name of the limit that ended it early (``"time"``, ``"cpu"``,

@@ -202,6 +202,14 @@ class CommandCgroup:
             pids = _field(_read(f"{self.dirs['pids'][1]}/pids.events"), "max") > 0
         return memory, pids
 
+    def peak_memory_bytes(self) -> int | None:
+        """The most memory all processes held at once (v1 ``memory.max_usage_in_bytes``, v2 ``memory.peak``)."""
+        if "memory" not in self.dirs:
+            return None
+        version, folder = self.dirs["memory"]
+        text = _read(f"{folder}/{'memory.peak' if version == 'v2' else 'memory.max_usage_in_bytes'}").strip()
+        return int(text) if text.isdigit() else None
+
     def cpu_seconds(self) -> float | None:
         if "cpu" not in self.dirs:
             return None
