@@ -47,6 +47,7 @@ import select
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -556,8 +557,8 @@ class Sandbox:
             "utf-8", "replace")
 
     def reset(self) -> None:
-        """Back to the base commit: edits reverted, new files removed (nested repositories and any
-        ``.git`` a command made included), the home emptied."""
+        """Back to the base commit: edits reverted, new files removed (nested repositories, any ``.git``,
+        FIFOs and sockets a command made included), the home emptied."""
         self._check_open()
         for folder in _git_entries(self.root, top=True):
             entry = os.path.join(folder, ".git")
@@ -567,6 +568,8 @@ class Sandbox:
                 os.unlink(entry)
         self._git(["reset", "--quiet", "--hard", self.base])
         self._git(["clean", "-ffdxq"])
+        for path in _special_files(self.root):  # FIFOs, sockets: git neither tracks nor cleans them
+            os.unlink(path)
         for entry in list(self.home.iterdir()):
             if entry.is_dir() and not entry.is_symlink():
                 _rmtree(entry)
@@ -623,9 +626,11 @@ class Sandbox:
         rlimits = self._rlimits(group is not None and "memory" in group.dirs)
         argv = [self._bash, "-c", command]
         status_read = status_write = None
-        procs = [] if group is None else [os.fsencode(p) for p in group.procs]
+        procs = [] if group is None else group.procs
         if self._unshare is not None:
-            spec = {"root": self._root_steps(), "cwd": self.display_root, "rlimits": rlimits, "argv": argv}
+            # the launcher joins the cgroup first thing: every process of the command is inside
+            spec = {"root": self._root_steps(), "cwd": self.display_root, "rlimits": rlimits, "argv": argv,
+                    "cgroup_procs": procs}
             # the launcher reports on this pipe (closed at exec, so the command cannot write to it)
             status_read, status_write = os.pipe()
             spec["status_fd"] = status_write
@@ -633,19 +638,19 @@ class Sandbox:
         else:
             rlimits = {k: v for k, v in rlimits.items() if k != "nofile"}
 
-        def preexec():  # in the child, before it executes anything: every descendant is in the cgroup
+        def preexec():  # unisolated: in the child, before it executes the command
             for path in procs:
                 fd = os.open(path, os.O_WRONLY)
-                os.write(fd, str(os.getpid()).encode())
+                os.write(fd, b"0")
                 os.close(fd)
-            if status_write is None:
-                _launcher.set_limits(rlimits)
+            _launcher.set_limits(rlimits)
 
+        full_before = self._disk_full()  # a full disk at the start is not this command's doing: it may clean up
         start = time.monotonic()
         try:
             proc = subprocess.Popen(argv, cwd=self.root, env=self._env(env), stdin=subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-                                    preexec_fn=preexec if (procs or status_write is None) else None,
+                                    preexec_fn=preexec if status_write is None else None,
                                     pass_fds=() if status_write is None else (status_write,))
         except BaseException:
             for fd in (status_read, status_write):
@@ -657,7 +662,7 @@ class Sandbox:
         try:
             reader = _OutputReader(proc.stdout, self.max_output_chars)
             try:
-                hit = self._wait(proc, start + limit, group)
+                hit = self._wait(proc, start + limit, group, watch_disk=not full_before)
             finally:
                 if group is not None:
                     group.kill()
@@ -667,7 +672,7 @@ class Sandbox:
             if group is not None and hit is None:
                 memory_hit, pids_hit = group.check()
                 hit = "memory" if memory_hit else "pids" if pids_hit else None
-            if hit is None and self._disk_full():
+            if hit is None and not full_before and self._disk_full():
                 hit = "disk"
             peak = None if group is None else group.peak_memory_bytes()
             reader.join(5.0)
@@ -677,7 +682,7 @@ class Sandbox:
             if status_read is not None:  # interrupted before the status was read
                 os.close(status_read)
         output, truncated = reader.text()
-        if self._unshare is not None and status != _launcher.STARTED.strip() and hit not in ("time", "memory"):
+        if self._unshare is not None and status != _launcher.STARTED.strip() and hit is None:
             why = status.replace(_launcher.STARTED.strip(), "").strip() or \
                 f"the isolation machinery exited with {proc.returncode} before the command started: {output[-500:]}"
             raise SandboxError(f"the sandbox could not be set up for the command, which did not run: {why}")
@@ -690,7 +695,7 @@ class Sandbox:
         return ExecResult(returncode, output, hit in ("time", "cpu"), truncated, duration, memory_exceeded,
                           hit == "pids", hit == "disk", None if peak is None else round(peak / 2**20, 1))
 
-    def _wait(self, proc: subprocess.Popen, deadline: float, group) -> str | None:
+    def _wait(self, proc: subprocess.Popen, deadline: float, group, *, watch_disk: bool) -> str | None:
         """Wait for ``proc``; the name of the limit that ended it early (``"time"``, ``"cpu"``,
         ``"memory"``, ``"pids"``, ``"disk"``), or None when it exited by itself."""
         try:
@@ -720,7 +725,7 @@ class Sandbox:
                     used = group.cpu_seconds() if self.cpu_time_limit is not None else None
                     if used is not None and used > self.cpu_time_limit:
                         return "cpu"
-                if self._disk_full():
+                if watch_disk and self._disk_full():
                     return "disk"
         finally:
             if pidfd is not None:
@@ -825,6 +830,18 @@ _HIT_MESSAGES = {"time": "\n[killed: the command exceeded its time limit of {tim
 @functools.lru_cache(maxsize=None)
 def _warn_once(message: str) -> None:
     warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
+def _special_files(root: Path) -> list[str]:
+    """What is neither a regular file, a folder nor a symlink under ``root`` (symlinks not followed)."""
+    found = []
+    for current, dirs, files in os.walk(root):
+        for name in files:
+            path = os.path.join(current, name)
+            mode = os.lstat(path).st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+                found.append(path)
+    return found
 
 
 def _git_entries(root: Path, *, top: bool) -> list[str]:

@@ -75,6 +75,9 @@ def launch(spec: dict) -> None:
             err = ctypes.get_errno()
             raise OSError(err, f"prctl({option}, {arg2}): {os.strerror(err)}")
 
+    for path in spec.get("cgroup_procs", ()):  # the command's cgroup, before anything else runs: "0" is this process
+        with open(path, "w", encoding="ascii") as handle:
+            handle.write("0")
     _build_root(spec["root"], libc)
     _loopback_up()
     # no way back: drop every capability, forbid gaining new ones, die with the parent

@@ -517,7 +517,7 @@ def test_nested_repositories_diff_reset_and_submit(box):
 
 def test_reset_undoes_symlinked_and_replaced_folders_and_empties_the_home(box):
     result = box.run("rm -rf pkg && ln -s /etc pkg && echo h > ~/left.txt && rm README && mkdir README && "
-                     "echo z > README/inner && echo ok")
+                     "echo z > README/inner && mkfifo fifo && mkdir -p locked && chmod 000 locked && echo ok")
     assert result.output.strip() == "ok", result.output
     patch = box.diff()
     assert "pkg/mod.py" in patch and "README/inner" in patch
@@ -525,6 +525,7 @@ def test_reset_undoes_symlinked_and_replaced_folders_and_empties_the_home(box):
     assert (box.root / "pkg").is_dir() and not (box.root / "pkg").is_symlink()
     assert (box.root / "pkg" / "mod.py").read_text() == "def f():\n    return 1\n"
     assert (box.root / "README").read_text() == "readme, edited\n" and not (box.home / "left.txt").exists()
+    assert not os.path.lexists(box.root / "fifo") and not (box.root / "locked").exists()
     assert box.diff() == ""
 
 

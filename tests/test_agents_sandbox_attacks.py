@@ -381,8 +381,10 @@ def test_e5_disk_written_into_the_scratch_copy(repo):
         whole_command(box, "disk")
         out = bash(box, "dd if=/dev/zero of=big bs=1M count=64 2>&1; echo more > more.txt")
         used = sum(os.lstat(os.path.join(d, f)).st_blocks * 512 for d, _, files in os.walk(box.root) for f in files)
+        after = bash(box, "rm big && echo freed > small.txt && cat small.txt")  # the agent can clean up
     assert used <= 33 << 20, (used >> 20, out)  # host-side witness: what landed in the copy
     assert "disk limit" in out, out
+    assert after.strip() == "freed", after
 
 
 # ---------------------------------------------------------------------------------------------------
