@@ -758,7 +758,8 @@ class Sandbox:
         tmp = (self.disk_limit_mb or 512) << 20
         passwd = (f"root:x:0:0:root:{self._inside_home}:/bin/bash\n"
                   "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")
-        shown = [["bind", str(self.root), self.display_root, _RW_EXEC], ["bind", str(self.home), self._inside_home, _RW_EXEC],
+        shown = [["bind", str(self.root), self.display_root, _RW_EXEC],
+                 ["bind", str(self.home), self._inside_home, _RW_EXEC],
                  ["bind", str(self.git_dir), self._inside_git, _RO]]
         shown.sort(key=lambda step: (step[2].count("/"), step[2]))
         return [*_system_steps(self.extra_ro_paths, tmp), ["file", "/etc/passwd", passwd, 0o644], *shown]
@@ -822,7 +823,8 @@ def remove_scratch(folder) -> None:
 _LIMIT_ATTR = {"memory": "memory_limit_mb", "pids": "pids_limit", "disk": "disk_limit_mb"}
 _HIT_MESSAGES = {"time": "\n[killed: the command exceeded its time limit of {time:g} s]",
                  "cpu": "\n[killed: the command exceeded its CPU time limit of {cpu:g} s (all its processes together)]",
-                 "memory": "\n[killed: the command exceeded its memory limit of {memory} MB (all its processes together)]",
+                 "memory": "\n[killed: the command exceeded its memory limit of {memory} MB "
+                           "(all its processes together)]",
                  "pids": "\n[killed: the command hit its process limit of {pids} processes at once]",
                  "disk": "\n[killed: the command filled its disk limit of {disk} MB (the repository and the home)]"}
 

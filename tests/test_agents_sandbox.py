@@ -499,7 +499,8 @@ def test_nested_repositories_diff_reset_and_submit(box):
     from icml26.agents.toolcalls import ToolCall
     from icml26.agents.tools import ToolExecutor
 
-    result = box.run("unset GIT_DIR GIT_WORK_TREE; git init -q sub && echo inner > sub/f.txt && echo x > empty.txt && git init -q empty && "
+    result = box.run("unset GIT_DIR GIT_WORK_TREE; git init -q sub && echo inner > sub/f.txt && echo x > empty.txt && "
+                     "git init -q empty && "
                      "echo changed >> README && mkdir -p pkg2 && echo y > pkg2/g.txt && "
                      "git -C pkg2 init -q && git -C pkg2 add -A && "
                      "git -C pkg2 -c user.name=a -c user.email=a@b commit -qm m && echo ok")
@@ -567,3 +568,32 @@ def test_editor_refuses_large_files_and_reads_within_the_output_limit(box):
         tracemalloc.stop()
     assert "output truncated" in shown and len(shown) < box.max_output_chars + 200
     assert peak < 5 * (tools.MAX_FILE_BYTES // 2), peak  # a few times the file, not ~47x
+
+
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_command_cgroup_writes_the_limits_of_its_version(tmp_path, version):
+    """The files a per-command cgroup writes, on a stand-in folder tree (this machine may lack the other version)."""
+    from icml26.agents import sandbox_limits
+
+    parents = {c: tmp_path / (c if version == "v1" else "unified") for c in ("memory", "pids", "cpu")}
+    for folder in parents.values():
+        folder.mkdir(exist_ok=True)
+    support = {c: (version, str(folder)) for c, folder in parents.items()}
+    group = sandbox_limits.CommandCgroup.create(support, memory_bytes=64 << 20, pids=32)
+    memory, pids = Path(group.dirs["memory"][1]), Path(group.dirs["pids"][1])
+    assert memory.parent == parents["memory"] and pids.parent == parents["pids"]
+    if version == "v2":
+        assert memory == pids and len(group.procs) == 1
+        assert (memory / "memory.max").read_text() == str(64 << 20) and (memory / "pids.max").read_text() == "32"
+        assert (memory / "memory.oom.group").read_text() == "1"
+        (memory / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n")
+        (memory / "cpu.stat").write_text("usage_usec 2500000\nuser_usec 2000000\n")
+        assert group.cpu_seconds() == 2.5
+    else:
+        assert len(group.procs) == 3
+        assert (memory / "memory.limit_in_bytes").read_text() == str(64 << 20)
+        assert (pids / "pids.max").read_text() == "32"
+        (memory / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 1\n")
+    assert group.check() == (True, False)
+    (pids / "pids.events").write_text("max 5\n")
+    assert group.check() == (True, True)

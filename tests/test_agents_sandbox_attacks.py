@@ -481,7 +481,8 @@ def test_daemons_do_not_outlive_the_call(box, token):
     out = bash(box, f"(setsid bash -c 'exec -a {token}-a sleep 300' &); "
                     f"nohup bash -c 'exec -a {token}-b sleep 300' >/dev/null 2>&1 & "
                     f"python -c \"import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
-                    f"        os.execvp('bash', ['bash', '-c', 'exec -a {token}-c sleep 300'])\n\"; sleep 0.3; echo started")
+                    f"        os.execvp('bash', ['bash', '-c', 'exec -a {token}-c sleep 300'])\n\"; "
+                    "sleep 0.3; echo started")
 
     def alive():
         found = []

@@ -81,8 +81,8 @@ def run(config):
                         peaks[name].append(result.peak_memory_mb)
             for name, (box, setups) in boxes.items():
                 run_true = _ms(times[name])
-                rows.append({"mode": name, "run_true_median_ms": run_true["median_ms"], "run_true_min_ms": run_true["min_ms"],
-                             "run_true_p90_ms": run_true["p90_ms"],
+                rows.append({"mode": name, "run_true_median_ms": run_true["median_ms"],
+                             "run_true_min_ms": run_true["min_ms"], "run_true_p90_ms": run_true["p90_ms"],
                              "commands_per_s": round(1e3 / run_true["median_ms"], 1),
                              "setup_median_ms": _ms(setups)["median_ms"],
                              "command_peak_memory_mb": max(peaks[name]) if peaks[name] else None,
