@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import collections
 import functools
-import json
 import os
 import select
 import shlex
@@ -185,7 +184,7 @@ def _system_steps(extra_ro: tuple[str, ...], tmp_bytes: int) -> tuple:
 
 
 def _launcher_argv(prefix: tuple[str, ...], spec: dict) -> list[str]:
-    return [*prefix, sys.executable, "-I", "-S", _launcher.__file__, _launcher.LAUNCH_FLAG, json.dumps(spec)]
+    return [*prefix, sys.executable, "-I", "-S", _launcher.__file__, _launcher.LAUNCH_FLAG, _launcher.encode(spec)]
 
 
 @functools.lru_cache(maxsize=None)

@@ -15,9 +15,8 @@ path may not reach the package (``tests/test_agents_sandbox.py`` checks what imp
 from __future__ import annotations
 
 import ctypes
-import json
+import marshal
 import os
-import signal
 import sys
 
 LAUNCH_FLAG = "--icml26-sandbox-launch"
@@ -58,6 +57,16 @@ def umount(target, flags=MNT_DETACH, libc=None) -> None:
         raise OSError(err, f"umount {target}: {os.strerror(err)}")
 
 
+def encode(spec: dict) -> str:
+    """``spec`` as one command-line argument. ``marshal`` (built in, nothing to import, unlike ``json``
+    and the ``re`` it pulls in) is enough: the same interpreter writes and reads it."""
+    return marshal.dumps(spec).hex()
+
+
+def decode(text: str) -> dict:
+    return marshal.loads(bytes.fromhex(text))
+
+
 def set_limits(limits: dict) -> None:
     """Set the rlimits named in ``limits`` (``{"as": bytes, "fsize": bytes, "nofile": n, "cpu": s}``)."""
     import resource
@@ -90,7 +99,7 @@ def launch(spec: dict) -> None:
     if libc.capset(header, data) != 0:
         raise OSError(ctypes.get_errno(), "capset")
     prctl(38, 1)  # PR_SET_NO_NEW_PRIVS
-    prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL (the signal module would import enum)
     set_limits(spec.get("rlimits", {}))
     os.chdir(spec["cwd"])
     status = spec.get("status_fd")
@@ -186,29 +195,32 @@ def _bind(fd: int, target: str, flags: int, libc) -> None:
 
 def _loopback_up() -> None:
     """Bring ``lo`` up in the new network namespace (servers on 127.0.0.1 inside still work)."""
+    import _socket  # the C module: ``socket`` costs milliseconds of imports per command
     import fcntl
-    import socket
     import struct
 
     try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock = _socket.socket(_socket.AF_INET, _socket.SOCK_DGRAM)
+        try:
             request = struct.pack("16sH22x", b"lo", 0)
-            flags = struct.unpack("16sH22x", fcntl.ioctl(sock, 0x8913, request))[1]  # SIOCGIFFLAGS
-            fcntl.ioctl(sock, 0x8914, struct.pack("16sH22x", b"lo", flags | 1))  # SIOCSIFFLAGS, IFF_UP
+            flags = struct.unpack("16sH22x", fcntl.ioctl(sock.fileno(), 0x8913, request))[1]  # SIOCGIFFLAGS
+            fcntl.ioctl(sock.fileno(), 0x8914, struct.pack("16sH22x", b"lo", flags | 1))  # SIOCSIFFLAGS, IFF_UP
+        finally:
+            sock.close()
     except OSError:
         pass
 
 
 if __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[1] == LAUNCH_FLAG:
     try:
-        launch(json.loads(sys.argv[2]))
+        launch(decode(sys.argv[2]))
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
         message = f"icml26 sandbox setup failed: {type(exc).__name__}: {exc}\n"
         sys.stderr.write(message)
         try:
-            status_fd = json.loads(sys.argv[2]).get("status_fd")
+            status_fd = decode(sys.argv[2]).get("status_fd")
             if status_fd is not None:
                 os.write(status_fd, message.encode("utf-8", "replace"))
-        except (ValueError, AttributeError, TypeError, OSError):
+        except (ValueError, EOFError, AttributeError, TypeError, OSError):
             pass
         sys.exit(SETUP_FAILED)
