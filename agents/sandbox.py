@@ -624,7 +624,7 @@ class Sandbox:
     def _run(self, command: str, limit: float, env: dict | None, group) -> ExecResult:
         rlimits = self._rlimits(group is not None and "memory" in group.dirs)
         argv = [self._bash, "-c", command]
-        status_read = status_write = None
+        status_read = status_write = err_read = err_write = None
         procs = [] if group is None else group.procs
         if self._unshare is not None:
             # the launcher joins the cgroup first thing: every process of the command is inside
@@ -633,6 +633,9 @@ class Sandbox:
             # the launcher reports on this pipe (closed at exec, so the command cannot write to it)
             status_read, status_write = os.pipe()
             spec["status_fd"] = status_write
+            # what unshare and the launcher say goes to a pipe of its own: the launcher points the command's
+            # stderr at its stdout just before the exec, so only the machinery writes here
+            err_read, err_write = os.pipe()
             argv = _launcher_argv(self._unshare, spec)
         else:
             rlimits = {k: v for k, v in rlimits.items() if k != "nofile"}
@@ -648,26 +651,28 @@ class Sandbox:
         start = time.monotonic()
         try:
             proc = subprocess.Popen(argv, cwd=self.root, env=self._env(env), stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT if err_write is None else err_write,
+                                    start_new_session=True,
                                     preexec_fn=preexec if status_write is None else None,
                                     pass_fds=() if status_write is None else (status_write,))
         except BaseException:
-            for fd in (status_read, status_write):
+            for fd in (status_read, status_write, err_read, err_write):
                 if fd is not None:
                     os.close(fd)
             raise
-        if status_write is not None:
-            os.close(status_write)
+        for fd in (status_write, err_write):
+            if fd is not None:
+                os.close(fd)
         try:
             reader = _OutputReader(proc.stdout, self.max_output_chars)
             try:
                 hit = self._wait(proc, start + limit, group, watch_disk=not full_before)
             finally:
-                if group is not None:
-                    group.kill()
-                if proc.poll() is None or hit:
+                if proc.poll() is None or hit:  # unshare first: killed after its child, it complains in the output
                     _kill_group(proc.pid)
-                    proc.wait()
+                if group is not None:
+                    group.kill()  # what is left: daemons in their own sessions
+                proc.wait()
             if group is not None and hit is None:
                 memory_hit, pids_hit = group.check()
                 hit = "memory" if memory_hit else "pids" if pids_hit else None
@@ -677,13 +682,16 @@ class Sandbox:
             reader.join(5.0)
             duration = time.monotonic() - start
             status, status_read = ("" if status_read is None else _read_status(status_read)), None  # closes it
+            said, err_read = ("" if err_read is None else _read_status(err_read)), None
         finally:
-            if status_read is not None:  # interrupted before the status was read
-                os.close(status_read)
+            for fd in (status_read, err_read):  # interrupted before they were read
+                if fd is not None:
+                    os.close(fd)
         output, truncated = reader.text()
         if self._unshare is not None and status != _launcher.STARTED.strip() and hit is None:
             why = status.replace(_launcher.STARTED.strip(), "").strip() or \
-                f"the isolation machinery exited with {proc.returncode} before the command started: {output[-500:]}"
+                f"the isolation machinery exited with {proc.returncode} before the command started: " \
+                f"{(said or output)[-500:]}"
             raise SandboxError(f"the sandbox could not be set up for the command, which did not run: {why}")
         output += _HIT_MESSAGES.get(hit, "").format(time=limit, cpu=self.cpu_time_limit, memory=self.memory_limit_mb,
                                                      pids=self.pids_limit, disk=self.disk_limit_mb)

@@ -28,8 +28,10 @@ STARTED = "started\n"
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 _MS_REMOUNT, _MS_BIND, _MS_REC = 32, 4096, 16384
 MNT_DETACH = 2
-# statvfs flags a bind remount must keep (locked in user namespaces)
-_KEPT = {os.ST_NOATIME: 1024, os.ST_NODIRATIME: 2048, os.ST_RELATIME: 1 << 21}
+# statvfs flags a bind remount keeps from its source: the atime ones and the restrictive ones are locked
+# in a user namespace (clearing one fails), and keeping a restriction never loosens anything
+_KEPT = {os.ST_NOATIME: 1024, os.ST_NODIRATIME: 2048, os.ST_RELATIME: 1 << 21, os.ST_RDONLY: MS_RDONLY,
+         os.ST_NOSUID: MS_NOSUID, os.ST_NODEV: MS_NODEV, os.ST_NOEXEC: MS_NOEXEC}
 _RLIMITS = {"as": "RLIMIT_AS", "fsize": "RLIMIT_FSIZE", "nofile": "RLIMIT_NOFILE", "cpu": "RLIMIT_CPU",
             "core": "RLIMIT_CORE"}
 
@@ -106,7 +108,11 @@ def launch(spec: dict) -> None:
     if status is not None:
         os.set_inheritable(status, False)  # closed by a successful exec: the command cannot use it
         os.write(status, STARTED.encode())
-    os.execvpe(spec["argv"][0], spec["argv"], os.environ)
+    os.dup2(1, 2)  # the command's stderr joins its stdout; the launcher's own went to the machinery's pipe
+    try:
+        os.execvpe(spec["argv"][0], spec["argv"], os.environ)
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot execute {spec['argv'][0]}: {exc.strerror}") from None
 
 
 # pivot_root(2) has no libc wrapper: its system call number per architecture

@@ -490,7 +490,7 @@ def test_cpu_time_limit_ends_the_command(repo):
 
 @needs_isolation
 def test_a_failing_unshare_is_a_sandbox_error(box, monkeypatch):
-    monkeypatch.setattr(box, "_unshare", ("/bin/sh", "-c", "echo 'unshare: fork failed: no room'; exit 1", "sh"))
+    monkeypatch.setattr(box, "_unshare", ("/bin/sh", "-c", "echo 'unshare: fork failed: no room' >&2; exit 1", "sh"))
     with pytest.raises(SandboxError, match="did not run.*exited with 1 before the command started.*no room"):
         box.run("echo ran")
 
