@@ -163,7 +163,10 @@ class Tree(threading.Thread):
 
     @staticmethod
     def snapshot(ignore=frozenset()):
-        parent, rss = {}, {}
+        """``(count, private memory, pids)`` of the sandboxed process trees: the children of this process
+        running ``unshare`` and everything below them (other children, a server an earlier test left, its
+        forks, do not count)."""
+        parent, rss, command = {}, {}, {}
         for name in os.listdir("/proc"):
             if not name.isdigit():
                 continue
@@ -172,28 +175,23 @@ class Tree(threading.Thread):
                     fields = handle.read().rsplit(b")", 1)[1].split()
                 with open(f"/proc/{name}/statm", "rb") as handle:
                     pages = handle.read().split()
+                command[int(name)] = Path(f"/proc/{name}/cmdline").read_bytes()
             except OSError:
                 continue
-            # private memory (resident minus shared pages): what the process alone holds
             parent[int(name)] = int(fields[1])
+            # private memory (resident minus shared pages): what the process alone holds
             rss[int(name)] = (int(pages[1]) - int(pages[2])) * os.sysconf("SC_PAGE_SIZE")
-        me, below = os.getpid(), set()
+        me = os.getpid()
+        below = {pid for pid, ppid in parent.items() if ppid == me and b"unshare" in command[pid].split(b"\0")[0]}
         changed = True
         while changed:
             changed = False
             for pid, ppid in parent.items():
-                if pid not in below and (ppid == me or ppid in below):
+                if pid not in below and ppid in below:
                     below.add(pid)
                     changed = True
         below -= ignore
-        own = Path("/proc/self/cmdline").read_bytes()
-
-        def held(pid):  # a child forked from this process but not yet executing shows our memory: not its own
-            try:
-                return 0 if Path(f"/proc/{pid}/cmdline").read_bytes() == own else rss[pid]
-            except OSError:
-                return 0
-        return len(below), sum(held(p) for p in below), frozenset(below)
+        return len(below), sum(rss[p] for p in below), frozenset(below)
 
     def run(self):
         while not self.stopped:
