@@ -14,6 +14,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -597,3 +598,47 @@ def test_command_cgroup_writes_the_limits_of_its_version(tmp_path, version):
     assert group.check() == (True, False)
     (pids / "pids.events").write_text("max 5\n")
     assert group.check() == (True, True)
+
+
+@needs_isolation
+def test_every_mount_is_nosuid_and_nodev_and_noexec_where_nothing_runs(box):
+    table = box.run("cat /proc/self/mountinfo").output.splitlines()
+    mounts = {fields[4]: set(fields[5].split(",")) for fields in (line.split() for line in table)}
+    devices = {f"/dev/{name}" for name in ("null", "zero", "full", "random", "urandom", "tty")}
+    for point, options in mounts.items():
+        assert "nosuid" in options, (point, options)
+        assert "nodev" in options or point in devices, (point, options)
+    for point in ("/", "/dev", "/proc", "/.sandbox/git", "/dev/shm"):
+        assert {"noexec"} <= mounts[point], (point, mounts[point])
+    for point in ("/", "/usr", "/proc", "/.sandbox/git", "/dev"):
+        assert "ro" in mounts[point], (point, mounts[point])
+    assert "rw" in mounts["/testbed"] and "rw" in mounts["/tmp"] and "rw" in mounts["/.sandbox/home"]
+    assert not any(p.startswith(("/sys", "/run", "/home", "/mnt")) for p in mounts), sorted(mounts)
+
+
+@needs_isolation
+def test_extra_read_only_paths(repo, tmp_path):
+    shared = tmp_path / "shared-tools"
+    shared.mkdir()
+    (shared / "tool.sh").write_text("echo tool ran\n")
+    with Sandbox(repo, time_limit=20, extra_ro_paths=[shared]) as box:
+        result = box.run(f"bash {shared}/tool.sh; echo x > {shared}/new || echo read-only; ls {tmp_path}")
+    assert "tool ran" in result.output and "read-only" in result.output, result.output
+    assert result.output.strip().splitlines()[-1] == "shared-tools", result.output  # nothing beside it
+    assert not (shared / "new").exists()
+
+
+def test_without_a_writable_cgroup_limits_fall_back_per_process(repo, monkeypatch):
+    from icml26.agents import sandbox_limits
+
+    monkeypatch.setattr(sandbox_module._limits, "cgroup_support", lambda: {})
+    monkeypatch.setattr(sandbox_module, "_warn_once", lambda message: warnings.warn(message, RuntimeWarning))
+    with pytest.warns(RuntimeWarning, match="not on the whole command"):
+        box = Sandbox(repo, time_limit=20, memory_limit_mb=256, allow_unisolated=True)
+    with box:
+        if not box.isolated:
+            pytest.skip("no isolation: the warning about isolation comes first")
+        assert box.limits["memory"] == sandbox_limits.Limit(256, "process", "RLIMIT_AS", "no writable memory cgroup")
+        assert box.limits["pids"].scope == "none"
+        hog = box.run_python("buffers = [bytearray(64 << 20) for _ in range(64)]\nprint('allocated 4 GB')")
+    assert hog.returncode != 0 and hog.memory_exceeded and "allocated" not in hog.output, hog.output
