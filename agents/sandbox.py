@@ -5,7 +5,8 @@ working tree) into a scratch folder, commits it as the *base*, and runs commands
 command gets, from util-linux's ``unshare`` and a small launcher
 (:mod:`icml26.agents.sandbox_launcher`, standard library only, executed as a script):
 
-* **its own root**: a new root file system built from nothing and entered with ``pivot_root``. It
+* **its own root** (:mod:`icml26.agents.sandbox_root`): a new root file system built from nothing and
+  entered with ``pivot_root``. It
   shows read-only binds of ``/usr``, ``/bin``, ``/sbin``, ``/lib*``, this Python's prefix and base
   prefix (exactly those folders: a pyenv under ``/root`` shows nothing else of ``/root``), and any
   ``extra_ro_paths``; a minimal ``/etc`` (generated ``passwd``, ``group``, ``hosts``,
@@ -60,6 +61,7 @@ from icml26.errors import described, input_error
 
 from . import sandbox_launcher as _launcher
 from . import sandbox_limits as _limits
+from . import sandbox_root as _root
 from .sandbox_limits import Limit
 
 __all__ = ["DEFAULT_DISPLAY_ROOT", "PRIVATE_DIR", "ExecResult", "Limit", "Sandbox", "SandboxError", "check_limits",
@@ -78,24 +80,6 @@ _SYSTEM_TOP = frozenset({"bin", "boot", "dev", "etc", "home", "lib", "lib32", "l
                          "usr", "var", PRIVATE_DIR.strip("/")})
 _UNSHARE_FLAGS = ("--mount", "--net", "--pid", "--ipc", "--uts", "--fork", "--kill-child", "--mount-proc")
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-_RO = _launcher.MS_RDONLY | _launcher.MS_NOSUID | _launcher.MS_NODEV | _launcher.MS_NOEXEC
-_RO_EXEC = _launcher.MS_RDONLY | _launcher.MS_NOSUID | _launcher.MS_NODEV
-_RW_EXEC = _launcher.MS_NOSUID | _launcher.MS_NODEV
-_RW = _RW_EXEC | _launcher.MS_NOEXEC
-_SYSTEM_FOLDERS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
-_DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
-# what of the host's /etc commands see (read-only); passwd, group, hosts, resolv.conf are generated
-_ETC_SHARED = ("ssl", "ca-certificates", "ca-certificates.conf", "pki", "alternatives", "ld.so.cache", "ld.so.conf",
-               "ld.so.conf.d", "localtime", "timezone", "protocols", "services", "mime.types", "os-release",
-               "debian_version", "gai.conf", "bash.bashrc", "inputrc", "profile")
-_ETC_FILES = {"group": "root:x:0:\nnogroup:x:65534:\n",
-              "hosts": "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n",
-              "resolv.conf": "# no network inside the sandbox\n",
-              "nsswitch.conf": "passwd: files\ngroup: files\nshadow: files\nhosts: files\nnetworks: files\n"
-                               "protocols: files\nservices: files\n",
-              "hostname": "sandbox\n"}
-
 
 class SandboxError(RuntimeError):
     """The sandbox cannot be built as asked (no git repository, no isolation, no git/bash...), or its
@@ -117,66 +101,6 @@ class ExecResult:
     pids_exceeded: bool = False
     disk_exceeded: bool = False
     peak_memory_mb: float | None = None
-
-
-# --------------------------------------------------------------------------------------------------
-# the new root
-
-
-def _python_folders() -> list[str]:
-    """The folders of the Python that runs commands: its prefix and base prefix (exactly those), and
-    the folder of the interpreter when it lies outside both. Nothing else of ``sys.path``: what a
-    ``.pth`` file or the host adds there is not needed to start Python."""
-    folders = [sys.prefix, sys.base_prefix, os.path.dirname(sys.executable),
-               os.path.dirname(os.path.realpath(sys.executable))]
-    found: list[str] = []
-    for folder in folders:
-        folder = os.path.abspath(folder)
-        if os.path.isdir(folder) and folder != "/" and not any(_within(folder, f) for f in found):
-            found = [f for f in found if not _within(f, folder)] + [folder]
-    return found
-
-
-def _within(path: str, folder: str) -> bool:
-    return path == folder or path.startswith(folder.rstrip("/") + "/")
-
-
-@functools.lru_cache(maxsize=None)
-def _system_steps(extra_ro: tuple[str, ...], tmp_bytes: int) -> tuple:
-    """The launcher's steps (see :func:`icml26.agents.sandbox_launcher._build_root`) common to every
-    sandbox of this process: system folders, ``/etc``, ``/tmp``, ``/dev``, ``/proc``, this Python."""
-    steps: list = []
-    for name in _SYSTEM_FOLDERS:
-        path = "/" + name
-        if os.path.islink(path):
-            steps.append(["link", path, os.readlink(path)])
-        elif os.path.isdir(path):
-            steps.append(["bind", path, path, _RO_EXEC])
-    steps.append(["dir", "/etc", 0o755])
-    for name, text in _ETC_FILES.items():
-        steps.append(["file", f"/etc/{name}", text, 0o644])
-    for name in _ETC_SHARED:
-        path = f"/etc/{name}"
-        if os.path.islink(path):
-            steps.append(["link", path, os.readlink(path)])
-        elif os.path.exists(path):
-            steps.append(["bind", path, path, _RO])
-    size = f"size={max(tmp_bytes >> 10, 1024)}k"
-    steps += [["tmpfs", "/tmp", _RW_EXEC, f"mode=1777,{size}"], ["tmpfs", "/var/tmp", _RW_EXEC, f"mode=1777,{size}"],
-              ["tmpfs", "/dev", _RW, "mode=0755,size=64k"]]
-    steps += [["bind", f"/dev/{name}", f"/dev/{name}", _launcher.MS_NOSUID | _launcher.MS_NOEXEC]
-              for name in _DEVICES if os.path.exists(f"/dev/{name}")]
-    steps += [["devpts", "/dev/pts", _RW, "newinstance,ptmxmode=0666,mode=0620"], ["link", "/dev/ptmx", "pts/ptmx"],
-              ["link", "/dev/fd", "/proc/self/fd"], ["link", "/dev/stdin", "/proc/self/fd/0"],
-              ["link", "/dev/stdout", "/proc/self/fd/1"], ["link", "/dev/stderr", "/proc/self/fd/2"],
-              ["tmpfs", "/dev/shm", _RW, f"mode=1777,{size}"], ["ro", "/dev"],
-              ["proc", "/proc", _RO]]
-    shown = {"/" + n for n in _SYSTEM_FOLDERS}
-    extra = [os.path.abspath(p) for p in extra_ro]
-    for folder in sorted(dict.fromkeys(_python_folders() + extra), key=lambda p: (p.count("/"), p)):
-        if not any(_within(os.path.realpath(folder), s) or _within(folder, s) for s in shown):
-            steps.append(["bind", folder, folder, _RO_EXEC])
-    return tuple(steps)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -205,7 +129,7 @@ def isolation_support() -> tuple[tuple[str, ...] | None, str]:
     modes.append(base[:1] + ("--user", "--map-root-user") + base[1:])
     reasons = []
     with tempfile.TemporaryDirectory(prefix="icml26-sandbox-probe-") as tmp:
-        root = [*_system_steps((), 1 << 20), ["bind", tmp, DEFAULT_DISPLAY_ROOT, _RW_EXEC]]
+        root = [*_root.system_steps((), 1 << 20), ["bind", tmp, DEFAULT_DISPLAY_ROOT, _root.RW_EXEC]]
         spec = {"root": root, "cwd": DEFAULT_DISPLAY_ROOT, "rlimits": {},
                 "argv": ["/bin/sh", "-c", "echo ok > probe && cat probe && pwd"]}
         for prefix in modes:
@@ -298,16 +222,8 @@ def _git(args: list[str], *, git_dir: Path | None = None, work_tree: Path | None
     return proc
 
 
-def _rmtree(path: Path) -> None:
-    def retry(func, p, _exc):  # a command may have made files or folders read-only
-        try:
-            os.chmod(os.path.dirname(p), 0o700)
-            os.chmod(p, 0o700)
-            func(p)
-        except OSError:
-            pass
-
-    shutil.rmtree(path, onerror=retry)
+_rmtree = _limits.rmtree
+remove_scratch = _limits.remove_scratch
 
 
 class Sandbox:
@@ -451,8 +367,8 @@ class Sandbox:
             return "no disk limit was asked"
         if os.geteuid() != 0:
             return "a size-capped tmpfs for the scratch copy needs root"
-        _reap_stale_once()
-        (self._dir / "owner").write_text(_owner_stamp(os.getpid()))  # before the mount: see _reap_stale
+        _limits.reap_stale_once()
+        (self._dir / "owner").write_text(_limits.owner_stamp(os.getpid()))  # before the mount: see _reap_stale
         try:
             _launcher.mount("tmpfs", str(space), "tmpfs", _launcher.MS_NOSUID | _launcher.MS_NODEV,
                             f"mode=0700,size={int(self.disk_limit_mb)}m")
@@ -765,66 +681,11 @@ class Sandbox:
         tmp = (self.disk_limit_mb or 512) << 20
         passwd = (f"root:x:0:0:root:{self._inside_home}:/bin/bash\n"
                   "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")
-        shown = [["bind", str(self.root), self.display_root, _RW_EXEC],
-                 ["bind", str(self.home), self._inside_home, _RW_EXEC],
-                 ["bind", str(self.git_dir), self._inside_git, _RO]]
+        shown = [["bind", str(self.root), self.display_root, _root.RW_EXEC],
+                 ["bind", str(self.home), self._inside_home, _root.RW_EXEC],
+                 ["bind", str(self.git_dir), self._inside_git, _root.RO]]
         shown.sort(key=lambda step: (step[2].count("/"), step[2]))
-        return [*_system_steps(self.extra_ro_paths, tmp), ["file", "/etc/passwd", passwd, 0o644], *shown]
-
-
-def _owner_stamp(pid: int) -> str:
-    """``"pid start-time"``: names one process for good (a pid alone may be reused)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            start = handle.read().rsplit(b")", 1)[1].split()[19].decode()
-    except (OSError, IndexError):
-        return ""
-    return f"{pid} {start}"
-
-
-def _reap_stale(under: str | None = None) -> list[str]:
-    """Unmount the size-capped folders of sandboxes whose process is gone (killed before ``close()``:
-    a mount outlives its process), only below ``under`` when given; their folders are removed too.
-    Returns the folders removed."""
-    removed = []
-    try:
-        with open("/proc/self/mountinfo", encoding="utf-8") as handle:
-            points = [line.split()[4].encode().decode("unicode_escape") for line in handle]
-    except OSError:
-        return removed
-    for point in points:
-        folder = os.path.dirname(point)
-        if os.path.basename(point) != "space" or not os.path.basename(folder).startswith("icml26-sandbox-"):
-            continue
-        if under is not None and not _within(point, os.path.realpath(under)):
-            continue
-        try:
-            stamp = Path(folder, "owner").read_text()
-        except OSError:
-            continue  # not ours, or being made
-        pid = stamp.split()[0] if stamp.split() else ""
-        if pid.isdigit() and _owner_stamp(int(pid)) == stamp:
-            continue  # its process lives
-        try:
-            _launcher.umount(point)
-        except OSError:
-            continue
-        _rmtree(Path(folder))
-        removed.append(folder)
-    return removed
-
-
-@functools.lru_cache(maxsize=None)
-def _reap_stale_once() -> None:
-    _reap_stale()
-
-
-def remove_scratch(folder) -> None:
-    """Remove a folder that held scratch copies (``scratch_parent``) left by a killed run, unmounting
-    the size-capped folders of sandboxes whose process is gone first."""
-    if os.path.isdir(folder):
-        _reap_stale(str(folder))
-    shutil.rmtree(folder, ignore_errors=True)
+        return [*_root.system_steps(self.extra_ro_paths, tmp), ["file", "/etc/passwd", passwd, 0o644], *shown]
 
 
 _LIMIT_ATTR = {"memory": "memory_limit_mb", "pids": "pids_limit", "disk": "disk_limit_mb"}

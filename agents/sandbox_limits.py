@@ -15,6 +15,11 @@ the command's first process to it before it executes anything, and removes it af
 Where neither is writable, the limits fall back to per-process rlimits (``RLIMIT_AS`` for memory,
 ``RLIMIT_CPU`` for CPU time; the number of processes is then not limited) and the sandbox warns.
 :attr:`Sandbox.limits <icml26.agents.sandbox.Sandbox.limits>` says which mechanism holds each limit.
+
+The disk cap is a size-capped tmpfs the sandbox mounts on the host for the copy and the home (as
+root). A mount outlives a killed process: an owner stamp (pid and start time) beside each lets
+:func:`reap_stale` unmount those whose process is gone, once per process and in
+:func:`remove_scratch`.
 """
 
 from __future__ import annotations
@@ -22,10 +27,15 @@ from __future__ import annotations
 import functools
 import itertools
 import os
+import shutil
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
-__all__ = ["MIN_DISK_MB", "MIN_MEMORY_MB", "MIN_PIDS", "CommandCgroup", "Limit", "cgroup_support"]
+from .sandbox_launcher import umount
+
+__all__ = ["MIN_DISK_MB", "MIN_MEMORY_MB", "MIN_PIDS", "CommandCgroup", "Limit", "cgroup_support",
+           "owner_stamp", "reap_stale", "remove_scratch", "rmtree"]
 
 #: the smallest limits a sandbox accepts: below them not even the launcher and a shell start
 MIN_MEMORY_MB = 64
@@ -247,3 +257,78 @@ class CommandCgroup:
                     time.sleep(0.005 if attempt < 20 else 0.05)
         self._made.clear()
         self.dirs.clear()
+
+
+# --------------------------------------------------------------------------------------------------
+# the disk cap: a size-capped tmpfs on the host, which outlives a killed process
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def rmtree(path: Path) -> None:
+    def retry(func, p, _exc):  # a command may have made files or folders read-only
+        try:
+            os.chmod(os.path.dirname(p), 0o700)
+            os.chmod(p, 0o700)
+            func(p)
+        except OSError:
+            pass
+
+    shutil.rmtree(path, onerror=retry)
+
+
+def owner_stamp(pid: int) -> str:
+    """``"pid start-time"``: names one process for good (a pid alone may be reused)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            start = handle.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        return ""
+    return f"{pid} {start}"
+
+
+def reap_stale(under: str | None = None) -> list[str]:
+    """Unmount the size-capped folders of sandboxes whose process is gone (killed before ``close()``:
+    a mount outlives its process), only below ``under`` when given; their folders are removed too.
+    Returns the folders removed."""
+    removed = []
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8") as handle:
+            points = [line.split()[4].encode().decode("unicode_escape") for line in handle]
+    except OSError:
+        return removed
+    for point in points:
+        folder = os.path.dirname(point)
+        if os.path.basename(point) != "space" or not os.path.basename(folder).startswith("icml26-sandbox-"):
+            continue
+        if under is not None and not _within(point, os.path.realpath(under)):
+            continue
+        try:
+            stamp = Path(folder, "owner").read_text()
+        except OSError:
+            continue  # not ours, or being made
+        pid = stamp.split()[0] if stamp.split() else ""
+        if pid.isdigit() and owner_stamp(int(pid)) == stamp:
+            continue  # its process lives
+        try:
+            umount(point)
+        except OSError:
+            continue
+        rmtree(Path(folder))
+        removed.append(folder)
+    return removed
+
+
+@functools.lru_cache(maxsize=None)
+def reap_stale_once() -> None:
+    reap_stale()
+
+
+def remove_scratch(folder) -> None:
+    """Remove a folder that held scratch copies (``scratch_parent``) left by a killed run, unmounting
+    the size-capped folders of sandboxes whose process is gone first."""
+    if os.path.isdir(folder):
+        reap_stale(str(folder))
+    shutil.rmtree(folder, ignore_errors=True)

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from icml26.agents import sandbox as sandbox_module
+from icml26.agents import sandbox_root
 from icml26.agents.sandbox import ExecResult, Sandbox, SandboxError, isolation_support
 
 _PREFIX, _REASON = isolation_support()
@@ -301,7 +302,7 @@ def test_real_scratch_path_is_hidden_and_other_display_roots(repo):
         assert result.output.splitlines()[:3] == ["/work_area/project", "readme, edited", "project"], result.output
         assert "hidden" in result.output, result.output
         # a private /tmp: empty but for this Python's prefix when it lies there (a virtualenv under /tmp)
-        runtime = {p.split("/")[2] for p in sandbox_module._python_folders() if p.startswith("/tmp/")}
+        runtime = {p.split("/")[2] for p in sandbox_root.python_folders() if p.startswith("/tmp/")}
         assert set(result.output.split("/tmp:\n", 1)[1].split()) == runtime, result.output
     with Sandbox(repo, time_limit=20, display_root=None) as box:
         assert box.display_root == str(box.root)
