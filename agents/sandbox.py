@@ -391,19 +391,19 @@ class Sandbox:
         if self.memory_limit_mb is None:
             found["memory"] = Limit(None, "none", "none")
         elif "memory" in cg:
-            found["memory"] = Limit(self.memory_limit_mb, "command", f"cgroup {cg['memory'][0]}")
+            found["memory"] = Limit(self.memory_limit_mb, "command", f"cgroup {cg['memory'][0]}", _limits.where(cg["memory"]))
         else:
             found["memory"] = Limit(self.memory_limit_mb, "process", "RLIMIT_AS", "no writable memory cgroup")
         if self.pids_limit is None:
             found["pids"] = Limit(None, "none", "none")
         elif "pids" in cg:
-            found["pids"] = Limit(self.pids_limit, "command", f"cgroup {cg['pids'][0]}")
+            found["pids"] = Limit(self.pids_limit, "command", f"cgroup {cg['pids'][0]}", _limits.where(cg["pids"]))
         else:
             found["pids"] = Limit(None, "none", "none", "no writable pids cgroup")
         if self.cpu_time_limit is None:
             found["cpu_time"] = Limit(None, "none", "none", "bounded by the wall clock only")
         elif "cpu" in cg:
-            found["cpu_time"] = Limit(self.cpu_time_limit, "command", f"cgroup {cg['cpu'][0]}")
+            found["cpu_time"] = Limit(self.cpu_time_limit, "command", f"cgroup {cg['cpu'][0]}", _limits.where(cg["cpu"]))
         else:
             found["cpu_time"] = Limit(self.cpu_time_limit, "process", "RLIMIT_CPU", "no writable cpu cgroup")
         if self._space_mounted:

@@ -47,7 +47,7 @@ MIN_DISK_MB = 8
 class Limit:
     """One limit in force: its ``value`` (None: none), ``scope`` (``"command"``: all processes of a
     command together; ``"process"``: each process alone; ``"none"``), the ``mechanism`` holding it,
-    and a ``note`` on why, when it is weaker than asked."""
+    and a ``note``: why, when it is weaker than asked; where, for a cgroup."""
 
     value: float | int | None
     scope: str
@@ -102,7 +102,42 @@ def _writable_parent(path: str) -> bool:
 @functools.lru_cache(maxsize=None)
 def cgroup_support() -> dict[str, tuple[str, str]]:
     """``{"memory" | "pids" | "cpu": (version, parent folder)}`` for each controller a per-command
-    cgroup can use here; missing keys are controllers that cannot be used. Probed once per process."""
+    cgroup can use here; missing keys are controllers that cannot be used. Probed once per process,
+    which also removes the cgroups a killed process left (see :func:`_reap_cgroups`)."""
+    found = _cgroup_parents()
+    _reap_cgroups({parent for _, parent in found.values()})
+    return found
+
+
+def where(support_entry: tuple[str, str]) -> str:
+    """Where the per-command cgroups of one controller go, for :attr:`Sandbox.limits`: said when the
+    caller's own cgroup is the top of its hierarchy (they are then made at the top level)."""
+    _, parent = support_entry
+    top = any(os.path.normpath(point) == parent for point, _, _ in _mounts())
+    return f"made in {parent}" + (" (this process's own cgroup is the top of that hierarchy)" if top else "")
+
+
+def _reap_cgroups(parents) -> None:
+    """Remove the empty per-command cgroups whose process is gone (killed between making one and
+    removing it); a cgroup of a live process is left alone, even while it is still empty."""
+    for parent in parents:
+        try:
+            names = os.listdir(parent)
+        except OSError:
+            continue
+        for name in names:
+            parts = name.split("-")
+            if len(parts) != 4 or parts[:2] != ["icml26", "sandbox"] or not parts[2].isdigit():
+                continue
+            if os.path.exists(f"/proc/{parts[2]}"):
+                continue
+            try:
+                os.rmdir(os.path.join(parent, name))
+            except OSError:
+                pass  # processes still inside: a later process tries again
+
+
+def _cgroup_parents() -> dict[str, tuple[str, str]]:
     own, mounts = _own_cgroups(), _mounts()
     found: dict[str, tuple[str, str]] = {}
     for point, fstype, _ in mounts:  # v2 first: one cgroup holds every limit

@@ -643,3 +643,14 @@ def test_without_a_writable_cgroup_limits_fall_back_per_process(repo, monkeypatc
         assert box.limits["pids"].scope == "none"
         hog = box.run_python("buffers = [bytearray(64 << 20) for _ in range(64)]\nprint('allocated 4 GB')")
     assert hog.returncode != 0 and hog.memory_exceeded and "allocated" not in hog.output, hog.output
+
+
+def test_cgroups_of_killed_processes_are_reaped(tmp_path):
+    from icml26.agents import sandbox_limits
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    for name in (f"icml26-sandbox-{gone.pid}-3", f"icml26-sandbox-{os.getpid()}-3", "other-group"):
+        (tmp_path / name).mkdir()
+    sandbox_limits._reap_cgroups({str(tmp_path)})
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([f"icml26-sandbox-{os.getpid()}-3", "other-group"])
