@@ -543,7 +543,8 @@ class Sandbox:
         status_read = status_write = err_read = err_write = None
         procs = [] if group is None else group.procs
         if self._unshare is not None:
-            # the launcher joins the cgroup first thing: every process of the command is inside
+            # the launcher joins the cgroup first thing: every process of the command is inside (unshare,
+            # which only waits, is not)
             spec = {"root": self._root_steps(), "cwd": self.display_root, "rlimits": rlimits, "argv": argv,
                     "cgroup_procs": procs}
             # the launcher reports on this pipe (closed at exec, so the command cannot write to it)
@@ -553,8 +554,6 @@ class Sandbox:
             # stderr at its stdout just before the exec, so only the machinery writes here
             err_read, err_write = os.pipe()
             argv = _launcher_argv(self._unshare, spec)
-        else:
-            rlimits = {k: v for k, v in rlimits.items() if k != "nofile"}
 
         def preexec():  # unisolated: in the child, before it executes the command
             for path in procs:
