@@ -1,44 +1,53 @@
-"""One sandbox for every command an agent runs: a scratch git copy, limits, no network, no escape.
+"""One sandbox for every command an agent runs: a scratch git copy, limits on the whole command, no escape.
 
 A :class:`Sandbox` copies a git repository (its tracked and untracked, non-ignored files, as in the
-working tree) into a scratch folder, commits it as the *base*, and runs commands there:
+working tree) into a scratch folder, commits it as the *base*, and runs commands there. Each
+command gets, from util-linux's ``unshare`` and a small launcher
+(:mod:`icml26.agents.sandbox_launcher`, standard library only, executed as a script):
 
-* **network**: each command runs in a new network namespace (only a loopback interface);
-* **filesystem**: in a new mount namespace every existing mount is remounted read-only, ``/tmp``,
-  ``/var/tmp`` and ``/dev/shm`` become private tmpfs, and only the scratch copy and a private home
-  are writable; the git metadata lives *outside* the scratch copy and is read-only to commands, so
-  a command cannot plant hooks or config (``core.fsmonitor``...) that the host's own ``git diff``
-  would later execute;
-* **privileges**: all capabilities are dropped (bounding set included) and ``no_new_privs`` is
-  set, so the read-only mounts cannot be undone and setuid binaries give nothing back;
-* **processes**: a new PID namespace, so killing its first process at the time limit takes every
-  descendant with it (daemonised ones too); ``RLIMIT_AS`` bounds memory, ``RLIMIT_FSIZE`` file size;
-* **output**: stdout and stderr interleaved, read as a stream and truncated (head and tail kept);
-* **fixed path**: with ``display_root`` (default ``/testbed``, where SWE-style containers keep the
-  repository) each command sees the scratch copy at that path and starts there: the launcher builds
-  a new root (a tmpfs holding read-only binds of every top-level host folder, a fresh private
-  ``/tmp``, the copy at ``display_root``, the git metadata and home at :data:`PRIVATE_DIR`) and
-  moves into it with ``pivot_root``, so trajectories never quote the random scratch path. The host side
-  (:meth:`Sandbox.diff`, :meth:`Sandbox.reset`, ``Sandbox.root``) keeps using the real path.
+* **its own root** (:mod:`icml26.agents.sandbox_root`): a new root file system built from nothing and
+  entered with ``pivot_root``. It
+  shows read-only binds of ``/usr``, ``/bin``, ``/sbin``, ``/lib*``, this Python's prefix and base
+  prefix (exactly those folders: a pyenv under ``/root`` shows nothing else of ``/root``), and any
+  ``extra_ro_paths``; a minimal ``/etc`` (generated ``passwd``, ``group``, ``hosts``,
+  ``resolv.conf``, ``nsswitch.conf``; read-only binds of the TLS certificates, ``alternatives``,
+  the dynamic linker's cache); the scratch copy at ``display_root`` (``/testbed``), writable;
+  a private home; the git metadata read-only; fresh size-capped tmpfs on ``/tmp``, ``/var/tmp``
+  and ``/dev/shm``; a fresh ``/dev`` holding only ``null``, ``zero``, ``full``, ``random``,
+  ``urandom``, ``tty``, a private ``pts`` and the ``fd`` links; a fresh read-only ``/proc``. Every
+  mount is ``nosuid,nodev`` (device nodes aside), and ``noexec`` where nothing runs from it
+  (``/etc``, ``/dev``, ``/proc``, the git metadata). Nothing else of the host is there: no
+  ``/home``, ``/run``, ``/var``, ``/mnt``, ``/srv``, ``/sys``, host ``/tmp``, other checkouts;
+* **namespaces**: new mount, network (loopback only: no host sockets, TCP, UDP or abstract unix),
+  PID (killing its first process ends every descendant, daemons included), IPC and UTS
+  namespaces;
+* **privileges**: all capabilities dropped (bounding set included) and ``no_new_privs`` set; the git
+  metadata lives outside the copy and is read-only to commands, so a command cannot plant hooks or
+  config (``core.fsmonitor``...) that the host's own git would run;
+* **limits on the whole command** (see :mod:`icml26.agents.sandbox_limits` and :attr:`Sandbox.limits`):
+  memory of all processes together, number of processes and CPU time through a cgroup per command
+  (v2, or v1 where only that is writable), falling back to per-process rlimits with a warning; the
+  scratch copy and home on a size-capped tmpfs (needs root; their writes count as the command's
+  memory); wall time; open files and file size per process;
+* **output**: stdout and stderr interleaved, read as a stream and truncated (head and tail kept).
 
-Namespaces come from util-linux's ``unshare`` (as root; otherwise with ``--map-root-user`` where
-unprivileged user namespaces are allowed); the mount, capability and rlimit steps run in a small
-launcher (:mod:`icml26.agents.sandbox_launcher`, executed as a script) because no common tool does all of them: ``bwrap`` does,
-but is rarely installed and needs the same kernel features. Whether isolation works is probed once
-per process when a sandbox is built; when it does not (a plain container without ``CAP_SYS_ADMIN``
-or user namespaces), :class:`SandboxError` says why, unless ``allow_unisolated=True``, which runs
-commands as plain subprocesses with only the limits (and a warning).
+The host side (:meth:`Sandbox.diff`, :meth:`Sandbox.reset`, ``Sandbox.root``) keeps using the real
+path. Namespaces need root, or unprivileged user namespaces (``--map-root-user``); whether they work
+is probed once per process when a sandbox is built; when they do not, :class:`SandboxError` says
+why, unless ``allow_unisolated=True``, which runs commands as plain subprocesses with only the
+limits (and a warning).
 """
 
 from __future__ import annotations
 
 import collections
 import functools
-import json
 import os
+import select
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -51,8 +60,12 @@ from pathlib import Path
 from icml26.errors import described, input_error
 
 from . import sandbox_launcher as _launcher
+from . import sandbox_limits as _limits
+from . import sandbox_root as _root
+from .sandbox_limits import Limit
 
-__all__ = ["DEFAULT_DISPLAY_ROOT", "PRIVATE_DIR", "ExecResult", "Sandbox", "SandboxError", "isolation_support"]
+__all__ = ["DEFAULT_DISPLAY_ROOT", "PRIVATE_DIR", "ExecResult", "Limit", "Sandbox", "SandboxError", "check_limits",
+           "isolation_support", "remove_scratch"]
 
 _GIT_IDENTITY = ("-c", "user.name=icml26 sandbox", "-c", "user.email=sandbox@icml26.invalid",
                  "-c", "commit.gpgsign=false", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false",
@@ -60,34 +73,48 @@ _GIT_IDENTITY = ("-c", "user.name=icml26 sandbox", "-c", "user.email=sandbox@icm
                  "-c", "core.autocrlf=false", "-c", "core.quotepath=false")
 _MEMORY_MARKERS = ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "out of memory")
 DEFAULT_DISPLAY_ROOT = "/testbed"
-PRIVATE_DIR = "/.sandbox"  # inside a fixed-path sandbox: the git metadata (``git``) and the home (``home``)
+PRIVATE_DIR = "/.sandbox"  # inside a sandbox: the git metadata (``git``) and the home (``home``)
 # top-level folders a display root may not replace: the system's own (whether or not they exist here)
 _SYSTEM_TOP = frozenset({"bin", "boot", "dev", "etc", "home", "lib", "lib32", "lib64", "libx32", "lost+found",
                          "media", "mnt", "nix", "opt", "proc", "root", "run", "sbin", "snap", "srv", "sys", "tmp",
                          "usr", "var", PRIVATE_DIR.strip("/")})
-
+_UNSHARE_FLAGS = ("--mount", "--net", "--pid", "--ipc", "--uts", "--fork", "--kill-child", "--mount-proc")
+_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 class SandboxError(RuntimeError):
-    """The sandbox cannot be built as asked: no git repository, no isolation, no git/bash..."""
+    """The sandbox cannot be built as asked (no git repository, no isolation, no git/bash...), or its
+    isolation machinery failed for a command (which then did not run)."""
 
 
 @dataclass
 class ExecResult:
+    """What a command did. ``timed_out``: it ran past its wall-clock (or CPU) time; the ``*_exceeded``
+    flags: it hit its memory, process-count or disk limit (and was ended). ``peak_memory_mb``: the
+    most memory its processes held together (None without a memory cgroup)."""
+
     returncode: int
     output: str
     timed_out: bool
     truncated: bool
     duration_s: float
     memory_exceeded: bool = False
+    pids_exceeded: bool = False
+    disk_exceeded: bool = False
+    peak_memory_mb: float | None = None
 
 
 # --------------------------------------------------------------------------------------------------
 # capability probe
 
 
+def _launcher_argv(prefix: tuple[str, ...], spec: dict) -> list[str]:
+    return [*prefix, sys.executable, "-I", "-S", _launcher.__file__, _launcher.LAUNCH_FLAG, _launcher.encode(spec)]
+
+
 @functools.lru_cache(maxsize=None)
 def isolation_support() -> tuple[tuple[str, ...] | None, str]:
-    """``(unshare argv prefix, "")`` when namespaced execution works here, else ``(None, reason)``.
+    """``(unshare argv prefix, "")`` when isolated execution (namespaces and the new root) works here,
+    else ``(None, reason)``.
 
     Probed once per process by running the launcher for real: user-namespace mode is tried when
     the root mode is refused.
@@ -97,21 +124,22 @@ def isolation_support() -> tuple[tuple[str, ...] | None, str]:
     unshare = shutil.which("unshare")
     if unshare is None:
         return None, "the `unshare` command (util-linux) is not installed"
-    base = (unshare, "--mount", "--net", "--pid", "--fork", "--kill-child", "--mount-proc")
+    base = (unshare, *_UNSHARE_FLAGS)
     modes = [base] if os.geteuid() == 0 else []
     modes.append(base[:1] + ("--user", "--map-root-user") + base[1:])
     reasons = []
     with tempfile.TemporaryDirectory(prefix="icml26-sandbox-probe-") as tmp:
-        spec = {"binds": [[tmp, tmp, False]], "new_root": False, "hide": [], "cwd": tmp, "memory_bytes": 0,
-                "fsize_bytes": 0, "argv": ["/bin/sh", "-c", "echo ok > probe && cat probe"]}
+        root = [*_root.system_steps((), 1 << 20), ["bind", tmp, DEFAULT_DISPLAY_ROOT, _root.RW_EXEC]]
+        spec = {"root": root, "cwd": DEFAULT_DISPLAY_ROOT, "rlimits": {},
+                "argv": ["/bin/sh", "-c", "echo ok > probe && cat probe && pwd"]}
         for prefix in modes:
-            cmd = [*prefix, sys.executable, "-I", "-S", _launcher.__file__, _launcher.LAUNCH_FLAG, json.dumps(spec)]
             try:
-                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+                proc = subprocess.run(_launcher_argv(prefix, spec), capture_output=True, text=True, timeout=60,
+                                      stdin=subprocess.DEVNULL)
             except (OSError, subprocess.TimeoutExpired) as exc:
                 reasons.append(f"{' '.join(prefix[1:3])}: {exc}")
                 continue
-            if proc.returncode == 0 and proc.stdout.strip() == "ok":
+            if proc.returncode == 0 and proc.stdout.split() == ["ok", DEFAULT_DISPLAY_ROOT]:
                 return tuple(prefix), ""
             why = (proc.stderr or proc.stdout).strip().splitlines()
             reasons.append(f"`unshare {' '.join(prefix[1:])}` failed "
@@ -119,23 +147,26 @@ def isolation_support() -> tuple[tuple[str, ...] | None, str]:
     return None, "; ".join(reasons)
 
 
-@functools.lru_cache(maxsize=None)
-def _fixed_root_support(prefix: tuple[str, ...]) -> str:
-    """``""`` when the launcher can build a new root and ``pivot_root`` into it with this ``unshare``
-    prefix, else why not. Probed once per process, the first time a fixed-path sandbox is built."""
-    target = PRIVATE_DIR + "/probe"
-    with tempfile.TemporaryDirectory(prefix="icml26-sandbox-probe-") as tmp:
-        spec = {"binds": [[tmp, target, False]], "new_root": True, "hide": [PRIVATE_DIR.strip("/")], "cwd": target,
-                "memory_bytes": 0, "fsize_bytes": 0, "argv": ["/bin/sh", "-c", "echo ok > probe && cat probe && pwd"]}
-        cmd = [*prefix, sys.executable, "-I", "-S", _launcher.__file__, _launcher.LAUNCH_FLAG, json.dumps(spec)]
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return f"the launcher could not run: {exc}"
-        if proc.returncode == 0 and proc.stdout.split() == ["ok", target]:
-            return ""
-        why = (proc.stderr or proc.stdout).strip().splitlines()
-        return f"building the new root failed (exit {proc.returncode}): {why[-1] if why else 'no message'}"
+def _check_limit(function: str, name: str, value, minimum, unit: str, *, integer: bool = True):
+    if value is None:
+        return None
+    kind = "an integer" if integer else "a number"
+    ok_type = isinstance(value, int) if integer else isinstance(value, (int, float))
+    if isinstance(value, bool) or not ok_type or not minimum <= value < float("inf"):
+        raise input_error(function, name, f"{kind} >= {minimum}{unit} (or None for no limit)", value)
+    return value
+
+
+def check_limits(*, memory_limit_mb=None, pids_limit=None, disk_limit_mb=None, cpu_time_limit=None,
+                 open_files=1024, function: str = "Sandbox") -> None:
+    """Refuse limits below what can start the launcher and a shell (an :class:`~icml26.InputError`
+    naming the argument): callers such as ``icml26 sera generate`` check them before any work."""
+    _check_limit(function, "memory_limit_mb", memory_limit_mb, _limits.MIN_MEMORY_MB, " MB")
+    _check_limit(function, "pids_limit", pids_limit, _limits.MIN_PIDS, " processes")
+    _check_limit(function, "disk_limit_mb", disk_limit_mb, _limits.MIN_DISK_MB, " MB")
+    _check_limit(function, "cpu_time_limit", cpu_time_limit, 0.1, " s", integer=False)
+    if open_files is None or _check_limit(function, "open_files", open_files, 64, " files") is None:
+        raise input_error(function, "open_files", "an integer >= 64 files", open_files)
 
 
 def _check_display_root(value) -> str | None:
@@ -191,47 +222,51 @@ def _git(args: list[str], *, git_dir: Path | None = None, work_tree: Path | None
     return proc
 
 
-def _rmtree(path: Path) -> None:
-    def retry(func, p, _exc):  # a command may have made files or folders read-only
-        try:
-            os.chmod(os.path.dirname(p), 0o700)
-            os.chmod(p, 0o700)
-            func(p)
-        except OSError:
-            pass
-
-    shutil.rmtree(path, onerror=retry)
+_rmtree = _limits.rmtree
+remove_scratch = _limits.remove_scratch
 
 
 class Sandbox:
     """A scratch git copy of ``repo`` (an empty repository when ``None``) and isolated execution in it.
 
-    Use as a context manager (``close()`` deletes the copy). ``time_limit`` (s) and
-    ``memory_limit_mb`` apply to each command (the address-space limit: interpreters that map
-    large arenas, e.g. ``import torch``, need several GB); ``max_output_chars`` bounds the output
-    returned. ``allow_unisolated=True`` accepts running without namespaces where they are not
+    Use as a context manager (``close()`` deletes the copy). Limits on each command:
+
+    * ``time_limit`` (s, wall clock) and ``cpu_time_limit`` (s of CPU of all its processes; None: only
+      the wall clock bounds it);
+    * ``memory_limit_mb``: all its processes together (a cgroup), or each process's address space
+      (``RLIMIT_AS``) where no cgroup can be made; files written into the scratch copy, the home,
+      ``/tmp`` and ``/dev/shm`` are tmpfs pages and count too;
+    * ``pids_limit``: processes and threads at once (a cgroup; none without one);
+    * ``disk_limit_mb``: what the scratch copy and the home may hold (a size-capped tmpfs, made
+      when running as root; else each file is capped at ``max_file_mb`` only);
+    * ``open_files`` and ``max_file_mb``: per process (rlimits).
+
+    :attr:`limits` says which mechanism holds each. Limits below what can start a shell are refused
+    (:func:`check_limits`). ``max_output_chars`` bounds the output returned. ``extra_ro_paths``:
+    host folders or files shown read-only (at their own paths) besides the system folders and this
+    Python. ``allow_unisolated=True`` accepts running without namespaces where they are not
     available; ``isolation="none"`` asks for that explicitly (it still needs ``allow_unisolated``).
     Only files git would track are copied: ignored files (build outputs, virtualenvs) are not.
 
     ``display_root`` (default ``/testbed``) is where commands see the copy when isolated: they start
     there, ``HOME`` is ``/.sandbox/home`` and ``GIT_DIR`` ``/.sandbox/git`` (see :data:`PRIVATE_DIR`),
-    so no output shows the random scratch path, and commands cannot open it (nor the scratch copies
-    of other sandboxes beside it: their folder is covered by an empty tmpfs). The top-level folder
-    of ``display_root`` is replaced inside the sandbox, so it may not be a system folder (``/usr``,
-    ``/tmp``...) nor hold the scratch folder or this Python.
+    so no output shows the random scratch path. The top-level folder of ``display_root`` is the
+    copy's own inside the sandbox, so it may not be a system folder (``/usr``, ``/tmp``...) nor hold
+    this Python. With ``display_root=None`` commands see the copy at its real path.
     ``display_root`` (the attribute) is the path to tell an agent: the fixed path when isolated, the
-    real scratch path ``str(root)`` when commands run unisolated (``allow_unisolated`` fallback or
-    ``isolation="none"``) or when ``display_root=None`` was passed.
+    real scratch path ``str(root)`` when commands run unisolated or with ``display_root=None``.
     """
 
-    def __init__(self, repo: str | Path | None = None, *, time_limit: float = 30.0, memory_limit_mb: int = 1024,
+    def __init__(self, repo: str | Path | None = None, *, time_limit: float = 30.0, memory_limit_mb: int | None = 1024,
                  max_output_chars: int = 10_000, allow_unisolated: bool = False, scratch_parent=None,
-                 isolation: str = "auto", max_file_mb: int = 512, display_root: str | None = DEFAULT_DISPLAY_ROOT):
+                 isolation: str = "auto", max_file_mb: int = 512, display_root: str | None = DEFAULT_DISPLAY_ROOT,
+                 pids_limit: int | None = 512, disk_limit_mb: int | None = 2048, cpu_time_limit: float | None = None,
+                 open_files: int = 1024, extra_ro_paths=()):
         if time_limit is None or isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) \
                 or not 0 < time_limit < float("inf"):
             raise input_error("Sandbox", "time_limit", "a finite number of seconds > 0", time_limit)
-        if memory_limit_mb is not None and not memory_limit_mb >= 16:
-            raise input_error("Sandbox", "memory_limit_mb", ">= 16 (or None for no limit)", memory_limit_mb)
+        check_limits(memory_limit_mb=memory_limit_mb, pids_limit=pids_limit, disk_limit_mb=disk_limit_mb,
+                     cpu_time_limit=cpu_time_limit, open_files=open_files)
         if not max_output_chars >= 100:
             raise input_error("Sandbox", "max_output_chars", ">= 100", max_output_chars)
         if isolation not in ("auto", "namespaces", "none"):
@@ -239,17 +274,24 @@ class Sandbox:
         if isolation == "none" and not allow_unisolated:
             raise input_error("Sandbox", "isolation", "'auto' or 'namespaces' unless allow_unisolated=True confirms "
                               "that commands run without network or filesystem isolation", isolation)
+        if isinstance(extra_ro_paths, (str, os.PathLike)) or not all(
+                isinstance(p, (str, os.PathLike)) and os.path.isabs(p) and os.path.exists(p) for p in extra_ro_paths):
+            raise input_error("Sandbox", "extra_ro_paths", "a list of absolute paths that exist", extra_ro_paths)
         fixed = _check_display_root(display_root)
         if fixed is not None:
-            _hides(fixed, {"the scratch folder": scratch_parent or tempfile.gettempdir(),
-                           "this Python": os.path.dirname(sys.executable), "its prefix": sys.prefix,
+            _hides(fixed, {"this Python": os.path.dirname(sys.executable), "its prefix": sys.prefix,
                            "its base prefix": sys.base_prefix})
         if shutil.which("git") is None:
             raise SandboxError("git is not installed; the sandbox needs it to copy the repository and diff changes")
         self.time_limit = float(time_limit)
         self.memory_limit_mb = memory_limit_mb
+        self.pids_limit = pids_limit
+        self.disk_limit_mb = disk_limit_mb
+        self.cpu_time_limit = None if cpu_time_limit is None else float(cpu_time_limit)
+        self.open_files = int(open_files)
         self.max_output_chars = int(max_output_chars)
         self.max_file_mb = int(max_file_mb)
+        self.extra_ro_paths = tuple(os.path.abspath(p) for p in extra_ro_paths)
         self._bash = shutil.which("bash") or "/bin/sh"
 
         self._unshare: tuple[str, ...] | None = None
@@ -258,19 +300,14 @@ class Sandbox:
             if self._unshare is None:
                 if isolation == "namespaces" or not allow_unisolated:
                     raise SandboxError(
-                        "cannot isolate sandboxed commands (new network, mount and PID namespaces are needed): "
-                        f"{reason}. Run as root or enable unprivileged user namespaces, or pass "
+                        "cannot isolate sandboxed commands (new network, mount and PID namespaces and a new root "
+                        f"are needed): {reason}. Run as root or enable unprivileged user namespaces, or pass "
                         "allow_unisolated=True to run commands without network and filesystem isolation")
                 shown = "" if fixed is None else f" (and at the scratch path, not at {fixed})"
                 warnings.warn(f"sandbox runs commands WITHOUT network or filesystem isolation{shown}: {reason}",
                               RuntimeWarning, stacklevel=2)
         self.isolated = self._unshare is not None
         self._fixed = self.isolated and fixed is not None
-        if self._fixed:
-            why = _fixed_root_support(self._unshare)
-            if why:
-                raise SandboxError(f"cannot show the repository at display_root={fixed!r}: {why}. "
-                                   "Pass display_root=None to run commands at the scratch path instead")
 
         source = None
         if repo is not None:
@@ -285,10 +322,15 @@ class Sandbox:
         self.source = source
 
         self._dir = Path(tempfile.mkdtemp(prefix="icml26-sandbox-", dir=scratch_parent)).resolve()
+        self._space_mounted = False
+        self._closed = True
         try:
-            self.root = self._dir / "repo"
-            self.git_dir = self._dir / "git"
-            self.home = self._dir / "home"
+            space = self._dir / "space"  # the copy and the home: the size-capped part
+            space.mkdir()
+            disk_note = self._mount_space(space)
+            self.root = space / "repo"
+            self.git_dir = self._dir / "git"  # outside the cap: the host's git must always be able to write
+            self.home = space / "home"
             # the paths commands see (the real ones when there is no fixed root)
             self.display_root = fixed if self._fixed else str(self.root)
             self._inside_home = PRIVATE_DIR + "/home" if self._fixed else str(self.home)
@@ -305,11 +347,72 @@ class Sandbox:
             self._git(["commit", "--quiet", "--allow-empty", "--no-verify", "-m", "sandbox base"])
             self.base = self._git(["rev-parse", "HEAD"]).stdout.decode().strip()
         except BaseException:
+            self._unmount_space()
             _rmtree(self._dir)
             raise
         self._closed = False
+        self._cgroups = _limits.cgroup_support()
+        self.limits = self._describe_limits(disk_note)
+        weak = [name for name in ("memory", "pids", "disk") if getattr(self, _LIMIT_ATTR[name]) is not None
+                and self.limits[name].scope != "command"]
+        if weak and self.isolated:
+            _warn_once("sandbox limits " + ", ".join(f"{n} ({self.limits[n].note})" for n in weak) +
+                       " are not on the whole command here")
 
     # -- setup --------------------------------------------------------------------------------------
+
+    def _mount_space(self, space: Path) -> str:
+        """Put a size-capped tmpfs on ``space``; ``""`` when done, else why not."""
+        if self.disk_limit_mb is None:
+            return "no disk limit was asked"
+        if os.geteuid() != 0:
+            return "a size-capped tmpfs for the scratch copy needs root"
+        _limits.reap_stale_once()
+        (self._dir / "owner").write_text(_limits.owner_stamp(os.getpid()))  # before the mount: see _reap_stale
+        try:
+            _launcher.mount("tmpfs", str(space), "tmpfs", _launcher.MS_NOSUID | _launcher.MS_NODEV,
+                            f"mode=0700,size={int(self.disk_limit_mb)}m")
+        except OSError as exc:
+            return f"the size-capped tmpfs was refused: {exc}"
+        self._space_mounted = True
+        return ""
+
+    def _unmount_space(self) -> None:
+        if self._space_mounted:
+            try:
+                _launcher.umount(str(self._dir / "space"))
+            except OSError:
+                pass
+            self._space_mounted = False
+
+    def _describe_limits(self, disk_note: str) -> dict[str, Limit]:
+        cg = self._cgroups
+        found = {"wall_time": Limit(self.time_limit, "command", "wall clock")}
+        if self.memory_limit_mb is None:
+            found["memory"] = Limit(None, "none", "none")
+        elif "memory" in cg:
+            found["memory"] = Limit(self.memory_limit_mb, "command", f"cgroup {cg['memory'][0]}", _limits.where(cg["memory"]))
+        else:
+            found["memory"] = Limit(self.memory_limit_mb, "process", "RLIMIT_AS", "no writable memory cgroup")
+        if self.pids_limit is None:
+            found["pids"] = Limit(None, "none", "none")
+        elif "pids" in cg:
+            found["pids"] = Limit(self.pids_limit, "command", f"cgroup {cg['pids'][0]}", _limits.where(cg["pids"]))
+        else:
+            found["pids"] = Limit(None, "none", "none", "no writable pids cgroup")
+        if self.cpu_time_limit is None:
+            found["cpu_time"] = Limit(None, "none", "none", "bounded by the wall clock only")
+        elif "cpu" in cg:
+            found["cpu_time"] = Limit(self.cpu_time_limit, "command", f"cgroup {cg['cpu'][0]}", _limits.where(cg["cpu"]))
+        else:
+            found["cpu_time"] = Limit(self.cpu_time_limit, "process", "RLIMIT_CPU", "no writable cpu cgroup")
+        if self._space_mounted:
+            found["disk"] = Limit(self.disk_limit_mb, "command", "tmpfs")
+        else:
+            found["disk"] = Limit(self.max_file_mb, "process", "RLIMIT_FSIZE", disk_note)
+        found["open_files"] = Limit(self.open_files, "process", "RLIMIT_NOFILE")
+        found["file_size"] = Limit(self.max_file_mb, "process", "RLIMIT_FSIZE")
+        return found
 
     def _copy_worktree(self, source: Path) -> None:
         listing = _git(["ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=source).stdout
@@ -333,6 +436,7 @@ class Sandbox:
     def close(self) -> None:
         if not getattr(self, "_closed", True):
             self._closed = True
+            self._unmount_space()
             _rmtree(self._dir)
 
     def __enter__(self) -> "Sandbox":
@@ -352,18 +456,41 @@ class Sandbox:
 
     # -- git views ----------------------------------------------------------------------------------
 
-    def diff(self) -> str:
-        """Unified diff of the scratch copy against the base commit, new files included."""
+    def nested_repositories(self) -> list[str]:
+        """Folders of the copy (relative paths) holding a ``.git`` of their own: repositories or
+        submodules a command made. Their files are left out of :meth:`diff`; :meth:`reset` removes them."""
         self._check_open()
-        self._git(["add", "-A"])
+        return sorted(os.path.relpath(folder, self.root) for folder in _git_entries(self.root, top=False))
+
+    def diff(self) -> str:
+        """Unified diff of the scratch copy against the base commit, new files included (files inside
+        :meth:`nested_repositories` left out: git cannot stage them as plain files)."""
+        self._check_open()
+        excluded = [f":(exclude,literal){rel}" for rel in self.nested_repositories()]
+        self._git(["add", "-A", "--", ".", *excluded])
         return self._git(["diff", "--cached", "--no-ext-diff", "--no-color", self.base, "--"]).stdout.decode(
             "utf-8", "replace")
 
     def reset(self) -> None:
-        """Back to the base commit: edits reverted, new files removed."""
+        """Back to the base commit: edits reverted, new files removed (nested repositories, any ``.git``,
+        FIFOs and sockets a command made included), the home emptied."""
         self._check_open()
+        for folder in _git_entries(self.root, top=True):
+            entry = os.path.join(folder, ".git")
+            if os.path.isdir(entry) and not os.path.islink(entry):
+                _rmtree(Path(entry))
+            else:
+                os.unlink(entry)
         self._git(["reset", "--quiet", "--hard", self.base])
-        self._git(["clean", "-fdxq"])
+        self._git(["clean", "-ffdxq"])
+        for path in _special_files(self.root):  # FIFOs, sockets: git neither tracks nor cleans them
+            os.unlink(path)
+        for entry in list(self.home.iterdir()):
+            if entry.is_dir() and not entry.is_symlink():
+                _rmtree(entry)
+            else:
+                entry.unlink()
+        (self.home / "tmp").mkdir()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -372,8 +499,8 @@ class Sandbox:
     # -- execution ----------------------------------------------------------------------------------
 
     def _env(self, extra: dict | None) -> dict:
-        path = os.pathsep.join(dict.fromkeys([os.path.dirname(sys.executable),
-                                              *os.environ.get("PATH", "/usr/bin:/bin").split(os.pathsep)]))
+        host_path = os.environ.get("PATH", "/usr/bin:/bin") if not self.isolated else _PATH
+        path = os.pathsep.join(dict.fromkeys([os.path.dirname(sys.executable), *host_path.split(os.pathsep)]))
         env = {"PATH": path, "HOME": self._inside_home, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
                "TMPDIR": "/tmp" if self.isolated else str(self.home / "tmp"), "TERM": "dumb", "PAGER": "cat",
                "GIT_PAGER": "cat", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
@@ -383,66 +510,154 @@ class Sandbox:
             env.update({str(k): str(v) for k, v in extra.items()})
         return env
 
+    def _rlimits(self, whole_memory: bool) -> dict:
+        cpu = None
+        if self.cpu_time_limit is not None and "cpu" not in self._cgroups:
+            cpu = int(self.cpu_time_limit) + 1
+        memory = None if whole_memory or self.memory_limit_mb is None else int(self.memory_limit_mb) << 20
+        return {"as": memory, "fsize": int(self.max_file_mb) << 20, "nofile": self.open_files, "cpu": cpu, "core": 0}
+
     def run(self, command: str, *, timeout: float | None = None, env: dict | None = None) -> ExecResult:
-        """Run ``command`` with bash in the scratch copy; never raises for the command's own failure."""
+        """Run ``command`` with bash in the scratch copy; never raises for the command's own failure
+        (a failure of the isolation machinery, after which the command did not run, is a SandboxError)."""
         self._check_open()
         if not isinstance(command, str):
             raise TypeError(f"command must be a string, got {type(command).__name__}")
         limit = self.time_limit if timeout is None else float(timeout)
-        memory = 0 if self.memory_limit_mb is None else int(self.memory_limit_mb) << 20
-        fsize = int(self.max_file_mb) << 20
+        memory = None if self.memory_limit_mb is None else int(self.memory_limit_mb) << 20
+        group = None
+        if self._cgroups and (memory or self.pids_limit or self.cpu_time_limit):
+            try:
+                group = _limits.CommandCgroup.create(self._cgroups, memory_bytes=memory, pids=self.pids_limit)
+            except OSError as exc:
+                raise SandboxError(f"the command's cgroup could not be made, so it did not run: {exc}") from exc
+        try:
+            return self._run(command, limit, env, group)
+        finally:
+            if group is not None:
+                group.remove()
+
+    def _run(self, command: str, limit: float, env: dict | None, group) -> ExecResult:
+        rlimits = self._rlimits(group is not None and "memory" in group.dirs)
         argv = [self._bash, "-c", command]
-        status_read = status_write = None
-        process_env = self._env(env)
+        status_read = status_write = err_read = err_write = None
+        procs = [] if group is None else group.procs
         if self._unshare is not None:
-            spec = {**self._mounts(), "memory_bytes": memory, "fsize_bytes": fsize, "argv": argv}
-            # the launcher reports a failed setup on this pipe (closed at exec, so the command cannot write to it)
+            # the launcher joins the cgroup first thing: every process of the command is inside (unshare,
+            # which only waits, is not)
+            spec = {"root": self._root_steps(), "cwd": self.display_root, "rlimits": rlimits, "argv": argv,
+                    "cgroup_procs": procs}
+            # the launcher reports on this pipe (closed at exec, so the command cannot write to it)
             status_read, status_write = os.pipe()
             spec["status_fd"] = status_write
-            argv = [*self._unshare, sys.executable, "-I", "-S", _launcher.__file__, _launcher.LAUNCH_FLAG,
-                    json.dumps(spec)]
-            preexec = None
-        else:
-            def preexec():
-                _launcher.set_limits(memory, fsize)
+            # what unshare and the launcher say goes to a pipe of its own: the launcher points the command's
+            # stderr at its stdout just before the exec, so only the machinery writes here
+            err_read, err_write = os.pipe()
+            argv = _launcher_argv(self._unshare, spec)
 
+        def preexec():  # unisolated: in the child, before it executes the command
+            for path in procs:
+                fd = os.open(path, os.O_WRONLY)
+                os.write(fd, b"0")
+                os.close(fd)
+            _launcher.set_limits(rlimits)
+
+        full_before = self._disk_full()  # a full disk at the start is not this command's doing: it may clean up
         start = time.monotonic()
         try:
-            proc = subprocess.Popen(argv, cwd=self.root, env=process_env, stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-                                    preexec_fn=preexec, pass_fds=() if status_write is None else (status_write,))
+            proc = subprocess.Popen(argv, cwd=self.root, env=self._env(env), stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT if err_write is None else err_write,
+                                    start_new_session=True,
+                                    preexec_fn=preexec if status_write is None else None,
+                                    pass_fds=() if status_write is None else (status_write,))
         except BaseException:
-            for fd in (status_read, status_write):
+            for fd in (status_read, status_write, err_read, err_write):
                 if fd is not None:
                     os.close(fd)
             raise
-        if status_write is not None:
-            os.close(status_write)
+        for fd in (status_write, err_write):
+            if fd is not None:
+                os.close(fd)
         try:
             reader = _OutputReader(proc.stdout, self.max_output_chars)
-            timed_out = False
             try:
-                proc.wait(timeout=limit)
-            except subprocess.TimeoutExpired:
-                timed_out = True
+                hit = self._wait(proc, start + limit, group, watch_disk=not full_before)
             finally:
-                if proc.poll() is None or timed_out:
+                if proc.poll() is None or hit:  # unshare first: killed after its child, it complains in the output
                     _kill_group(proc.pid)
-                    proc.wait()
+                if group is not None:
+                    group.kill()  # what is left: daemons in their own sessions
+                proc.wait()
+            if group is not None and hit is None:
+                memory_hit, pids_hit = group.check()
+                hit = "memory" if memory_hit else "pids" if pids_hit else None
+            if hit is None and not full_before and self._disk_full():
+                hit = "disk"
+            peak = None if group is None else group.peak_memory_bytes()
             reader.join(5.0)
             duration = time.monotonic() - start
-            failure, status_read = ("" if status_read is None else _read_status(status_read)), None  # closes it
+            status, status_read = ("" if status_read is None else _read_status(status_read)), None  # closes it
+            said, err_read = ("" if err_read is None else _read_status(err_read)), None
         finally:
-            if status_read is not None:  # interrupted before the status was read
-                os.close(status_read)
-        if failure:
-            raise SandboxError(f"the sandbox could not be set up for the command, which did not run: {failure}")
+            for fd in (status_read, err_read):  # interrupted before they were read
+                if fd is not None:
+                    os.close(fd)
         output, truncated = reader.text()
-        if timed_out:
-            output += f"\n[killed: the command exceeded its time limit of {limit:g} s]"
+        if self._unshare is not None and status != _launcher.STARTED.strip() and hit is None:
+            why = status.replace(_launcher.STARTED.strip(), "").strip() or \
+                f"the isolation machinery exited with {proc.returncode} before the command started: " \
+                f"{(said or output)[-500:]}"
+            raise SandboxError(f"the sandbox could not be set up for the command, which did not run: {why}")
+        output += _HIT_MESSAGES.get(hit, "").format(time=limit, cpu=self.cpu_time_limit, memory=self.memory_limit_mb,
+                                                     pids=self.pids_limit, disk=self.disk_limit_mb)
         returncode = proc.returncode
-        memory_exceeded = returncode != 0 and not timed_out and any(m in output for m in _MEMORY_MARKERS)
-        return ExecResult(returncode, output, timed_out, truncated, duration, memory_exceeded)
+        per_process = self.limits["memory"].scope == "process"
+        memory_exceeded = hit == "memory" or (per_process and returncode != 0 and hit is None
+                                              and any(m in output for m in _MEMORY_MARKERS))
+        return ExecResult(returncode, output, hit in ("time", "cpu"), truncated, duration, memory_exceeded,
+                          hit == "pids", hit == "disk", None if peak is None else round(peak / 2**20, 1))
+
+    def _wait(self, proc: subprocess.Popen, deadline: float, group, *, watch_disk: bool) -> str | None:
+        """Wait for ``proc``; the name of the limit that ended it early (``"time"``, ``"cpu"``,
+        ``"memory"``, ``"pids"``, ``"disk"``), or None when it exited by itself."""
+        try:
+            pidfd = os.pidfd_open(proc.pid)
+        except (AttributeError, OSError):
+            pidfd = None
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None if proc.poll() is not None else "time"
+                step = min(left, 0.1)
+                if pidfd is not None:
+                    select.select([pidfd], [], [], step)
+                    if proc.poll() is not None:
+                        return None
+                else:
+                    try:
+                        proc.wait(timeout=step)
+                        return None
+                    except subprocess.TimeoutExpired:
+                        pass
+                if group is not None:
+                    memory_hit, pids_hit = group.check()
+                    if memory_hit or pids_hit:
+                        return "memory" if memory_hit else "pids"
+                    used = group.cpu_seconds() if self.cpu_time_limit is not None else None
+                    if used is not None and used > self.cpu_time_limit:
+                        return "cpu"
+                if watch_disk and self._disk_full():
+                    return "disk"
+        finally:
+            if pidfd is not None:
+                os.close(pidfd)
+
+    def _disk_full(self) -> bool:
+        if not self._space_mounted:
+            return False
+        stats = os.statvfs(self._dir / "space")
+        return stats.f_bavail * stats.f_frsize < 64 << 10
 
     def run_python(self, code: str, *, timeout: float | None = None, args: list[str] | tuple = ()) -> ExecResult:
         """Run Python ``code`` (this interpreter) in the scratch copy, with ``args`` as ``sys.argv[1:]``."""
@@ -460,36 +675,55 @@ class Sandbox:
             except OSError:
                 pass
 
-    def _mounts(self) -> dict:
-        """The launcher's view: what is bound where (``[source, target, read_only]``), and the cwd."""
-        real = [[str(self.root), str(self.root), False], [str(self.home), str(self.home), False],
-                [str(self.git_dir), str(self.git_dir), True]]
-        if not self._fixed:
-            runtime = [[path, path, True] for path in _hidden_runtime()]
-            return {"binds": real + runtime, "new_root": False, "hide": [], "cwd": str(self.root)}
-        # In the new root the scratch copies are not mounted at their real paths: under /tmp, /var/tmp
-        # or /dev/shm they are behind the private tmpfs already; elsewhere (SERA's ``out/.scratch``, a
-        # ``scratch_parent`` in the home folder) an empty tmpfs covers their folder. Commands cannot
-        # open or write them there, nor see the other sandboxes beside this one (the path's name can
-        # still be read in /proc/self/mountinfo, as the source of the binds below).
-        mask = _scratch_mask(self._dir)
-        runtime = [[path, path, True] for path in _hidden_runtime(_launcher.TMPFS + tuple(mask))]
-        shown = [[str(self.root), self.display_root, False], [str(self.home), self._inside_home, False],
-                 [str(self.git_dir), self._inside_git, True]]
-        binds = sorted(shown + runtime, key=lambda b: (b[1].count("/"), b[1]))  # parents first
-        return {"binds": binds, "new_root": True, "cwd": self.display_root, "mask": mask,
-                "hide": sorted({self.display_root.split("/")[1], PRIVATE_DIR.strip("/")})}
+    def _root_steps(self) -> list:
+        """The launcher's steps to build this sandbox's root: the shared part, then its own folders."""
+        tmp = (self.disk_limit_mb or 512) << 20
+        passwd = (f"root:x:0:0:root:{self._inside_home}:/bin/bash\n"
+                  "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")
+        shown = [["bind", str(self.root), self.display_root, _root.RW_EXEC],
+                 ["bind", str(self.home), self._inside_home, _root.RW_EXEC],
+                 ["bind", str(self.git_dir), self._inside_git, _root.RO]]
+        shown.sort(key=lambda step: (step[2].count("/"), step[2]))
+        return [*_root.system_steps(self.extra_ro_paths, tmp), ["file", "/etc/passwd", passwd, 0o644], *shown]
 
 
-def _scratch_mask(scratch: Path) -> list[str]:
-    """What to cover with an empty tmpfs in the new root so that ``scratch`` (this sandbox's folder)
-    and its siblings are out of sight: nothing when it lies in a private temporary folder, else its
-    parent, or the folder itself when the parent is ``/`` or a top-level folder like ``/home``."""
-    real = os.path.realpath(scratch)
-    if any(real == t or real.startswith(t + "/") for t in _launcher.TMPFS):
-        return []
-    parent = os.path.dirname(real)
-    return [parent if parent.count("/") >= 2 else real]
+_LIMIT_ATTR = {"memory": "memory_limit_mb", "pids": "pids_limit", "disk": "disk_limit_mb"}
+_HIT_MESSAGES = {"time": "\n[killed: the command exceeded its time limit of {time:g} s]",
+                 "cpu": "\n[killed: the command exceeded its CPU time limit of {cpu:g} s (all its processes together)]",
+                 "memory": "\n[killed: the command exceeded its memory limit of {memory} MB "
+                           "(all its processes together)]",
+                 "pids": "\n[killed: the command hit its process limit of {pids} processes at once]",
+                 "disk": "\n[killed: the command filled its disk limit of {disk} MB (the repository and the home)]"}
+
+
+@functools.lru_cache(maxsize=None)
+def _warn_once(message: str) -> None:
+    warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
+def _special_files(root: Path) -> list[str]:
+    """What is neither a regular file, a folder nor a symlink under ``root`` (symlinks not followed)."""
+    found = []
+    for current, dirs, files in os.walk(root):
+        for name in files:
+            path = os.path.join(current, name)
+            mode = os.lstat(path).st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+                found.append(path)
+    return found
+
+
+def _git_entries(root: Path, *, top: bool) -> list[str]:
+    """Folders under ``root`` (``root`` itself when ``top``) holding a ``.git`` entry of any kind;
+    symlinks are not followed."""
+    found = []
+    for current, dirs, files in os.walk(root):
+        if ".git" in dirs or ".git" in files:
+            if top or current != str(root):
+                found.append(current)
+            if ".git" in dirs:
+                dirs.remove(".git")
+    return found
 
 
 def _read_status(fd: int) -> str:
@@ -509,20 +743,6 @@ def _read_status(fd: int) -> str:
         os.close(fd)
     return b"".join(chunks).decode("utf-8", "replace").strip()
 
-
-def _hidden_runtime(hidden: tuple[str, ...] | list[str] = _launcher.TMPFS) -> list[str]:
-    """Folders of this Python (prefix, import path) that a tmpfs over ``hidden`` (the private
-    temporary folders, a masked scratch folder) would hide (a virtualenv under /tmp, say): they are
-    bound back, read-only, so ``python`` works inside the sandbox."""
-    found: list[str] = []
-    for entry in sorted({sys.prefix, sys.base_prefix, os.path.dirname(sys.executable), *sys.path}):
-        if not entry or not os.path.isdir(entry):
-            continue
-        real = os.path.realpath(entry)
-        if any(real == t or real.startswith(t + "/") for t in hidden) and \
-                not any(real == f or real.startswith(f + "/") for f in found):
-            found = [f for f in found if not f.startswith(real + "/")] + [real]
-    return found
 
 
 def _kill_group(pgid: int) -> None:

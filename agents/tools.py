@@ -23,7 +23,9 @@ Every error becomes observation text for the model; nothing here raises on bad t
 
 from __future__ import annotations
 
+import itertools
 import os
+import stat
 from pathlib import Path
 
 from .sandbox import Sandbox
@@ -128,6 +130,8 @@ def default_tools() -> list[dict]:
 
 
 SNIPPET_LINES = 4
+#: the largest file the editor reads (bytes): larger ones are refused with a pointer to bash
+MAX_FILE_BYTES = 4 << 20
 
 
 class _ToolInputError(Exception):
@@ -207,13 +211,19 @@ class ToolExecutor:
         text = result.output
         if result.timed_out:
             return text  # the sandbox already appended why it was killed
-        if result.memory_exceeded:
+        if result.memory_exceeded and "[killed:" not in text:
             text += f"\n[the command ran out of memory (limit {self.sandbox.memory_limit_mb} MB)]"
         if result.returncode != 0:
             text += f"\n[exit code {result.returncode}]"
         return text if text.strip() else "[no output]"
 
     def _submit(self) -> str:
+        nested = self.sandbox.nested_repositories() if hasattr(self.sandbox, "nested_repositories") else []
+        if nested:
+            names = ", ".join(nested[:10]) + (" ..." if len(nested) > 10 else "")
+            return (f"Error: cannot submit: the repository holds nested git repositories ({names}); their files "
+                    "cannot be part of the diff. Remove their .git folders (for example `rm -rf "
+                    f"{nested[0]}/.git`) or the folders themselves, then submit again.")
         if self.review_submit and not self.reviewed:
             self.reviewed = True
             return review_message(self.sandbox.diff())
@@ -265,15 +275,52 @@ class ToolExecutor:
         # relative paths keep observations free of the scratch folder's random name
         return path.relative_to(self.root).as_posix() or "."
 
+    def _special(self, path: Path, mode: int) -> None:
+        """Refuse what is not a regular file: a command may have made a FIFO (reading it would block
+        forever), a socket or a device node where a file was."""
+        if stat.S_ISREG(mode):
+            return
+        kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(mode)
+                else "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                else "not a regular file")
+        raise _ToolInputError(f"{self._rel(path)} is {kind}; the editor only views and edits regular files")
+
+    def _open(self, path: Path, flags: int) -> int:
+        """A descriptor on the regular file ``path``, never blocking (``O_NONBLOCK``) and never
+        following a symlink swapped in after :meth:`_resolve` (``O_NOFOLLOW``)."""
+        try:
+            fd = os.open(path, flags | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            if os.path.lexists(path):
+                self._special(path, os.lstat(path).st_mode)
+            raise exc
+        try:
+            self._special(path, os.fstat(fd).st_mode)
+            os.set_blocking(fd, True)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
     def _read(self, path: Path) -> str:
-        if not path.exists():
+        if not os.path.lexists(path):
             raise _ToolInputError(f"the path {self._rel(path)} does not exist")
-        if path.is_dir():
-            raise _ToolInputError(f"{self._rel(path)} is a directory")
-        data = path.read_bytes()
+        self._special(path, os.lstat(path).st_mode)
+        fd = self._open(path, os.O_RDONLY)
+        with os.fdopen(fd, "rb") as handle:
+            size = os.fstat(fd).st_size
+            if size > MAX_FILE_BYTES:
+                raise _ToolInputError(self._too_big(path, size))
+            data = handle.read(MAX_FILE_BYTES + 1)
+        if len(data) > MAX_FILE_BYTES:
+            raise _ToolInputError(self._too_big(path, len(data)))
         if b"\0" in data[:8192]:
             raise _ToolInputError(f"{self._rel(path)} is a binary file")
         return data.decode("utf-8", "replace")
+
+    def _too_big(self, path: Path, size: int) -> str:
+        return (f"{self._rel(path)} is {size / 2**20:.1f} MB, over the editor's limit of {MAX_FILE_BYTES >> 20} MB; "
+                "look at parts of it with bash (head, sed -n 'START,ENDp', grep -n)")
 
     def _limit(self, text: str) -> str:
         limit = self.sandbox.max_output_chars
@@ -295,26 +342,32 @@ class ToolExecutor:
             return self._limit(f"Files and directories up to 2 levels deep in {self._rel(path)}, "
                                f"excluding hidden items:\n{self._rel(path)}\n{listing}")
         text = self._read(path)
-        lines = text.split("\n")
-        start = 1
+        n_lines = text.count("\n") + 1
+        start, end = 1, n_lines
         if view_range is not None:
             if (not isinstance(view_range, list) or len(view_range) != 2
                     or not all(isinstance(v, int) and not isinstance(v, bool) for v in view_range)):
                 raise _ToolInputError(f"view_range must be a list of two integers, got {view_range!r}")
             start, end = view_range
-            if not 1 <= start <= len(lines):
-                raise _ToolInputError(f"view_range start {start} is outside the file's lines [1, {len(lines)}]")
+            if not 1 <= start <= n_lines:
+                raise _ToolInputError(f"view_range start {start} is outside the file's lines [1, {n_lines}]")
             if end == -1:
-                end = len(lines)
-            elif not start <= end <= len(lines):
-                raise _ToolInputError(f"view_range end {end} must be -1 or within [{start}, {len(lines)}]")
-            text = "\n".join(lines[start - 1:end])
-        return self._limit(f"Here's the result of running `cat -n` on {self._rel(path)}:\n{_numbered(text, start)}")
+                end = n_lines
+            elif not start <= end <= n_lines:
+                raise _ToolInputError(f"view_range end {end} must be -1 or within [{start}, {n_lines}]")
+        lines = itertools.islice(_lines(text), start - 1, end)
+        return self._limit(f"Here's the result of running `cat -n` on {self._rel(path)}:\n"
+                           f"{_numbered_upto(lines, start, self.sandbox.max_output_chars + 1)}")
 
     def _write(self, path: Path, text: str, previous: str | None) -> None:
-        self._history.setdefault(path, []).append(previous)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        self._put(path, text)
+        self._history.setdefault(path, []).append(previous)
+
+    def _put(self, path: Path, text: str) -> None:
+        fd = self._open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
 
     def _snippet(self, text: str, first_line: int, n_lines: int) -> str:
         lines = text.split("\n")
@@ -323,7 +376,7 @@ class ToolExecutor:
         return _numbered("\n".join(lines[lo:hi]), lo + 1)
 
     def _create(self, path: Path, file_text: str) -> str:
-        if path.exists():
+        if os.path.lexists(path):
             raise _ToolInputError(f"file already exists at {self._rel(path)}; `create` cannot overwrite files, "
                                   "use `str_replace` to edit it")
         self._write(path, file_text, None)
@@ -368,9 +421,33 @@ class ToolExecutor:
         if previous is None:  # the edit created the file
             path.unlink(missing_ok=True)
             return f"Last edit to {self._rel(path)} undone: the file it created was removed."
-        path.write_text(previous, encoding="utf-8")
+        self._put(path, previous)
         return (f"Last edit to {self._rel(path)} undone successfully. Here's the result of running `cat -n`:\n"
                 f"{self._limit(_numbered(previous))}")
+
+
+def _lines(text: str):
+    """The lines of ``text`` one at a time (no list of every line of a large file)."""
+    begin = 0
+    while True:
+        stop = text.find("\n", begin)
+        if stop < 0:
+            yield text[begin:]
+            return
+        yield text[begin:stop]
+        begin = stop + 1
+
+
+def _numbered_upto(lines, start: int, limit: int) -> str:
+    """``cat -n`` of ``lines`` numbered from ``start``, stopping once ``limit`` characters are made:
+    a large file costs no more than the output it can show."""
+    out, size = [], 0
+    for number, line in enumerate(lines, start):
+        out.append(f"{number:6d}\t{line}")
+        size += len(out[-1]) + 1
+        if size > limit:
+            break
+    return "\n".join(out)
 
 
 def _find_all(text: str, sub: str):

@@ -113,6 +113,9 @@ class Scorer:
         if not format_weight >= 0:
             raise input_error("Scorer", "format_weight", "a number >= 0", format_weight)
         self.rtol, self.format_weight, self.require_think = float(rtol), float(format_weight), require_think
+        from icml26.agents.sandbox import check_limits
+
+        check_limits(memory_limit_mb=memory_limit_mb, function="Scorer")  # here, not at the first program
         self.time_limit = float(time_limit)
         self._sandbox_kwargs = dict(time_limit=time_limit, memory_limit_mb=memory_limit_mb,
                                     max_output_chars=max_output_chars, **sandbox_kwargs)

@@ -253,6 +253,11 @@ def generate(repo: str | os.PathLike, backend: Any, out_dir: str | os.PathLike, 
     demos = list(demonstrations) if isinstance(demonstrations, (list, tuple)) else load_demonstrations(demonstrations)
     if not demos or not all(isinstance(d, str) and d.strip() for d in demos):
         raise input_error("generate", "demonstrations", "non-empty issue texts", described(f"{demos!r:.80}"))
+    from icml26.agents.sandbox import check_limits
+
+    check_limits(**{k: v for k, v in (sandbox_kwargs or {}).items()  # before any work: every instance would fail
+                    if k in ("memory_limit_mb", "pids_limit", "disk_limit_mb", "cpu_time_limit", "open_files")},
+                 function="generate")
     instances = plan_instances(root, seed=seed, limit=limit, insts_per_fn=insts_per_fn, max_functions=max_functions,
                                n_demos=len(demos))
     chat = resolve_backend(backend, model, seed=seed, q=teacher_q)
@@ -260,7 +265,9 @@ def generate(repo: str | os.PathLike, backend: Any, out_dir: str | os.PathLike, 
     lock = _OutDirLock(out)
     try:
         scratch = out / ".scratch"
-        shutil.rmtree(scratch, ignore_errors=True)  # sandboxes left by a killed run
+        from icml26.agents.sandbox import remove_scratch
+
+        remove_scratch(scratch)  # sandboxes left by a killed run (their size-capped folders unmounted)
         scratch.mkdir(parents=True)
         sandbox_kwargs = {"time_limit": 300.0, "scratch_parent": str(scratch), **(sandbox_kwargs or {})}
         ledger = Ledger(out / "ledger.jsonl")
