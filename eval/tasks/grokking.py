@@ -28,13 +28,14 @@ from typing import Any, Sequence
 import torch
 import torch.nn.functional as F
 
-from icml26.errors import input_error
+from icml26.errors import described, input_error
 from icml26.utils import IGNORE_INDEX
 
 __all__ = [
     "OPS", "fourier_sparsity", "modular_dataset", "modular_tensors", "accuracy", "operand_geometry",
     "GrokkingHistory", "small_decoder", "steps_to", "tense_accuracy", "tense_dataset", "tense_tokenize", "tense_trainer",
-    "train_grokking",
+    "train_grokking", "ANCHOR_OPS", "AnchorData", "AnchorHistory", "anchor_dataset", "anchor_decoder", "anchor_init",
+    "count_parameters", "train_anchor",
 ]
 
 OPS = {"add": lambda a, b, p: (a + b) % p, "mul": lambda a, b, p: (a * b) % p}
@@ -126,23 +127,30 @@ def accuracy(model, inputs: torch.Tensor, answers: torch.Tensor) -> float:
 
 
 @torch.no_grad()
-def operand_geometry(model, p: int, positions: Sequence[int] = (0, 1)) -> dict[str, float]:
+def operand_geometry(model, p: int, positions: Sequence[int] = (0, 1),
+                     template: Sequence[int | None] | None = None) -> dict[str, float]:
     """Angular spread and norm of the V vectors of the ``p`` operand tokens (first hooked layer).
 
-    Feeds ``[a, a, =]`` for every ``a`` and reads the value projection at the operand positions:
-    ``angular_dist`` is the mean pairwise cosine distance between the ``p`` operands (averaged over
-    the positions), ``v_norm`` their mean L2 norm.
+    Feeds one prompt per number ``a`` (``template`` with ``a`` at its ``None`` slots; default
+    ``[a, a, =]``) and reads the value projection at the operand positions: ``angular_dist`` is the
+    mean pairwise cosine distance between the ``p`` operands (averaged over the positions),
+    ``v_norm`` their mean L2 norm, ``r2g_term`` the mean Euclidean ``1 / D`` over a cyclic pairing
+    of the numbers (a fixed one, the same for every run).
     """
-    from icml26.training.r2g import R2GLoss, value_geometry
+    from icml26.training.r2g import R2GLoss, r2g_term, value_geometry
 
     device = next(model.parameters()).device
     a = torch.arange(p, device=device)
-    prompts = torch.stack([a, a, torch.full_like(a, p)], dim=1)
+    template = (None, None, p) if template is None else tuple(template)
+    prompts = torch.stack([a if t is None else torch.full_like(a, t) for t in template], dim=1)
     with R2GLoss(model, layers=[0], alpha=0.0, track_stats=False) as hooks:
         model(input_ids=prompts, logits_to_keep=1)
-        mask = torch.zeros(3, dtype=torch.bool, device=device)
+        mask = torch.zeros(len(template), dtype=torch.bool, device=device)
         mask[list(positions)] = True
-        return value_geometry(hooks.values[0], mask)
+        out = value_geometry(hooks.values[0], mask)
+        cycle = torch.roll(torch.arange(p, device=device), 1)
+        out["r2g_term"] = float(r2g_term(hooks.values[0], position_mask=mask, perm=cycle))
+        return out
 
 
 @torch.no_grad()
@@ -274,6 +282,328 @@ def train_grokking(model, data, *, steps: int, r2g: dict[str, Any] | None = None
     finally:
         hooks.remove()
     history.seconds = time.perf_counter() - start
+    return history
+
+
+# ---------------------------------------------------------------------------------------------
+# Grokfast's task: a op b mod 97, its 2-layer decoder and its minibatch Adam loop
+# ---------------------------------------------------------------------------------------------
+#: ``a op b mod p`` with the operand ranges Grokfast uses: ``b`` in ``1..p-1`` for ``mul`` (its
+#: ``multiplication_mod_p_data``), ``0..p-1`` otherwise.
+ANCHOR_OPS = {"mul": (lambda a, b, p: (a * b) % p, 1), "add": (lambda a, b, p: (a + b) % p, 0),
+              "sub": (lambda a, b, p: (a - b) % p, 0)}
+#: Grokfast's decoder: 2 layers, width 128, 4 heads, MLP 4x, untied head without bias.
+ANCHOR_MODEL = {"d_model": 128, "n_layers": 2, "n_heads": 4}
+
+
+@dataclass
+class AnchorData:
+    """Token tensors of one :func:`anchor_dataset`: prompts ``[N, 4] = a op b =`` and answers ``[N]``.
+
+    ``selection`` holds training pairs set aside to choose hyperparameters (empty unless asked for);
+    ``shuffle_state`` is the RNG state the anchor's epoch shuffles continue from (see :func:`anchor_init`).
+    """
+
+    p: int
+    op: str
+    x_train: torch.Tensor
+    y_train: torch.Tensor
+    x_test: torch.Tensor
+    y_test: torch.Tensor
+    x_selection: torch.Tensor
+    y_selection: torch.Tensor
+    shuffle_state: torch.Tensor
+
+    @property
+    def operand_positions(self) -> tuple[int, int]:
+        return (0, 2)
+
+    def for_selection(self) -> AnchorData:
+        """Train on the training pairs minus the selection pairs, "test" on the selection pairs."""
+        if not len(self.y_selection):
+            raise input_error("AnchorData.for_selection", "selection", "a dataset built with selection_fraction > 0",
+                              described("no selection pairs"))
+        return dataclasses.replace(self, x_test=self.x_selection, y_test=self.y_selection,
+                                   x_selection=self.x_selection[:0], y_selection=self.y_selection[:0])
+
+
+def _grokfast_layout(p: int, d: int, n_layers: int, n_heads: int) -> torch.nn.Module:
+    """Grokfast's decoder modules (ironjr/grokfast ``main.py``, ``Decoder``/``Block``), constructed in its
+    order so that PyTorch's default initialisation draws the same numbers from the same seed. Only
+    their weights are used (copied into the GPT-2 of :func:`anchor_decoder`)."""
+    nn = torch.nn
+    root = nn.Module()
+    root.tok, root.pos = nn.Embedding(p + 2, d), nn.Embedding(5, d)
+    root.blocks = nn.ModuleList()
+    for _ in range(n_layers):
+        block = nn.Module()
+        block.ln_1, block.ln_2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        block.attn = nn.MultiheadAttention(d, n_heads)
+        block.fc, block.proj = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+        root.blocks.append(block)
+    root.ln_f = nn.LayerNorm(d)
+    root.head = nn.Linear(d, p + 2, bias=False)
+    return root
+
+
+def anchor_init(p: int = 97, op: str = "mul", seed: int = 0, *, d_model: int = 128, n_layers: int = 2,
+                n_heads: int = 4) -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """What Grokfast's ``main.py`` draws after ``torch.manual_seed(seed)``, in its order, without touching
+    the global RNG (``torch.random.fork_rng``): the decoder's initial weights (PyTorch defaults:
+    embeddings ``N(0, 1)``, attention in-projection Xavier-uniform with zero biases, linear layers
+    ``U(+-1/sqrt(fan_in))``), then the ``randperm`` of the pairs whose first half is the training set.
+
+    Returns ``(modules, perm, pairs, shuffle_state)``: ``pairs`` ``[N, 2]`` in its order (``a`` outer,
+    ``b`` inner), and the RNG state its epoch shuffles continue from.
+    """
+    fn, low = ANCHOR_OPS[op]
+    a, b = torch.cartesian_prod(torch.arange(p), torch.arange(low, p)).T
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        modules = _grokfast_layout(p, d_model, n_layers, n_heads)
+        perm = torch.randperm(a.numel())
+        state = torch.get_rng_state()
+    return modules, perm, torch.stack([a, b], 1), state
+
+
+def anchor_dataset(p: int = 97, op: str = "mul", train_fraction: float = 0.5, seed: int = 0, *,
+                   selection_fraction: float = 0.0) -> AnchorData:
+    """Grokfast's data (ironjr/grokfast ``main.py``): every pair of ``a op b mod p``, split by the
+    ``randperm`` it draws after seeding ``seed`` (the same permutation for the same seed and sizes).
+
+    Tokens ``0..p-1`` are numbers, ``p`` is ``=`` and ``p + 1`` the operator; prompts are ``a op b =``
+    and the answer is predicted at ``=``. ``train_fraction=0.5`` is its split (the first ``N // 2`` of
+    the permutation train); other fractions take the first ``round(f N)``. ``selection_fraction``
+    moves that share of the training pairs (the last ones of the permutation's training part) to a
+    selection split, for choosing hyperparameters without looking at the test pairs.
+    """
+    if isinstance(p, bool) or not isinstance(p, int) or p < 3:
+        raise input_error("anchor_dataset", "p", "an int >= 3", p)
+    if op not in ANCHOR_OPS:
+        raise input_error("anchor_dataset", "op", f"one of {list(ANCHOR_OPS)}", op)
+    for name, value, low in (("train_fraction", train_fraction, 0.0), ("selection_fraction", selection_fraction, -1)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not low < value < 1.0:
+            raise input_error("anchor_dataset", name, "a number in (0, 1)" if low == 0 else "a number in [0, 1)", value)
+    _, perm, pairs, state = anchor_init(p, op, seed)
+    n = perm.numel()
+    n_train = n // 2 if train_fraction == 0.5 else int(round(train_fraction * n))
+    n_select = int(round(selection_fraction * n_train))
+    fn, _ = ANCHOR_OPS[op]
+
+    def tensors(index):
+        a, b = pairs[index, 0], pairs[index, 1]
+        prompt = torch.stack([a, torch.full_like(a, p + 1), b, torch.full_like(a, p)], 1)
+        return prompt, fn(a, b, p)
+
+    x_train, y_train = tensors(perm[:n_train - n_select])
+    x_sel, y_sel = tensors(perm[n_train - n_select:n_train])
+    x_test, y_test = tensors(perm[n_train:])
+    return AnchorData(p, op, x_train, y_train, x_test, y_test, x_sel, y_sel, state)
+
+
+def anchor_decoder(p: int = 97, op: str = "mul", seed: int = 0, *, d_model: int = 128, n_layers: int = 2,
+                   n_heads: int = 4):
+    """Grokfast's 2-layer decoder (width 128, 4 heads, GELU MLP of 4x width, LayerNorm, 5 positions,
+    untied head without bias) as a ``GPT2LMHeadModel`` built from a ``GPT2Config``, so R2G's hooks find
+    its value projections as on any HF decoder; 422,784 parameters at p = 97, as Grokfast's.
+
+    The initial weights are Grokfast's own for ``seed`` (:func:`anchor_init`), copied into GPT-2's
+    layout (``Conv1D`` stores ``[in, out]``). Reconstruction: GPT-2's blocks are pre-LayerNorm
+    (``x + attn(ln_1(x))``); Grokfast's block normalises the residual stream itself
+    (``x = ln_1(x); x = x + attn(x)``). Dropout is off.
+    """
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    if op not in ANCHOR_OPS:
+        raise input_error("anchor_decoder", "op", f"one of {list(ANCHOR_OPS)}", op)
+    config = GPT2Config(vocab_size=p + 2, n_positions=5, n_embd=d_model, n_layer=n_layers, n_head=n_heads,
+                        n_inner=4 * d_model, activation_function="gelu", resid_pdrop=0.0, embd_pdrop=0.0,
+                        attn_pdrop=0.0, tie_word_embeddings=False, layer_norm_epsilon=1e-5,
+                        bos_token_id=None, eos_token_id=None, pad_token_id=None)
+    config._attn_implementation = "eager"
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)  # GPT-2's own init, overwritten below
+        model = GPT2LMHeadModel(config)
+    ref, _, _, _ = anchor_init(p, op, seed, d_model=d_model, n_layers=n_layers, n_heads=n_heads)
+    t = model.transformer
+    with torch.no_grad():
+        t.wte.weight.copy_(ref.tok.weight)
+        t.wpe.weight.copy_(ref.pos.weight)
+        for block, src in zip(t.h, ref.blocks):
+            block.ln_1.load_state_dict(src.ln_1.state_dict())
+            block.ln_2.load_state_dict(src.ln_2.state_dict())
+            block.attn.c_attn.weight.copy_(src.attn.in_proj_weight.T)
+            block.attn.c_attn.bias.copy_(src.attn.in_proj_bias)
+            block.attn.c_proj.weight.copy_(src.attn.out_proj.weight.T)
+            block.attn.c_proj.bias.copy_(src.attn.out_proj.bias)
+            block.mlp.c_fc.weight.copy_(src.fc.weight.T)
+            block.mlp.c_fc.bias.copy_(src.fc.bias)
+            block.mlp.c_proj.weight.copy_(src.proj.weight.T)
+            block.mlp.c_proj.bias.copy_(src.proj.bias)
+        t.ln_f.load_state_dict(ref.ln_f.state_dict())
+        model.lm_head.weight.copy_(ref.head.weight)
+    return model
+
+
+def count_parameters(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+@dataclass
+class AnchorHistory:
+    """What :func:`train_anchor` measured.
+
+    Per epoch (Grokfast's evaluation schedule: after every pass over the training set): ``step``
+    (optimizer steps so far), ``train_acc`` (the running accuracy of that epoch's minibatches, as
+    Grokfast logs it), ``test_acc`` (the whole held-out set); every ``geometry_every`` epochs:
+    ``geo_step``, ``angular_dist`` and ``v_norm`` of the operand value vectors
+    (:func:`operand_geometry`, first layer), ``r2g_term`` (the mean ``1 / D`` the run would pay).
+    ``seconds`` is the training wall time (measurements excluded) and ``steps_to_target`` the first
+    step whose test accuracy reached ``target`` (None if none did).
+    """
+
+    step: list[int] = field(default_factory=list)
+    train_acc: list[float] = field(default_factory=list)
+    test_acc: list[float] = field(default_factory=list)
+    train_loss: list[float] = field(default_factory=list)
+    geo_step: list[int] = field(default_factory=list)
+    angular_dist: list[float] = field(default_factory=list)
+    v_norm: list[float] = field(default_factory=list)
+    r2g_term: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+    target: float = 0.95
+    steps_to_target: int | None = None
+
+    @property
+    def seconds_per_step(self) -> float:
+        return self.seconds / max(1, self.step[-1] if self.step else 0)
+
+    @property
+    def gap(self) -> list[float]:
+        """Train minus test accuracy per epoch."""
+        return [tr - te for tr, te in zip(self.train_acc, self.test_acc)]
+
+    def at(self, key: str, step: int) -> Any:
+        """``key`` at the last measurement at or before ``step`` (geometry keys use ``geo_step``)."""
+        steps = self.geo_step if key in ("angular_dist", "v_norm", "r2g_term") else self.step
+        index = max((i for i, s in enumerate(steps) if s <= step), default=0)
+        return getattr(self, key)[index]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "seconds_per_step": self.seconds_per_step}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AnchorHistory:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def _warmup(update: int, warmup_steps: int) -> float:
+    """Grokfast's ``LambdaLR`` factor: ``update / warmup`` up to ``warmup`` (so the first step has lr 0), then 1."""
+    return 1.0 if update > warmup_steps else update / warmup_steps if warmup_steps else 1.0
+
+
+def train_anchor(model, data: AnchorData, *, steps: int, r2g: dict[str, Any] | None = None,
+                 grokfast: dict[str, float] | None = None, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.98),
+                 weight_decay: float = 0.0, decay: str = "l2", batch_size: int = 512, warmup_steps: int = 10,
+                 target: float = 0.95, stop_at_target: bool = True, geometry_every: int = 10, seed: int = 0,
+                 device: str | torch.device = "cpu", phase_name: str = "train_anchor") -> AnchorHistory:
+    """Grokfast's training loop (ironjr/grokfast ``main.py``) with optional R2G and Grokfast-EMA.
+
+    Each epoch shuffles the training pairs (continuing the anchor's RNG stream, ``data.shuffle_state``,
+    in a local generator), takes minibatches of ``batch_size`` (the last one smaller), and per
+    minibatch: cross-entropy at ``=``, plus ``alpha / D`` of :class:`~icml26.training.r2g.R2GLoss`
+    when ``r2g`` is given (hooked on every layer's value projection at the operand positions unless
+    ``r2g`` says otherwise), backward, the Grokfast-EMA filter when ``grokfast`` is given, then the
+    optimizer step and the warm-up schedule. After every epoch the whole test set is evaluated.
+
+    Args:
+        weight_decay, decay: ``decay="l2"`` is Grokfast's ``torch.optim.Adam(weight_decay=wd)`` (the
+            decay added to the gradient after the filter, "coupled"); ``"decoupled"`` is AdamW's
+            (typically with a much larger ``wd``, e.g. 1.0, as Power et al.).
+        steps: cap on optimizer steps (whole epochs: training stops at the first epoch end past it).
+        stop_at_target: stop at the first epoch whose test accuracy reaches ``target``.
+        geometry_every: epochs between geometry measurements.
+        seed: seeds R2G's pairing (a local generator; the model and data carry their own seeds).
+    """
+    from icml26.progress import phase
+    from icml26.training.grokfast import GrokfastEMA
+    from icml26.training.r2g import R2GLoss, random_pairing
+
+    if decay not in ("l2", "decoupled"):
+        raise input_error("train_anchor", "decay", "'l2' or 'decoupled'", decay)
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise input_error("train_anchor", "steps", "an int >= 1", steps)
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 2:
+        raise input_error("train_anchor", "batch_size", "an int >= 2", batch_size)
+    device = torch.device(device)
+    model.to(device).train()
+    x_train, y_train = data.x_train.to(device), data.y_train.to(device)
+    x_test, y_test = data.x_test.to(device), data.y_test.to(device)
+    positions = list(data.operand_positions)
+    hooks = R2GLoss(model, **{"alpha": 0.0, "positions": positions, "track_stats": False, **(r2g or {})})
+    filt = GrokfastEMA(**grokfast) if grokfast else None
+    optim_cls = torch.optim.Adam if decay == "l2" else torch.optim.AdamW
+    optimizer = optim_cls(model.parameters(), lr=lr, betas=betas, weight_decay=weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda update: _warmup(update, warmup_steps))
+    shuffler = torch.Generator().set_state(data.shuffle_state)
+    pairing = torch.Generator().manual_seed(seed)
+    history = AnchorHistory(target=target)
+    n = x_train.shape[0]
+    step, epoch, train_seconds = 0, 0, 0.0
+
+    def measure_geometry() -> None:
+        model.eval()
+        geometry = operand_geometry(model, data.p, positions, template=(None, data.p + 1, None, data.p))
+        model.train()
+        history.geo_step.append(step)
+        history.angular_dist.append(geometry["angular_dist"])
+        history.v_norm.append(geometry["v_norm"])
+        history.r2g_term.append(geometry["r2g_term"])
+
+    try:
+        measure_geometry()
+        with phase(phase_name, total=steps) as bar:
+            while step < steps:
+                start = time.perf_counter()
+                order = torch.randperm(n, generator=shuffler).to(device)
+                correct, loss_sum = 0, 0.0
+                for index in order.split(batch_size):
+                    x, y = x_train[index], y_train[index]
+                    logits = model(input_ids=x, logits_to_keep=1).logits[:, -1].float()
+                    loss = F.cross_entropy(logits, y)
+                    total = loss
+                    if hooks.alpha > 0:
+                        total = loss + hooks(perm=random_pairing(x.shape[0], generator=pairing, device=device))
+                    hooks.clear()
+                    optimizer.zero_grad(set_to_none=True)
+                    total.backward()
+                    if filt is not None:
+                        filt(model)
+                    optimizer.step()
+                    scheduler.step()
+                    step += 1
+                    correct += int((logits.detach().argmax(-1) == y).sum())
+                    loss_sum += float(loss.detach()) * x.shape[0]
+                train_seconds += time.perf_counter() - start
+                bar.update(len(order.split(batch_size)))
+                epoch += 1
+                model.eval()
+                test_acc = accuracy(model, x_test, y_test)
+                model.train()
+                for key, value in (("step", step), ("train_acc", correct / n), ("test_acc", test_acc),
+                                   ("train_loss", loss_sum / n)):
+                    getattr(history, key).append(value)
+                if history.steps_to_target is None and test_acc >= target:
+                    history.steps_to_target = step
+                reached = stop_at_target and history.steps_to_target is not None
+                if epoch % geometry_every == 0 or step >= steps or reached:
+                    measure_geometry()
+                if reached:
+                    break
+    finally:
+        hooks.remove()
+    history.seconds = train_seconds
     return history
 
 
