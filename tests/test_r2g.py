@@ -329,7 +329,7 @@ def test_trainer_gradient_accumulation_uses_the_mean_term(tmp_path):
 def test_sft_trainer_trains_a_tiny_qwen3_and_logs(tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from icml26.eval.tasks.grokking import tense_accuracy, tense_dataset, tense_tokenize, tense_trainer
+    from icml26.eval.tasks.tense import tense_accuracy, tense_dataset, tense_tokenize, tense_trainer
     from icml26.tiny import build_tiny_model
 
     path = build_tiny_model("qwen3")
@@ -384,7 +384,7 @@ def test_fourier_sparsity_separates_a_clock_from_noise():
 
 
 def test_tense_ood_split_holds_the_attractors():
-    from icml26.eval.tasks.grokking import NOUNS, tense_dataset
+    from icml26.eval.tasks.tense import NOUNS, tense_dataset
 
     data = tense_dataset(n_train=200, n_val=20, n_ood=50, seed=1)
     number = {word: plural for pair in NOUNS for plural, word in enumerate(pair)}

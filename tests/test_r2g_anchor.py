@@ -158,7 +158,7 @@ def test_history_round_trips_and_reads_values_at_a_step():
                       seconds=2.0, steps_to_target=20)
     again = AnchorHistory.from_dict(json.loads(json.dumps(h.to_dict())))
     assert again == h and again.seconds_per_step == 0.1
-    assert h.at("test_acc", 15) == 0.1 and h.at("angular_dist", 15) == 0.5 and h.gap == [0.4, 0.04]
+    assert h.at("test_acc", 15) == 0.1 and h.at("angular_dist", 15) == 0.5 and h.gap == pytest.approx([0.4, 0.04])
 
 
 # --- experiment -------------------------------------------------------------------------------------

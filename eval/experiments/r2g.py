@@ -59,7 +59,7 @@ GROKFAST = {"alpha": 0.98, "lamb": 2.0}
 GROKFAST_WD = 0.005
 
 ALPHA_GRID = {"euclidean": (0.01, 0.1, 1.0), "angular": (0.01, 0.1, 1.0)}
-SELECTION_FRACTION, SELECTION_STEPS, SELECTION_SEED = 0.1, BUDGET, 0
+SELECTION_FRACTION, SELECTION_STEPS, SELECTION_SEED = 0.1, 1000, 0
 #: The alphas :func:`select_alpha` chose (reproduce with
 #: ``python -c "from icml26.eval.experiments.r2g import select_alpha; print(select_alpha())"``).
 SELECTED_ALPHA = {"euclidean": 0.1, "angular": 0.1}
