@@ -61,8 +61,10 @@ GROKFAST_WD = 0.005
 ALPHA_GRID = {"euclidean": (0.01, 0.1, 1.0), "angular": (0.01, 0.1, 1.0)}
 SELECTION_FRACTION, SELECTION_STEPS, SELECTION_SEED = 0.1, 1000, 0
 #: The alphas :func:`select_alpha` chose (reproduce with
-#: ``python -c "from icml26.eval.experiments.r2g import select_alpha; print(select_alpha())"``).
-SELECTED_ALPHA = {"euclidean": 0.1, "angular": 0.1}
+#: ``python -c "from icml26.eval.experiments.r2g import select_alpha; print(select_alpha())"``, about 10 min on
+#: 2 busy cores). Selection accuracy after 1008 steps, no run reaching 95%: Euclidean 0.01 / 0.1 / 1 ->
+#: 0.099 / 0.079 / 0.084; angular 0.01 / 0.1 / 1 -> 0.103 / 0.101 / 0.159.
+SELECTED_ALPHA = {"euclidean": 0.01, "angular": 1.0}
 
 COLORS = {"baseline": "tab:gray", "R2G": "tab:red", "R2G-angular": "tab:purple", "Grokfast-EMA": "tab:blue",
           "R2G + Grokfast": "tab:orange"}
