@@ -196,9 +196,11 @@ def test_full_mode_resumes_and_measures_the_grokking_fraction(tmp_path):
     assert "baseline/grokking_fraction" in first.metrics and len(first.tables["grokking fraction"]) == 4
     assert sum(r["chosen"] for r in first.tables["alpha selection"]) == 1
     # A result written with other settings is not trusted: it is trained again.
-    changed = dataclasses.replace(settings, selection_grid=(("euclidean", (0.5,)),))
+    changed = dataclasses.replace(settings, selection_grid=(("euclidean", (0.5,)),), steps=6)
     run_experiment(config, changed)
     assert (tmp_path / "runs" / "select-euclidean-0.5.json").is_file()
+    again = json.loads((tmp_path / "runs" / "baseline-seed0.json").read_text())
+    assert again["settings"]["steps"] == 6 and again["history"]["step"][-1] >= 6
 
 
 def test_bad_settings_are_named(tmp_path):

@@ -141,7 +141,7 @@ def _train(job: dict) -> dict:
                            geometry_every=job["geometry_every"], seed=job["seed"], device=job["device"],
                            phase_name=job["name"], **job["train"])
     out = {"name": job["name"], "arm": job["arm"], "seed": job["seed"], "train": job["train"],
-           "history": history.to_dict()}
+           "settings": _job_key(job), "history": history.to_dict()}
     if job.get("path"):
         path = Path(job["path"])
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -149,6 +149,11 @@ def _train(job: dict) -> dict:
         tmp.write_text(json.dumps(out))
         tmp.replace(path)  # a killed run never leaves half a file that a rerun would trust
     return out
+
+
+def _job_key(job: dict) -> Any:
+    """What decides a run's result (all but its name, file and device), as JSON would return it."""
+    return json.loads(json.dumps({k: v for k, v in job.items() if k not in ("name", "path", "device")}))
 
 
 def run_jobs(jobs: list[dict], device, folder: Path | None = None, phase_name: str = "runs") -> dict[str, dict]:
@@ -163,7 +168,7 @@ def run_jobs(jobs: list[dict], device, folder: Path | None = None, phase_name: s
         path = Path(job["path"]) if job["path"] else None
         if path is not None and path.is_file():
             saved = json.loads(path.read_text())
-            if saved.get("train") == json.loads(json.dumps(job["train"])) and saved["history"]["step"]:
+            if saved.get("settings") == _job_key(job) and saved["history"]["step"]:
                 done[job["name"]] = saved
                 continue
         todo.append(job)
@@ -309,14 +314,14 @@ def _quick_seed(config, s: R2GSettings, seed: int):
     if "Grokfast-EMA" in results:
         claims.append(_band_claim(
             f"Grokfast-EMA reaches 95% test accuracy within the anchor's per-seed band, 920 x (1 +- {SEED_BAND}) "
-            f"steps (seed {seed}; not reached in {budget} = inf)", _steps(results["Grokfast-EMA"][seed]), SEED_BAND))
+            f"steps (not reached in {budget} = inf)", _steps(results["Grokfast-EMA"][seed]), SEED_BAND))
     if "R2G" in results and "baseline" in results:
         claims.append(Claim.greater(
-            f"test accuracy at step {budget} (95% = reached, the arm stops), R2G vs baseline, by a factor 2 "
-            f"(seed {seed})", row["R2G"]["test_acc_budget"], row["baseline"]["test_acc_budget"], factor=2.0))
+            f"test accuracy at step {budget} (an arm at 95% stops there), R2G vs baseline, by a factor 2",
+            row["R2G"]["test_acc_budget"], row["baseline"]["test_acc_budget"], factor=2.0))
         claims.append(Claim.greater(
-            f"angular spread (mean pairwise cosine distance) of the operand value vectors at the end, R2G vs "
-            f"baseline (seed {seed})", row["R2G"]["angular_dist_end"], row["baseline"]["angular_dist_end"]))
+            "angular spread (mean pairwise cosine distance) of the operand value vectors at the end, R2G vs "
+            "baseline", row["R2G"]["angular_dist_end"], row["baseline"]["angular_dist_end"]))
     notes = _notes(s, alphas, device, f"Quick mode: seed {seed}, {budget} steps per arm, an arm stops at 95% test "
                    "accuracy. The R2G claim compares test accuracy at the budget (the steps to 95% are in the table).")
     return Result(metrics=metrics, tables={"arms": rows}, figures=_figures(results), claims=claims, notes=notes)
