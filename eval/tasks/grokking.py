@@ -293,8 +293,6 @@ def train_grokking(model, data, *, steps: int, r2g: dict[str, Any] | None = None
 #: ``multiplication_mod_p_data``), ``0..p-1`` otherwise.
 ANCHOR_OPS = {"mul": (lambda a, b, p: (a * b) % p, 1), "add": (lambda a, b, p: (a + b) % p, 0),
               "sub": (lambda a, b, p: (a - b) % p, 0)}
-#: Grokfast's decoder: 2 layers, width 128, 4 heads, MLP 4x, untied head without bias.
-ANCHOR_MODEL = {"d_model": 128, "n_layers": 2, "n_heads": 4}
 
 
 @dataclass
