@@ -329,7 +329,7 @@ def test_trainer_gradient_accumulation_uses_the_mean_term(tmp_path):
 def test_sft_trainer_trains_a_tiny_qwen3_and_logs(tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from icml26.eval.tasks.grokking import tense_accuracy, tense_dataset, tense_tokenize, tense_trainer
+    from icml26.eval.tasks.tense import tense_accuracy, tense_dataset, tense_tokenize, tense_trainer
     from icml26.tiny import build_tiny_model
 
     path = build_tiny_model("qwen3")
@@ -384,7 +384,7 @@ def test_fourier_sparsity_separates_a_clock_from_noise():
 
 
 def test_tense_ood_split_holds_the_attractors():
-    from icml26.eval.tasks.grokking import NOUNS, tense_dataset
+    from icml26.eval.tasks.tense import NOUNS, tense_dataset
 
     data = tense_dataset(n_train=200, n_val=20, n_ood=50, seed=1)
     number = {word: plural for pair in NOUNS for plural, word in enumerate(pair)}
@@ -398,17 +398,18 @@ def test_tense_ood_split_holds_the_attractors():
     assert row["prompt"].endswith(" =>") and row["completion"].startswith(" the ")
 
 
-def test_experiment_end_to_end_reduced(tmp_path):
-    """The experiment harness with two arms for 200 steps: R2G lowers its own 1/D below what cross-entropy
+def test_p31_setting_end_to_end_reduced(tmp_path):
+    """The secondary p=31 setting with two arms for 200 steps: R2G lowers its own 1/D below what cross-entropy
     training leaves, and the geometry claim's direction holds."""
     import dataclasses
 
     from icml26.eval.experiments.r2g import SETTINGS, run_experiment
     from icml26.runner import RunConfig
 
-    assert SETTINGS["quick"].steps == SETTINGS["quick"].budget == 1500 and SETTINGS["full"].steps == 20_000
-    settings = dataclasses.replace(SETTINGS["quick"], steps=200, budget=200, arms=("cross-entropy", "R2G"),
-                                   eval_every=100)
+    p31 = SETTINGS["quick"].p31
+    assert p31.steps == p31.budget == 1500 and SETTINGS["full"].p31.steps == 20_000
+    p31 = dataclasses.replace(p31, steps=200, budget=200, arms=("cross-entropy", "R2G"), eval_every=100)
+    settings = dataclasses.replace(SETTINGS["quick"], task="p31", p31=p31)
     result = run_experiment(RunConfig(mode="quick", seeds=(0,), out_dir=tmp_path, device="cpu"), settings)
     names = [c.statement for c in result.claims]
     assert len(names) == 2 and "test accuracy" in names[0] and "angular" in names[1]

@@ -11,16 +11,17 @@
   :class:`~icml26.training.r2g.R2GLoss` the trainers use, or applies Grokfast-EMA;
 - geometry: :func:`operand_geometry` (angular spread and norm of the operand V vectors),
   :func:`fourier_sparsity` (of the learned token embeddings), and the accuracy curves;
-- :func:`tense_dataset` and friends: a synthetic tense-inflection grammar (subject-verb agreement
-  across a relative clause or prepositional phrase) with an out-of-distribution split, trained
-  with ``R2GSFTTrainer`` on a tiny Qwen3 (:func:`tense_trainer`).
+- Grokfast's task (ironjr/grokfast ``main.py``): :func:`anchor_dataset` (``a op b mod 97``, its
+  seeded split), :func:`anchor_decoder` (its 2-layer decoder as a GPT-2 with its initial weights)
+  and :func:`train_anchor` (its minibatch Adam loop, warm-up and per-epoch evaluation);
+- the tense-inflection language task lives in :mod:`icml26.eval.tasks.tense` (its names are still
+  importable from here).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import random
 import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -28,13 +29,14 @@ from typing import Any, Sequence
 import torch
 import torch.nn.functional as F
 
-from icml26.errors import input_error
+from icml26.errors import described, input_error
 from icml26.utils import IGNORE_INDEX
 
 __all__ = [
     "OPS", "fourier_sparsity", "modular_dataset", "modular_tensors", "accuracy", "operand_geometry",
-    "GrokkingHistory", "small_decoder", "steps_to", "tense_accuracy", "tense_dataset", "tense_tokenize", "tense_trainer",
-    "train_grokking",
+    "GrokkingHistory", "small_decoder", "steps_to",
+    "train_grokking", "ANCHOR_OPS", "AnchorData", "AnchorHistory", "anchor_dataset", "anchor_decoder", "anchor_init",
+    "count_parameters", "train_anchor",
 ]
 
 OPS = {"add": lambda a, b, p: (a + b) % p, "mul": lambda a, b, p: (a * b) % p}
@@ -126,23 +128,30 @@ def accuracy(model, inputs: torch.Tensor, answers: torch.Tensor) -> float:
 
 
 @torch.no_grad()
-def operand_geometry(model, p: int, positions: Sequence[int] = (0, 1)) -> dict[str, float]:
+def operand_geometry(model, p: int, positions: Sequence[int] = (0, 1),
+                     template: Sequence[int | None] | None = None) -> dict[str, float]:
     """Angular spread and norm of the V vectors of the ``p`` operand tokens (first hooked layer).
 
-    Feeds ``[a, a, =]`` for every ``a`` and reads the value projection at the operand positions:
-    ``angular_dist`` is the mean pairwise cosine distance between the ``p`` operands (averaged over
-    the positions), ``v_norm`` their mean L2 norm.
+    Feeds one prompt per number ``a`` (``template`` with ``a`` at its ``None`` slots; default
+    ``[a, a, =]``) and reads the value projection at the operand positions: ``angular_dist`` is the
+    mean pairwise cosine distance between the ``p`` operands (averaged over the positions),
+    ``v_norm`` their mean L2 norm, ``r2g_term`` the mean Euclidean ``1 / D`` over a cyclic pairing
+    of the numbers (a fixed one, the same for every run).
     """
-    from icml26.training.r2g import R2GLoss, value_geometry
+    from icml26.training.r2g import R2GLoss, r2g_term, value_geometry
 
     device = next(model.parameters()).device
     a = torch.arange(p, device=device)
-    prompts = torch.stack([a, a, torch.full_like(a, p)], dim=1)
+    template = (None, None, p) if template is None else tuple(template)
+    prompts = torch.stack([a if t is None else torch.full_like(a, t) for t in template], dim=1)
     with R2GLoss(model, layers=[0], alpha=0.0, track_stats=False) as hooks:
         model(input_ids=prompts, logits_to_keep=1)
-        mask = torch.zeros(3, dtype=torch.bool, device=device)
+        mask = torch.zeros(len(template), dtype=torch.bool, device=device)
         mask[list(positions)] = True
-        return value_geometry(hooks.values[0], mask)
+        out = value_geometry(hooks.values[0], mask)
+        cycle = torch.roll(torch.arange(p, device=device), 1)
+        out["r2g_term"] = float(r2g_term(hooks.values[0], position_mask=mask, perm=cycle))
+        return out
 
 
 @torch.no_grad()
@@ -278,114 +287,348 @@ def train_grokking(model, data, *, steps: int, r2g: dict[str, Any] | None = None
 
 
 # ---------------------------------------------------------------------------------------------
-# Tense inflection (a small language task)
+# Grokfast's task: a op b mod 97, its 2-layer decoder and its minibatch Adam loop
 # ---------------------------------------------------------------------------------------------
-NOUNS = (("dog", "dogs"), ("cat", "cats"), ("bird", "birds"), ("horse", "horses"), ("man", "men"),
-         ("woman", "women"), ("child", "children"), ("teacher", "teachers"))
-INTRANSITIVE = (("walked", "walks", "walk"), ("slept", "sleeps", "sleep"), ("smiled", "smiles", "smile"),
-                ("ran", "runs", "run"), ("laughed", "laughs", "laugh"), ("waited", "waits", "wait"))
-TRANSITIVE = (("saw", "sees", "see"), ("liked", "likes", "like"), ("followed", "follows", "follow"),
-              ("helped", "helps", "help"))
-TENSE_PROMPT_SUFFIX = " =>"
+#: ``a op b mod p`` with the operand ranges Grokfast uses: ``b`` in ``1..p-1`` for ``mul`` (its
+#: ``multiplication_mod_p_data``), ``0..p-1`` otherwise.
+ANCHOR_OPS = {"mul": (lambda a, b, p: (a * b) % p, 1), "add": (lambda a, b, p: (a + b) % p, 0),
+              "sub": (lambda a, b, p: (a - b) % p, 0)}
 
 
-def _sentence(rng: random.Random, attractor: bool | None) -> dict[str, str]:
-    """One past-tense sentence and its present-tense form.
+@dataclass
+class AnchorData:
+    """Token tensors of one :func:`anchor_dataset`: prompts ``[N, 4] = a op b =`` and answers ``[N]``.
 
-    ``attractor=None``: no modifier; ``False``: a modifier whose noun has the subject's number;
-    ``True``: a modifier whose noun has the other number (only the hierarchical rule is right).
+    ``selection`` holds training pairs set aside to choose hyperparameters (empty unless asked for);
+    ``shuffle_state`` is the RNG state the anchor's epoch shuffles continue from (see :func:`anchor_init`).
     """
-    n1 = rng.randrange(2)
-    subject = rng.choice(NOUNS)[n1]
-    verb = rng.choice(INTRANSITIVE)
-    words_past, words_present = ["the", subject], ["the", subject]
-    if attractor is not None:
-        n2 = 1 - n1 if attractor else n1
-        noun2 = rng.choice(NOUNS)[n2]
-        if rng.random() < 0.5:
-            rc = rng.choice(TRANSITIVE)
-            words_past += ["that", "the", noun2, rc[0]]
-            words_present += ["that", "the", noun2, rc[1 + n2]]
-        else:
-            words_past += ["near", "the", noun2]
-            words_present += ["near", "the", noun2]
-    words_past += [verb[0], "."]
-    words_present += [verb[1 + n1], "."]
-    return {"prompt": " ".join(words_past) + TENSE_PROMPT_SUFFIX, "completion": " " + " ".join(words_present)}
+
+    p: int
+    op: str
+    x_train: torch.Tensor
+    y_train: torch.Tensor
+    x_test: torch.Tensor
+    y_test: torch.Tensor
+    x_selection: torch.Tensor
+    y_selection: torch.Tensor
+    shuffle_state: torch.Tensor
+
+    @property
+    def operand_positions(self) -> tuple[int, int]:
+        return (0, 2)
+
+    def for_selection(self) -> AnchorData:
+        """Train on the training pairs minus the selection pairs, "test" on the selection pairs."""
+        if not len(self.y_selection):
+            raise input_error("AnchorData.for_selection", "selection", "a dataset built with selection_fraction > 0",
+                              described("no selection pairs"))
+        return dataclasses.replace(self, x_test=self.x_selection, y_test=self.y_selection,
+                                   x_selection=self.x_selection[:0], y_selection=self.y_selection[:0])
 
 
-def tense_dataset(n_train: int = 2000, n_val: int = 200, n_ood: int = 200, seed: int = 0):
-    """Past -> present tense inflection; ``ood`` sentences put an attractor between subject and verb.
+def _grokfast_layout(p: int, d: int, n_layers: int, n_heads: int) -> torch.nn.Module:
+    """Grokfast's decoder modules (ironjr/grokfast ``main.py``, ``Decoder``/``Block``), constructed in its
+    order so that PyTorch's default initialisation draws the same numbers from the same seed. Only
+    their weights are used (copied into the GPT-2 of :func:`anchor_decoder`)."""
+    nn = torch.nn
+    root = nn.Module()
+    root.tok, root.pos = nn.Embedding(p + 2, d), nn.Embedding(5, d)
+    root.blocks = nn.ModuleList()
+    for _ in range(n_layers):
+        block = nn.Module()
+        block.ln_1, block.ln_2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        block.attn = nn.MultiheadAttention(d, n_heads)
+        block.fc, block.proj = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+        root.blocks.append(block)
+    root.ln_f = nn.LayerNorm(d)
+    root.head = nn.Linear(d, p + 2, bias=False)
+    return root
 
-    ``train`` and ``validation`` hold sentences without a modifier or with a modifier that agrees
-    in number with the subject, so "agree with the nearest noun" and "agree with the subject"
-    both fit them; ``ood`` holds the disagreeing modifiers, where only the subject rule is right.
-    Columns ``prompt`` and ``completion`` (TRL's prompt-completion format).
+
+def anchor_init(p: int = 97, op: str = "mul", seed: int = 0, *, d_model: int = 128, n_layers: int = 2,
+                n_heads: int = 4) -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """What Grokfast's ``main.py`` draws after ``torch.manual_seed(seed)``, in its order, without touching
+    the global RNG (``torch.random.fork_rng``): the decoder's initial weights (PyTorch defaults:
+    embeddings ``N(0, 1)``, attention in-projection Xavier-uniform with zero biases, linear layers
+    ``U(+-1/sqrt(fan_in))``), then the ``randperm`` of the pairs whose first half is the training set.
+
+    Returns ``(modules, perm, pairs, shuffle_state)``: ``pairs`` ``[N, 2]`` in its order (``a`` outer,
+    ``b`` inner), and the RNG state its epoch shuffles continue from.
     """
-    from datasets import Dataset, DatasetDict
-
-    rng = random.Random(seed)
-    in_dist = lambda n: [_sentence(rng, rng.choice([None, False])) for _ in range(n)]  # noqa: E731
-    ood = [_sentence(rng, True) for _ in range(n_ood)]
-    return DatasetDict(train=Dataset.from_list(in_dist(n_train)), validation=Dataset.from_list(in_dist(n_val)),
-                       ood=Dataset.from_list(ood))
-
-
-def tense_tokenize(dataset, tokenizer, *, r2g_positions: int = 5):
-    """Pre-tokenise prompt-completion rows: ``input_ids``, ``labels`` (completion and EOS only) and
-    ``r2g_mask`` on the first ``r2g_positions`` tokens (positions 0-4, as in the authors' tense code)."""
-    eos = tokenizer.eos_token_id
-
-    def encode(example):
-        prompt = tokenizer(example["prompt"], add_special_tokens=False)["input_ids"]
-        completion = tokenizer(example["completion"], add_special_tokens=False)["input_ids"] + [eos]
-        ids = prompt + completion
-        return {"input_ids": ids, "labels": [IGNORE_INDEX] * len(prompt) + completion,
-                "r2g_mask": [int(i < r2g_positions) for i in range(len(ids))]}
-
-    return dataset.map(encode, remove_columns=[c for c in dataset.column_names if c not in ("prompt", "completion")])
+    fn, low = ANCHOR_OPS[op]
+    a, b = torch.cartesian_prod(torch.arange(p), torch.arange(low, p)).T
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        modules = _grokfast_layout(p, d_model, n_layers, n_heads)
+        perm = torch.randperm(a.numel())
+        state = torch.get_rng_state()
+    return modules, perm, torch.stack([a, b], 1), state
 
 
-@torch.no_grad()
-def tense_accuracy(model, dataset, *, batch_size: int = 128, pad_token_id: int = 0) -> dict[str, float]:
-    """Teacher-forced accuracy on a :func:`tense_tokenize` split: ``exact_match`` (every completion
-    token is the argmax) and ``token_accuracy``."""
-    was_training = model.training
-    model.eval()
-    device = next(model.parameters()).device
-    exact, correct, total = 0, 0, 0
-    for start in range(0, len(dataset), batch_size):
-        rows = dataset[start:start + batch_size]
-        length = max(len(ids) for ids in rows["input_ids"])
-        ids = torch.full((len(rows["input_ids"]), length), pad_token_id, dtype=torch.long)
-        labels = torch.full_like(ids, IGNORE_INDEX)
-        attention = torch.zeros_like(ids)
-        for i, (x, y) in enumerate(zip(rows["input_ids"], rows["labels"])):
-            ids[i, : len(x)], labels[i, : len(y)], attention[i, : len(x)] = torch.tensor(x), torch.tensor(y), 1
-        logits = model(input_ids=ids.to(device), attention_mask=attention.to(device)).logits[:, :-1]
-        target = labels[:, 1:].to(device)
-        scored = target != IGNORE_INDEX
-        hit = (logits.argmax(-1) == target) & scored
-        correct += int(hit.sum())
-        total += int(scored.sum())
-        exact += int((hit | ~scored).all(1).sum())
-    model.train(was_training)
-    return {"exact_match": exact / max(1, len(dataset)), "token_accuracy": correct / max(1, total)}
+def anchor_dataset(p: int = 97, op: str = "mul", train_fraction: float = 0.5, seed: int = 0, *,
+                   selection_fraction: float = 0.0) -> AnchorData:
+    """Grokfast's data (ironjr/grokfast ``main.py``): every pair of ``a op b mod p``, split by the
+    ``randperm`` it draws after seeding ``seed`` (the same permutation for the same seed and sizes).
+
+    Tokens ``0..p-1`` are numbers, ``p`` is ``=`` and ``p + 1`` the operator; prompts are ``a op b =``
+    and the answer is predicted at ``=``. ``train_fraction=0.5`` is its split (the first ``N // 2`` of
+    the permutation train); other fractions take the first ``round(f N)``. ``selection_fraction``
+    moves that share of the training pairs (the last ones of the permutation's training part) to a
+    selection split, for choosing hyperparameters without looking at the test pairs.
+    """
+    if isinstance(p, bool) or not isinstance(p, int) or p < 3:
+        raise input_error("anchor_dataset", "p", "an int >= 3", p)
+    if op not in ANCHOR_OPS:
+        raise input_error("anchor_dataset", "op", f"one of {list(ANCHOR_OPS)}", op)
+    for name, value, open_low in (("train_fraction", train_fraction, True), ("selection_fraction", selection_fraction, False)):
+        if (isinstance(value, bool) or not isinstance(value, (int, float)) or not value < 1.0
+                or not (value > 0.0 if open_low else value >= 0.0)):
+            raise input_error("anchor_dataset", name, "a number in (0, 1)" if open_low else "a number in [0, 1)", value)
+    _, perm, pairs, state = anchor_init(p, op, seed)
+    n = perm.numel()
+    n_train = n // 2 if train_fraction == 0.5 else int(round(train_fraction * n))
+    n_select = int(round(selection_fraction * n_train))
+    fn, _ = ANCHOR_OPS[op]
+
+    def tensors(index):
+        a, b = pairs[index, 0], pairs[index, 1]
+        prompt = torch.stack([a, torch.full_like(a, p + 1), b, torch.full_like(a, p)], 1)
+        return prompt, fn(a, b, p)
+
+    x_train, y_train = tensors(perm[:n_train - n_select])
+    x_sel, y_sel = tensors(perm[n_train - n_select:n_train])
+    x_test, y_test = tensors(perm[n_train:])
+    return AnchorData(p, op, x_train, y_train, x_test, y_test, x_sel, y_sel, state)
 
 
-def tense_trainer(model, tokenizer, train_dataset, *, output_dir, max_steps: int = 20, r2g_alpha: float = 0.08,
-                  distance: str = "euclidean", learning_rate: float = 1e-3, batch_size: int = 8,
-                  logging_steps: int = 5, seed: int = 0, **sft_kwargs):
-    """An ``R2GSFTTrainer`` for a :func:`tense_tokenize` dataset (the authors' tense-inflection recipe,
-    shortened: AdamW eps 1e-7, no weight decay, clipping 1.0, batch 8, linear warm-up over 10% of the
-    steps where theirs warms up over 10k of 1M steps)."""
-    from icml26.training.r2g_trainer import R2GSFTConfig, R2GSFTTrainer
+def _normalise_stream(block, args):
+    return (block.ln_stream(args[0]),) + tuple(args[1:])
 
-    args = R2GSFTConfig(output_dir=str(output_dir), max_steps=max_steps, per_device_train_batch_size=batch_size,
-                        learning_rate=learning_rate, adam_epsilon=1e-7, weight_decay=0.0, max_grad_norm=1.0,
-                        warmup_steps=max(1, max_steps // 10), lr_scheduler_type="linear",
-                        logging_steps=logging_steps, save_strategy="no", report_to=[], seed=seed,
-                        disable_tqdm=True, use_cpu=not torch.cuda.is_available(), dataloader_num_workers=0,
-                        r2g_alpha=r2g_alpha, r2g_distance=distance,
-                        **{"bf16": False, "activation_checkpointing": False, **sft_kwargs})
-    return R2GSFTTrainer(model=model, args=args, train_dataset=train_dataset, processing_class=tokenizer)
+
+def anchor_decoder(p: int = 97, op: str = "mul", seed: int = 0, *, d_model: int = 128, n_layers: int = 2,
+                   n_heads: int = 4, block: str = "grokfast"):
+    """Grokfast's 2-layer decoder (width 128, 4 heads, GELU MLP of 4x width, LayerNorm, 5 positions,
+    untied head without bias) as a ``GPT2LMHeadModel`` built from a ``GPT2Config``, so R2G's hooks find
+    its value projections as on any HF decoder; 422,784 parameters at p = 97, as Grokfast's.
+
+    The initial weights are Grokfast's own for ``seed`` (:func:`anchor_init`), copied into GPT-2's
+    layout (``Conv1D`` stores ``[in, out]``). ``block="grokfast"`` (default) gives Grokfast's block,
+    which normalises the residual stream itself (``x = ln_1(x); x = x + attn(x); x = x + mlp(ln_2(x))``):
+    GPT-2's ``ln_1`` becomes an identity and the LayerNorm moves to ``ln_stream``, applied to the
+    block's input by a forward pre-hook (such a model lives in memory: ``save_pretrained`` would not
+    restore the hook). ``block="gpt2"`` keeps GPT-2's pre-LayerNorm block (``x + attn(ln_1(x))``),
+    which needs ~1.3x more steps to grok with the Grokfast filter (seeds 0-2: 1250, 930, 1330 steps).
+    Dropout is off.
+    """
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    if op not in ANCHOR_OPS:
+        raise input_error("anchor_decoder", "op", f"one of {list(ANCHOR_OPS)}", op)
+    if block not in ("grokfast", "gpt2"):
+        raise input_error("anchor_decoder", "block", "'grokfast' or 'gpt2'", block)
+    config = GPT2Config(vocab_size=p + 2, n_positions=5, n_embd=d_model, n_layer=n_layers, n_head=n_heads,
+                        n_inner=4 * d_model, activation_function="gelu", resid_pdrop=0.0, embd_pdrop=0.0,
+                        attn_pdrop=0.0, tie_word_embeddings=False, layer_norm_epsilon=1e-5,
+                        bos_token_id=None, eos_token_id=None, pad_token_id=None)
+    config._attn_implementation = "eager"
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)  # GPT-2's own init, overwritten below
+        model = GPT2LMHeadModel(config)
+    ref, _, _, _ = anchor_init(p, op, seed, d_model=d_model, n_layers=n_layers, n_heads=n_heads)
+    t = model.transformer
+    with torch.no_grad():
+        t.wte.weight.copy_(ref.tok.weight)
+        t.wpe.weight.copy_(ref.pos.weight)
+        for layer, src in zip(t.h, ref.blocks):
+            layer.ln_1.load_state_dict(src.ln_1.state_dict())
+            layer.ln_2.load_state_dict(src.ln_2.state_dict())
+            layer.attn.c_attn.weight.copy_(src.attn.in_proj_weight.T)
+            layer.attn.c_attn.bias.copy_(src.attn.in_proj_bias)
+            layer.attn.c_proj.weight.copy_(src.attn.out_proj.weight.T)
+            layer.attn.c_proj.bias.copy_(src.attn.out_proj.bias)
+            layer.mlp.c_fc.weight.copy_(src.fc.weight.T)
+            layer.mlp.c_fc.bias.copy_(src.fc.bias)
+            layer.mlp.c_proj.weight.copy_(src.proj.weight.T)
+            layer.mlp.c_proj.bias.copy_(src.proj.bias)
+        t.ln_f.load_state_dict(ref.ln_f.state_dict())
+        model.lm_head.weight.copy_(ref.head.weight)
+    if block == "grokfast":
+        for layer in t.h:
+            layer.ln_stream, layer.ln_1 = layer.ln_1, torch.nn.Identity()
+            layer.register_forward_pre_hook(_normalise_stream)
+    return model
+
+
+def count_parameters(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+@dataclass
+class AnchorHistory:
+    """What :func:`train_anchor` measured.
+
+    Per epoch (Grokfast's evaluation schedule: after every pass over the training set): ``step``
+    (optimizer steps so far), ``train_acc`` (the running accuracy of that epoch's minibatches, as
+    Grokfast logs it), ``test_acc`` (the whole held-out set); every ``geometry_every`` epochs:
+    ``geo_step``, ``angular_dist`` and ``v_norm`` of the operand value vectors
+    (:func:`operand_geometry`, first layer), ``r2g_term`` (the mean ``1 / D`` the run would pay).
+    ``seconds`` is the training wall time (measurements excluded) and ``steps_to_target`` the first
+    step whose test accuracy reached ``target`` (None if none did).
+    """
+
+    step: list[int] = field(default_factory=list)
+    train_acc: list[float] = field(default_factory=list)
+    test_acc: list[float] = field(default_factory=list)
+    train_loss: list[float] = field(default_factory=list)
+    geo_step: list[int] = field(default_factory=list)
+    angular_dist: list[float] = field(default_factory=list)
+    v_norm: list[float] = field(default_factory=list)
+    r2g_term: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+    target: float = 0.95
+    steps_to_target: int | None = None
+
+    @property
+    def seconds_per_step(self) -> float:
+        return self.seconds / max(1, self.step[-1] if self.step else 0)
+
+    @property
+    def gap(self) -> list[float]:
+        """Train minus test accuracy per epoch."""
+        return [tr - te for tr, te in zip(self.train_acc, self.test_acc)]
+
+    def at(self, key: str, step: int) -> Any:
+        """``key`` at the last measurement at or before ``step`` (geometry keys use ``geo_step``)."""
+        steps = self.geo_step if key in ("angular_dist", "v_norm", "r2g_term") else self.step
+        index = max((i for i, s in enumerate(steps) if s <= step), default=0)
+        return getattr(self, key)[index]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "seconds_per_step": self.seconds_per_step}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AnchorHistory:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def _warmup(update: int, warmup_steps: int) -> float:
+    """Grokfast's ``LambdaLR`` factor: ``update / warmup`` up to ``warmup`` (so the first step has lr 0), then 1."""
+    return 1.0 if update > warmup_steps else update / warmup_steps if warmup_steps else 1.0
+
+
+def train_anchor(model, data: AnchorData, *, steps: int, r2g: dict[str, Any] | None = None,
+                 grokfast: dict[str, float] | None = None, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.98),
+                 weight_decay: float = 0.0, decay: str = "l2", batch_size: int = 512, warmup_steps: int = 10,
+                 target: float = 0.95, stop_at_target: bool = True, geometry_every: int = 10, seed: int = 0,
+                 device: str | torch.device = "cpu", phase_name: str = "train_anchor") -> AnchorHistory:
+    """Grokfast's training loop (ironjr/grokfast ``main.py``) with optional R2G and Grokfast-EMA.
+
+    Each epoch shuffles the training pairs (continuing the anchor's RNG stream, ``data.shuffle_state``,
+    in a local generator, and composing the orders as Grokfast does), takes minibatches of ``batch_size`` (the last one smaller), and per
+    minibatch: cross-entropy at ``=``, plus ``alpha / D`` of :class:`~icml26.training.r2g.R2GLoss`
+    when ``r2g`` is given (hooked on every layer's value projection at the operand positions unless
+    ``r2g`` says otherwise), backward, the Grokfast-EMA filter when ``grokfast`` is given, then the
+    optimizer step and the warm-up schedule. After every epoch the whole test set is evaluated.
+
+    Args:
+        weight_decay, decay: ``decay="l2"`` is Grokfast's ``torch.optim.Adam(weight_decay=wd)`` (the
+            decay added to the gradient after the filter, "coupled"); ``"decoupled"`` is AdamW's
+            (typically with a much larger ``wd``, e.g. 1.0, as Power et al.).
+        steps: cap on optimizer steps (whole epochs: training stops at the first epoch end past it).
+        stop_at_target: stop at the first epoch whose test accuracy reaches ``target``.
+        geometry_every: epochs between geometry measurements.
+        seed: seeds R2G's pairing (a local generator; the model and data carry their own seeds).
+    """
+    from icml26.progress import phase
+    from icml26.training.grokfast import GrokfastEMA
+    from icml26.training.r2g import R2GLoss, random_pairing
+
+    if decay not in ("l2", "decoupled"):
+        raise input_error("train_anchor", "decay", "'l2' or 'decoupled'", decay)
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise input_error("train_anchor", "steps", "an int >= 1", steps)
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 2:
+        raise input_error("train_anchor", "batch_size", "an int >= 2", batch_size)
+    device = torch.device(device)
+    model.to(device).train()
+    x_train, y_train = data.x_train.to(device), data.y_train.to(device)
+    x_test, y_test = data.x_test.to(device), data.y_test.to(device)
+    positions = list(data.operand_positions)
+    hooks = R2GLoss(model, **{"alpha": 0.0, "positions": positions, "track_stats": False, **(r2g or {})})
+    filt = GrokfastEMA(**grokfast) if grokfast else None
+    optim_cls = torch.optim.Adam if decay == "l2" else torch.optim.AdamW
+    optimizer = optim_cls(model.parameters(), lr=lr, betas=betas, weight_decay=weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda update: _warmup(update, warmup_steps))
+    shuffler = torch.Generator().set_state(data.shuffle_state)
+    pairing = torch.Generator().manual_seed(seed)
+    history = AnchorHistory(target=target)
+    n = x_train.shape[0]
+    step, epoch, train_seconds = 0, 0, 0.0
+
+    def measure_geometry() -> None:
+        model.eval()
+        geometry = operand_geometry(model, data.p, positions, template=(None, data.p + 1, None, data.p))
+        model.train()
+        history.geo_step.append(step)
+        history.angular_dist.append(geometry["angular_dist"])
+        history.v_norm.append(geometry["v_norm"])
+        history.r2g_term.append(geometry["r2g_term"])
+
+    try:
+        measure_geometry()
+        with phase(phase_name, total=steps) as bar:
+            while step < steps:
+                start = time.perf_counter()
+                # Grokfast permutes the already shuffled set again each epoch (the orders compose).
+                order = torch.randperm(n, generator=shuffler).to(device)
+                x_train, y_train = x_train[order], y_train[order]
+                correct, loss_sum = 0, 0.0
+                for x, y in zip(x_train.split(batch_size), y_train.split(batch_size)):
+                    logits = model(input_ids=x, logits_to_keep=1).logits[:, -1].float()
+                    loss = F.cross_entropy(logits, y)
+                    total = loss
+                    if hooks.alpha > 0:
+                        total = loss + hooks(perm=random_pairing(x.shape[0], generator=pairing, device=device))
+                    hooks.clear()
+                    optimizer.zero_grad(set_to_none=True)
+                    total.backward()
+                    if filt is not None:
+                        filt(model)
+                    optimizer.step()
+                    scheduler.step()
+                    step += 1
+                    correct += int((logits.detach().argmax(-1) == y).sum())
+                    loss_sum += float(loss.detach()) * x.shape[0]
+                train_seconds += time.perf_counter() - start
+                bar.update(math.ceil(n / batch_size))
+                epoch += 1
+                model.eval()
+                test_acc = accuracy(model, x_test, y_test)
+                model.train()
+                for key, value in (("step", step), ("train_acc", correct / n), ("test_acc", test_acc),
+                                   ("train_loss", loss_sum / n)):
+                    getattr(history, key).append(value)
+                if history.steps_to_target is None and test_acc >= target:
+                    history.steps_to_target = step
+                reached = stop_at_target and history.steps_to_target is not None
+                if epoch % geometry_every == 0 or step >= steps or reached:
+                    measure_geometry()
+                if reached:
+                    break
+    finally:
+        hooks.remove()
+    history.seconds = train_seconds
+    return history
+
+
+_TENSE = ("INTRANSITIVE", "NOUNS", "TENSE_PROMPT_SUFFIX", "TRANSITIVE", "tense_accuracy", "tense_dataset",
+          "tense_tokenize", "tense_trainer")
+
+
+def __getattr__(name: str):
+    if name in _TENSE:
+        from icml26.eval.tasks import tense
+
+        return getattr(tense, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
