@@ -496,8 +496,7 @@ class SaisaForConditionalGeneration(SaisaPreTrainedModel, GenerationMixin):
 
         h_text = _gather_rows(embeds, text_rows)  # [B, Tq, d]
         n_layers = cfg.text_config.num_hidden_layers
-        visual_states: list[torch.Tensor | None] = [None] * n_layers
-        rope_vis = None
+        packed_features = rope_vis = h_vis = shared = None
         if features is not None:
             tv = plan.vis_idx.shape[1]
             if features.shape[0] == b * tv:  # as many slots in every sample: nothing to pad
@@ -508,15 +507,15 @@ class SaisaForConditionalGeneration(SaisaPreTrainedModel, GenerationMixin):
             packed_features = packed_features.to(embeds.dtype)
             vis_rows = plan.vis_idx.clamp(max=t - 1)
             rope_vis = (_gather_rows(cos, vis_rows)[:, :, None], _gather_rows(sin, vis_rows)[:, :, None])
-            if cfg.architecture == "saisa":
-                visual_states = self._projected_features(packed_features, n_layers)
-            else:  # naevit_llava: one projector into the input space, then the visual rows' own residual stream
-                visual_states[0] = self.projectors[0](packed_features)
+            if cfg.architecture == "naevit_llava":  # one projector into the input space, then their own stream
+                h_vis = self.projectors[0](packed_features)
+            elif cfg.share_projectors:  # stage 1: every layer's Proj_l is projector 0, computed once
+                shared = self.projectors[0](packed_features)
 
-        h_vis = None
         for layer_idx, layer in enumerate(decoder.layers[:n_layers]):
-            if cfg.architecture == "saisa" or h_vis is None:
-                h_vis = visual_states[layer_idx]  # SAISA overwrites the visual rows at every layer, never adds
+            if packed_features is not None and cfg.architecture == "saisa":
+                # SAISA overwrites the visual rows at every layer, never adds; one layer's at a time in memory
+                h_vis = shared if shared is not None else self.projectors[layer_idx](packed_features)
             h_text, h_vis = self._layer(layer, layer_idx, h_text, h_vis, plan, rope_text, rope_vis, q_pos,
                                         key_mask, cache)
 
@@ -528,12 +527,6 @@ class SaisaForConditionalGeneration(SaisaPreTrainedModel, GenerationMixin):
         # Back to sequence order; visual rows have no output and get zero logits.
         zeros = logits_text.new_zeros(b, plan.vis_idx.shape[1], logits_text.shape[-1])
         return _gather_rows(torch.cat([logits_text, zeros], dim=1), plan.source), cache
-
-    def _projected_features(self, features: torch.Tensor, n_layers: int) -> list[torch.Tensor]:
-        """SAISA's ``Proj_l(F)`` for every layer ``l`` (they depend on the features only)."""
-        if self.config.share_projectors:
-            return [self.projectors[0](features)] * n_layers
-        return [projector(features) for projector in self.projectors[:n_layers]]
 
     def _layer(self, layer, layer_idx, h_text, h_vis, plan, rope_text, rope_vis, q_pos, key_mask, cache):
         attn = layer.self_attn
