@@ -179,13 +179,9 @@ def steps_to(steps: Sequence[int], values: Sequence[float], threshold: float = 0
 
 
 @dataclass
-class GrokkingHistory:
-    """What :func:`train_grokking` measured, one list entry per measurement (step 0 first).
-
-    ``r2g_term`` is the ``1 / D`` the run would pay (logged for every arm, NaN at step 0);
-    ``angular_dist`` and ``v_norm`` come from :func:`operand_geometry`, ``fourier_gini`` from
-    :func:`fourier_sparsity`; ``seconds`` is the wall time of the whole run.
-    """
+class _Curves:
+    """The curves every grokking run records: accuracies and loss per measurement, the operand
+    geometry (:func:`operand_geometry`) and the ``1 / D`` term; ``seconds`` is wall time."""
 
     step: list[int] = field(default_factory=list)
     train_acc: list[float] = field(default_factory=list)
@@ -194,8 +190,22 @@ class GrokkingHistory:
     r2g_term: list[float] = field(default_factory=list)
     angular_dist: list[float] = field(default_factory=list)
     v_norm: list[float] = field(default_factory=list)
-    fourier_gini: list[float] = field(default_factory=list)
     seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class GrokkingHistory(_Curves):
+    """What :func:`train_grokking` measured, one list entry per measurement (step 0 first).
+
+    ``r2g_term`` is the ``1 / D`` the run would pay (logged for every arm, NaN at step 0);
+    ``angular_dist`` and ``v_norm`` come from :func:`operand_geometry`, ``fourier_gini`` from
+    :func:`fourier_sparsity`; ``seconds`` is the wall time of the whole run.
+    """
+
+    fourier_gini: list[float] = field(default_factory=list)
 
     def curves(self) -> dict[str, list]:
         """The measured lists by name (everything but ``seconds``)."""
@@ -205,9 +215,6 @@ class GrokkingHistory:
         """``key`` at the last measurement at or before ``step``."""
         index = max(i for i, s in enumerate(self.step) if s <= step)
         return getattr(self, key)[index]
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 def train_grokking(model, data, *, steps: int, r2g: dict[str, Any] | None = None,
@@ -464,7 +471,7 @@ def count_parameters(model: torch.nn.Module) -> int:
 
 
 @dataclass
-class AnchorHistory:
+class AnchorHistory(_Curves):
     """What :func:`train_anchor` measured.
 
     Per epoch (Grokfast's evaluation schedule: after every pass over the training set): ``step``
@@ -476,15 +483,7 @@ class AnchorHistory:
     step whose test accuracy reached ``target`` (None if none did).
     """
 
-    step: list[int] = field(default_factory=list)
-    train_acc: list[float] = field(default_factory=list)
-    test_acc: list[float] = field(default_factory=list)
-    train_loss: list[float] = field(default_factory=list)
     geo_step: list[int] = field(default_factory=list)
-    angular_dist: list[float] = field(default_factory=list)
-    v_norm: list[float] = field(default_factory=list)
-    r2g_term: list[float] = field(default_factory=list)
-    seconds: float = 0.0
     target: float = 0.95
     steps_to_target: int | None = None
 
@@ -504,7 +503,7 @@ class AnchorHistory:
         return getattr(self, key)[index]
 
     def to_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "seconds_per_step": self.seconds_per_step}
+        return {**super().to_dict(), "seconds_per_step": self.seconds_per_step}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AnchorHistory:
