@@ -217,6 +217,17 @@ class GrokkingHistory(_Curves):
         return getattr(self, key)[index]
 
 
+def _update(model, total: torch.Tensor, hooks, optimizer, filt) -> None:
+    """One optimizer step on ``total`` (the task loss with R2G's term added), the captured values
+    dropped first and Grokfast's filter (when given) applied between backward and step."""
+    hooks.clear()
+    optimizer.zero_grad(set_to_none=True)
+    total.backward()
+    if filt is not None:
+        filt(model)
+    optimizer.step()
+
+
 def train_grokking(model, data, *, steps: int, r2g: dict[str, Any] | None = None,
                    grokfast: dict[str, float] | None = None, lr: float = 1e-3, weight_decay: float = 1.0,
                    betas: tuple[float, float] = (0.9, 0.98), eval_every: int = 50, stop_at: float | None = None,
@@ -275,13 +286,7 @@ def train_grokking(model, data, *, steps: int, r2g: dict[str, Any] | None = None
                 logits = model(input_ids=x_train, logits_to_keep=1).logits[:, -1]
                 loss = F.cross_entropy(logits.float(), y_train)
                 perm = random_pairing(x_train.shape[0], generator=generator, device=device) if hooks.alpha > 0 else None
-                total = loss + hooks(perm=perm)
-                hooks.clear()
-                optimizer.zero_grad(set_to_none=True)
-                total.backward()
-                if filt is not None:
-                    filt(model)
-                optimizer.step()
+                _update(model, loss + hooks(perm=perm), hooks, optimizer, filt)
                 bar.update()
                 if step % eval_every == 0 or step == steps:
                     test_acc = measure(step, float(loss.detach()))
@@ -589,12 +594,7 @@ def train_anchor(model, data: AnchorData, *, steps: int, r2g: dict[str, Any] | N
                     total = loss
                     if hooks.alpha > 0:
                         total = loss + hooks(perm=random_pairing(x.shape[0], generator=pairing, device=device))
-                    hooks.clear()
-                    optimizer.zero_grad(set_to_none=True)
-                    total.backward()
-                    if filt is not None:
-                        filt(model)
-                    optimizer.step()
+                    _update(model, total, hooks, optimizer, filt)
                     scheduler.step()
                     step += 1
                     correct += int((logits.detach().argmax(-1) == y).sum())
