@@ -136,6 +136,32 @@ def test_r2g_and_grokfast_change_training_and_r2g_raises_the_angular_spread():
     assert torch.equal(w0, w4)  # alpha 0 is the baseline
 
 
+def test_a_checkpointed_run_resumes_to_the_same_result_as_an_uninterrupted_one(tmp_path):
+    data = anchor_dataset(11, "mul", seed=0)
+    arm = {"r2g": {"alpha": 1.0, "distance": "angular"}, "grokfast": {"alpha": 0.98, "lamb": 2.0},
+           "weight_decay": 0.005, "batch_size": 20, "geometry_every": 2, "stop_at_target": False}
+
+    def weights(model):
+        return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+    straight = anchor_decoder(11, "mul", seed=0)
+    whole = train_anchor(straight, data, steps=30, **arm)
+    ckpt = tmp_path / "run.ckpt"
+    first = train_anchor(anchor_decoder(11, "mul", seed=0), data, steps=12, checkpoint=ckpt, checkpoint_every=1,
+                         **arm)
+    assert ckpt.is_file() and first.step[-1] == 12  # "killed" at step 12: a new process starts from scratch
+    resumed_model = anchor_decoder(11, "mul", seed=0)
+    resumed = train_anchor(resumed_model, data, steps=30, checkpoint=ckpt, **arm)
+    assert torch.equal(weights(straight), weights(resumed_model))
+    assert (resumed.step, resumed.test_acc, resumed.train_loss, resumed.geo_step, resumed.angular_dist) == (
+        whole.step, whole.test_acc, whole.train_loss, whole.geo_step, whole.angular_dist)
+    again = train_anchor(anchor_decoder(11, "mul", seed=0), data, steps=30, checkpoint=ckpt, **arm)
+    assert again.step == whole.step  # a finished run's checkpoint gives its result without training
+    other = {**arm, "weight_decay": 0.0}
+    with pytest.raises(InputError, match="train_anchor: checkpoint: expected a checkpoint of a run with these"):
+        train_anchor(anchor_decoder(11, "mul", seed=0), data, steps=30, checkpoint=ckpt, **other)
+
+
 def test_coupled_and_decoupled_decay_differ_and_bad_input_is_named():
     data = anchor_dataset(11, "mul", seed=0)
     weights = []
@@ -147,7 +173,8 @@ def test_coupled_and_decoupled_decay_differ_and_bad_input_is_named():
     model = anchor_decoder(11, "mul", seed=0)
     for kwargs, words in (({"decay": "l1"}, "train_anchor: decay: expected 'l2' or 'decoupled'"),
                           ({"steps": 0}, "train_anchor: steps: expected an int >= 1"),
-                          ({"steps": 2, "batch_size": 1}, "train_anchor: batch_size: expected an int >= 2")):
+                          ({"steps": 2, "batch_size": 1}, "train_anchor: batch_size: expected an int >= 2"),
+                          ({"checkpoint_every": 0}, "train_anchor: checkpoint_every: expected an int >= 1")):
         with pytest.raises(InputError, match=words):
             train_anchor(model, data, **{"steps": 2, **kwargs})
 

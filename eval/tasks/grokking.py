@@ -24,6 +24,7 @@ import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Sequence
 
 import torch
@@ -121,9 +122,10 @@ def small_decoder(p: int = 31, *, d_model: int = 64, n_heads: int = 4, d_mlp: in
 
 
 @torch.no_grad()
+@torch.no_grad()
 def accuracy(model, inputs: torch.Tensor, answers: torch.Tensor) -> float:
     """Share of prompts whose argmax at ``=`` is the answer."""
-    logits = model(input_ids=inputs, logits_to_keep=1).logits[:, -1]
+    logits = model(input_ids=inputs, logits_to_keep=1, use_cache=False).logits[:, -1]
     return float((logits.argmax(-1) == answers).float().mean())
 
 
@@ -145,7 +147,7 @@ def operand_geometry(model, p: int, positions: Sequence[int] = (0, 1),
     template = (None, None, p) if template is None else tuple(template)
     prompts = torch.stack([a if t is None else torch.full_like(a, t) for t in template], dim=1)
     with R2GLoss(model, layers=[0], alpha=0.0, track_stats=False) as hooks:
-        model(input_ids=prompts, logits_to_keep=1)
+        model(input_ids=prompts, logits_to_keep=1, use_cache=False)
         mask = torch.zeros(len(template), dtype=torch.bool, device=device)
         mask[list(positions)] = True
         out = value_geometry(hooks.values[0], mask)
@@ -283,7 +285,7 @@ def train_grokking(model, data, *, steps: int, r2g: dict[str, Any] | None = None
         measure(0, math.nan)
         with phase(phase_name, total=steps) as bar:
             for step in range(1, steps + 1):
-                logits = model(input_ids=x_train, logits_to_keep=1).logits[:, -1]
+                logits = model(input_ids=x_train, logits_to_keep=1, use_cache=False).logits[:, -1]
                 loss = F.cross_entropy(logits.float(), y_train)
                 perm = random_pairing(x_train.shape[0], generator=generator, device=device) if hooks.alpha > 0 else None
                 _update(model, loss + hooks(perm=perm), hooks, optimizer, filt)
@@ -525,7 +527,8 @@ def train_anchor(model, data: AnchorData, *, steps: int, r2g: dict[str, Any] | N
                  grokfast: dict[str, float] | None = None, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.98),
                  weight_decay: float = 0.0, decay: str = "l2", batch_size: int = 512, warmup_steps: int = 10,
                  target: float = 0.95, stop_at_target: bool = True, geometry_every: int = 10, seed: int = 0,
-                 device: str | torch.device = "cpu", phase_name: str = "train_anchor") -> AnchorHistory:
+                 device: str | torch.device = "cpu", phase_name: str = "train_anchor",
+                 checkpoint: str | Path | None = None, checkpoint_every: int = 100) -> AnchorHistory:
     """Grokfast's training loop (ironjr/grokfast ``main.py``) with optional R2G and Grokfast-EMA.
 
     Each epoch shuffles the training pairs (continuing the anchor's RNG stream, ``data.shuffle_state``,
@@ -543,6 +546,11 @@ def train_anchor(model, data: AnchorData, *, steps: int, r2g: dict[str, Any] | N
         stop_at_target: stop at the first epoch whose test accuracy reaches ``target``.
         geometry_every: epochs between geometry measurements.
         seed: seeds R2G's pairing (a local generator; the model and data carry their own seeds).
+        checkpoint, checkpoint_every: a file that receives the whole training state (weights,
+            optimizer, filter, RNG streams, data order, history) every ``checkpoint_every`` epochs and
+            when the run ends, written atomically; a call that finds it resumes from it and gives the
+            same result as an uninterrupted run (a checkpoint of other settings is refused). A
+            finished run's checkpoint stays: the caller removes it once the result is kept.
     """
     from icml26.progress import phase
     from icml26.training.grokfast import GrokfastEMA
@@ -554,6 +562,8 @@ def train_anchor(model, data: AnchorData, *, steps: int, r2g: dict[str, Any] | N
         raise input_error("train_anchor", "steps", "an int >= 1", steps)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 2:
         raise input_error("train_anchor", "batch_size", "an int >= 2", batch_size)
+    if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int) or checkpoint_every < 1:
+        raise input_error("train_anchor", "checkpoint_every", "an int >= 1", checkpoint_every)
     device = torch.device(device)
     model.to(device).train()
     x_train, y_train = data.x_train.to(device), data.y_train.to(device)
@@ -569,6 +579,38 @@ def train_anchor(model, data: AnchorData, *, steps: int, r2g: dict[str, Any] | N
     history = AnchorHistory(target=target)
     n = x_train.shape[0]
     step, epoch, train_seconds = 0, 0, 0.0
+    # What decides the trajectory (not the cap ``steps``: a resumed run may go further).
+    fingerprint = {"r2g": r2g, "grokfast": grokfast, "lr": lr, "betas": list(betas), "weight_decay": weight_decay,
+                   "decay": decay, "batch_size": batch_size, "warmup_steps": warmup_steps, "target": target,
+                   "geometry_every": geometry_every, "seed": seed, "p": data.p, "op": data.op, "n_train": n,
+                   "data": int(x_train.long().sum() * 31 + y_train.long().sum())}
+
+    def save_state() -> None:
+        state = {"fingerprint": fingerprint, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                 "scheduler": scheduler.state_dict(), "ema": filt.ema if filt else None,
+                 "shuffler": shuffler.get_state(), "pairing": pairing.get_state(), "x_train": x_train,
+                 "y_train": y_train, "history": history.to_dict(), "counters": (step, epoch, train_seconds)}
+        path = Path(checkpoint)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        torch.save(state, tmp)
+        tmp.replace(path)  # a run killed while saving keeps its previous checkpoint
+
+    if checkpoint is not None and Path(checkpoint).is_file():
+        state = torch.load(checkpoint, map_location=device, weights_only=False)
+        if state["fingerprint"] != fingerprint:
+            raise input_error("train_anchor", "checkpoint", "a checkpoint of a run with these settings",
+                              described(f"{checkpoint} holds {state['fingerprint']}"))
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        if filt is not None:
+            filt.ema = state["ema"]
+        shuffler.set_state(state["shuffler"])
+        pairing.set_state(state["pairing"])
+        x_train, y_train = state["x_train"], state["y_train"]
+        history = AnchorHistory.from_dict(state["history"])
+        step, epoch, train_seconds = state["counters"]
 
     def measure_geometry() -> None:
         model.eval()
@@ -580,16 +622,18 @@ def train_anchor(model, data: AnchorData, *, steps: int, r2g: dict[str, Any] | N
         history.r2g_term.append(geometry["r2g_term"])
 
     try:
-        measure_geometry()
+        if not history.geo_step:
+            measure_geometry()
         with phase(phase_name, total=steps) as bar:
-            while step < steps:
+            bar.update(min(step, steps))
+            while step < steps and not (stop_at_target and history.steps_to_target is not None):
                 start = time.perf_counter()
                 # Grokfast permutes the already shuffled set again each epoch (the orders compose).
                 order = torch.randperm(n, generator=shuffler).to(device)
                 x_train, y_train = x_train[order], y_train[order]
                 correct, loss_sum = 0, 0.0
                 for x, y in zip(x_train.split(batch_size), y_train.split(batch_size)):
-                    logits = model(input_ids=x, logits_to_keep=1).logits[:, -1].float()
+                    logits = model(input_ids=x, logits_to_keep=1, use_cache=False).logits[:, -1].float()
                     loss = F.cross_entropy(logits, y)
                     total = loss
                     if hooks.alpha > 0:
@@ -613,8 +657,9 @@ def train_anchor(model, data: AnchorData, *, steps: int, r2g: dict[str, Any] | N
                 reached = stop_at_target and history.steps_to_target is not None
                 if epoch % geometry_every == 0 or step >= steps or reached:
                     measure_geometry()
-                if reached:
-                    break
+                history.seconds = train_seconds
+                if checkpoint is not None and (epoch % checkpoint_every == 0 or step >= steps or reached):
+                    save_state()
     finally:
         hooks.remove()
     history.seconds = train_seconds
