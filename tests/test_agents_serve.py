@@ -175,10 +175,12 @@ def test_server_side_tool_call_parsing(server, agent_models):
     turn it fails with a 5xx, which the backend reports as a BackendError (no crash, no hang)."""
     _, url = server
     parsed_model, _ = agent_models
-    backend = OpenAIChatBackend(url, parsed_model, timeout=60, max_retries=0)
+    backend = OpenAIChatBackend(url, parsed_model, timeout=60, max_retries=3, backoff=30.0)
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": TASK}]
-    with pytest.raises(BackendError, match="HTTP 5"):
+    start = time.monotonic()
+    with pytest.raises(BackendError, match=r"HTTP 500 \(model .*\): Internal Server Error"):
         backend.chat(messages, TOOLS, temperature=0.0, max_tokens=40)
+    assert time.monotonic() - start < 30.0  # the 500 is final: no retry (the first backoff would wait 30 s)
 
     with _sandbox() as sandbox:
         scripted = ScriptedBackend(list(SCRIPT))
