@@ -90,6 +90,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    metavar="NAME", help="modules LoRA adapts (default: every linear layer except the head)")
     p.add_argument("--max-length", type=positive_int, help="sequence length (default: the recipe's, 32768)")
     p.add_argument("--max-steps", type=positive_int, help="stop after this many optimizer steps")
+    p.add_argument("--batch-size", type=positive_int, help="sequences per device per micro-batch (default: 1)")
+    p.add_argument("--gradient-accumulation-steps", type=positive_int,
+                   help="micro-batches per optimizer step (default: the recipe's, 8); the global batch is "
+                        "batch size x this x the number of processes")
 
 
 def _filters(args):
