@@ -9,38 +9,23 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
+import torch
+from transformers import (AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForImageTextToText, AutoProcessor,
+                          Trainer, TrainingArguments)
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-np = pytest.importorskip("numpy")
-
-from transformers import (  # noqa: E402
-    AutoConfig,
-    AutoModel,
-    AutoModelForCausalLM,
-    AutoModelForImageTextToText,
-    AutoProcessor,
-    Trainer,
-    TrainingArguments,
-)
-
-from icml26.errors import InputError  # noqa: E402
-from icml26.models.saisa import SaisaForConditionalGeneration  # noqa: E402
-from icml26.models.saisa_processing import SaisaImageProcessor, SaisaProcessor  # noqa: E402
-from icml26.tiny import load_tiny_model  # noqa: E402
-from icml26.training.saisa import SaisaDataCollator  # noqa: E402
-from icml26.utils import IGNORE_INDEX  # noqa: E402
+from icml26.errors import InputError
+from icml26.models.saisa import SaisaForConditionalGeneration
+from icml26.models.saisa_processing import SaisaImageProcessor, SaisaProcessor
+from icml26.tiny import load_tiny_model
+from icml26.training.saisa import SaisaDataCollator
+from icml26.utils import IGNORE_INDEX
 
 N_V = 16
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _images(n, seed=0):

@@ -34,13 +34,7 @@ from icml26.models.tfmixer import TFMixerConfig, TFMixerForForecasting  # noqa: 
 SMALL = dict(num_channels=3, d_model=16, num_frequencies=8, num_patches=8, num_query_patches=4, time_embedding_dim=8)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    """Tiny matrices gain nothing from threads; on a busy 2-core machine OpenMP spinning costs 10-20x."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _model(seed=0, **overrides):
