@@ -93,3 +93,25 @@ def test_two_processes_match_one_with_the_same_global_batch_and_rank_0_alone_wri
         assert mine["r2g/term"] == pytest.approx(ref["r2g/term"], rel=5 * R2G_RTOL)
     for key in ("loss", "r2g/term", "r2g/distance", "r2g/angular_dist", "r2g/v_norm"):
         assert [e[key] for e in ranks[0]["r2g_logs"]] == [e[key] for e in ranks[1]["r2g_logs"]], key
+
+
+@pytest.mark.slow
+def test_saisa_and_tfmixer_trainers_under_torchrun_match_one_process(tmp_path):
+    """SAISA's two ``Trainer`` stages and TFMixer in a plain ``Trainer``: two processes (batch 2 / 4 per
+    device) against one with gradient accumulation 2; about 50 s on 2 cores, so kept out of the default run."""
+    def launch(prefix, out, ga):
+        out.mkdir(parents=True)
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        done = subprocess.run([*prefix, WORKER, "-", str(out), str(ga), "saisa"], capture_output=True, text=True,
+                              env=env, timeout=300)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+        return [json.loads(p.read_text()) for p in sorted((out / "ranks").glob("rank*.json"))]
+
+    (one,) = launch([sys.executable], tmp_path / "single", 2)
+    ranks = launch(LAUNCHERS["torchrun"](_port()), tmp_path / "ddp", 1)
+    assert one["world_size"] == 1 and [r["world_size"] for r in ranks] == [2, 2]
+    for rank in ranks:
+        for stage in ("stage1", "stage2"):
+            assert len(rank["saisa"][stage]) == 2
+            assert rank["saisa"][stage] == pytest.approx(one["saisa"][stage], rel=1e-5)
+        assert rank["tfmixer"] == pytest.approx(one["tfmixer"], rel=1e-5)
