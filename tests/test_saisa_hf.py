@@ -242,3 +242,22 @@ def test_peft_lora_with_the_projectors_in_modules_to_save_round_trips(tmp_path):
     merged = loaded.merge_and_unload()
     with torch.no_grad():
         torch.testing.assert_close(merged(**batch).logits, logits, atol=1e-4, rtol=1e-4)
+
+
+def test_auto_peft_model_without_a_task_type_loads_with_icml26_allowed(tmp_path):
+    """peft's generic ``AutoPeftModel`` imports the base class the adapter names (``icml26.models.saisa``):
+    peft refuses it until ``icml26`` is in ``import_allowlist``."""
+    peft = pytest.importorskip("peft")
+    model, processor = _build()
+    model.save_pretrained(tmp_path / "base")
+    model = AutoModelForImageTextToText.from_pretrained(tmp_path / "base")
+    peft_model = peft.get_peft_model(model, peft.LoraConfig(r=4, target_modules=["q_proj"],
+                                                            modules_to_save=["projectors"]))
+    peft_model.save_pretrained(tmp_path / "adapter")
+    with pytest.raises(ValueError, match="import_allowlist"):
+        peft.AutoPeftModel.from_pretrained(tmp_path / "adapter")
+    loaded = peft.AutoPeftModel.from_pretrained(tmp_path / "adapter", import_allowlist=["transformers", "icml26"])
+    assert isinstance(loaded.get_base_model(), SaisaForConditionalGeneration)
+    batch = _batch(processor)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(**batch).logits, peft_model(**batch).logits, atol=1e-5, rtol=1e-5)
