@@ -116,7 +116,8 @@ def test_two_process_launch_line(workdir, model_path):
     out = workdir / "runs" / "sera-sft"
     summary = json.loads((out / "sera_train.json").read_text())
     assert summary["global_step"] == 2 and (out / "model.safetensors").exists()
-    assert done.stdout.count("trained model written to") == 2  # both ranks trained, one folder written
+    assert done.stdout.count("trained model written to") == 1  # rank 0 alone reports
+    assert summary["n_trajectories"] >= 1 and summary["config"]["gradient_accumulation_steps"] == 1
 
 
 def test_openai_client_against_transformers_serve(workdir, model_path, namespace):

@@ -124,9 +124,12 @@ def run(args: argparse.Namespace) -> int:
             summary = main_train(args)
         except (FileNotFoundError, ValueError) as exc:
             raise InputError(str(exc)) from None
-        print(f"trained model written to {args.out}")
-        if isinstance(summary, dict) and summary.get("final_loss") is not None:
-            print(f"final loss: {summary['final_loss']}")
+        from icml26.training.distributed import is_main_process
+
+        if is_main_process():  # one report under accelerate launch / torchrun
+            print(f"trained model written to {args.out}")
+            if isinstance(summary, dict) and summary.get("final_loss") is not None:
+                print(f"final loss: {summary['final_loss']}")
         return 0
 
     from .pipeline import RepoError, export, generate
