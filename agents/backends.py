@@ -52,7 +52,16 @@ __all__ = [
 
 class BackendError(RuntimeError):
     """The backend could not produce a message: a 4xx answer, a server unreachable after retries,
-    a response that is not a chat completion, or a scripted policy that ran out."""
+    a response that is not a chat completion, or a scripted policy that ran out.
+
+    ``status`` is the HTTP status of the (last) answer when there was one, ``server_message`` what
+    the server said, and ``attempts`` how many requests were made (None where no request was made).
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, server_message: str | None = None,
+                 attempts: int | None = None):
+        super().__init__(message)
+        self.status, self.server_message, self.attempts = status, server_message, attempts
 
 
 @dataclass
@@ -309,31 +318,37 @@ class OpenAIChatBackend:
 
         named = {k: v for k, v in payload.items() if k in self._named and k != "extra_body"}
         extra = {k: v for k, v in payload.items() if k not in self._named}
-        last = ""
+        last, status, message = "", None, None
         for attempt in range(self.max_retries + 1):
             if attempt:
                 time.sleep(self.backoff * 2 ** (attempt - 1))
             try:
                 completion = self._client.chat.completions.create(**named, extra_body=extra or None)
             except openai.APIStatusError as exc:
-                message = _server_message(exc)
+                status, message = exc.status_code, _server_message(exc)
                 if exc.status_code in RETRY_STATUS:
                     last = f"HTTP {exc.status_code}: {message}"
                     continue
                 raise BackendError(f"{self.url} rejected the request with HTTP {exc.status_code} "
-                                   f"(model {self.model!r}): {message}") from None
+                                   f"(model {self.model!r}): {message}", status=status, server_message=message,
+                                   attempts=attempt + 1) from None
             except openai.APIConnectionError as exc:  # refused, reset, dropped, timed out
                 cause = exc.__cause__ or exc.__context__
                 last = f"{type(exc).__name__}: {exc}" + (f" ({type(cause).__name__}: {cause})" if cause else "")
+                status, message = None, None
                 continue
             except openai.APIResponseValidationError as exc:
+                message = _server_message(exc)
                 raise BackendError(f"{self.url} answered HTTP {exc.status_code} with a body that is not a chat "
-                                   f"completion: {_server_message(exc)}") from None
+                                   f"completion: {message}", status=exc.status_code, server_message=message,
+                                   attempts=attempt + 1) from None
             if not hasattr(completion, "model_dump"):  # the client hands back a body it could not decode as is
-                raise BackendError(f"{self.url} answered with a body that is not JSON: {str(completion)[:500]!r}")
+                raise BackendError(f"{self.url} answered with a body that is not JSON: {str(completion)[:500]!r}",
+                                   status=200, server_message=str(completion)[:1000], attempts=attempt + 1)
             return completion.model_dump()
         raise BackendError(f"could not get a chat completion from {self.url} after {self.max_retries + 1} "
-                           f"attempt(s); last error: {last}")
+                           f"attempt(s); last error: {last}", status=status, server_message=message,
+                           attempts=self.max_retries + 1)
 
     def chat(self, messages: list[dict], tools: list[dict] | None = None, **sampling) -> AssistantMessage:
         params = {**self.default_sampling, **sampling}

@@ -294,9 +294,11 @@ def test_429_502_503_504_are_retried_with_backoff(flaky):
 def test_500_and_other_4xx_are_not_retried_and_carry_the_server_message(flaky, action, message):
     server = flaky(action, "ok")
     backend = OpenAIChatBackend(server.url, "m", backoff=0.01, max_retries=3)
-    with pytest.raises(BackendError, match=message):
+    with pytest.raises(BackendError, match=message) as caught:
         backend.chat(MESSAGES)
     assert len(server.requests) == 1
+    assert (caught.value.status, caught.value.attempts) == (int(action[:3]), 1)
+    assert caught.value.server_message in str(caught.value)
 
 
 def test_a_timeout_is_retried_then_reported(flaky):
@@ -319,9 +321,10 @@ def test_options_the_openai_api_does_not_name_travel_in_the_body(flaky):
 def test_gives_up_after_max_retries(flaky):
     server = flaky("503", "503", "503")
     backend = OpenAIChatBackend(server.url, "m", backoff=0.01, max_retries=1)
-    with pytest.raises(BackendError, match=r"after 2 attempt\(s\).*HTTP 503"):
+    with pytest.raises(BackendError, match=r"after 2 attempt\(s\).*HTTP 503") as caught:
         backend.chat(MESSAGES)
     assert len(server.requests) == 2
+    assert (caught.value.status, caught.value.server_message, caught.value.attempts) == (503, "overloaded", 2)
 
 
 def test_4xx_is_a_clear_error_without_retry(flaky):
