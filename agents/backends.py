@@ -272,6 +272,8 @@ class OpenAIChatBackend:
     ``default_sampling`` (temperature, max_tokens, seed, stop, ...) is sent with every request,
     overridden by the keyword arguments of :meth:`chat`; options the OpenAI API does not name
     (vLLM's ``top_k``, ``repetition_penalty``, ...) travel in the request body as they are.
+    ``stream=True`` receives the completion as server-sent chunks (content and tool-call deltas
+    joined into the same :class:`AssistantMessage`).
 
     Retries (ours; the client's own are off so there is one policy): connection errors, dropped
     connections and timeouts (``timeout`` seconds per attempt), and HTTP 429, 502, 503 and 504, at
@@ -284,7 +286,7 @@ class OpenAIChatBackend:
     RETRY_STATUS = RETRY_STATUS
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None, *, timeout: float = 60.0,
-                 max_retries: int = 3, backoff: float = 0.5, **default_sampling):
+                 max_retries: int = 3, backoff: float = 0.5, stream: bool = False, **default_sampling):
         import openai
 
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
@@ -301,6 +303,7 @@ class OpenAIChatBackend:
         self.max_retries = int(max_retries)
         self.backoff = float(backoff)
         self.default_sampling = dict(default_sampling)
+        self.stream = bool(stream)
         key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         # a proxy from the environment must not intercept a server on this machine
         local = urllib.parse.urlparse(self.url).hostname in ("localhost", "127.0.0.1", "::1")
@@ -323,6 +326,10 @@ class OpenAIChatBackend:
             if attempt:
                 time.sleep(self.backoff * 2 ** (attempt - 1))
             try:
+                if self.stream:  # the whole stream is read inside the try: a connection lost midway is retried
+                    stream = self._client.chat.completions.create(**named, extra_body=extra or None, stream=True,
+                                                                  stream_options={"include_usage": True})
+                    return _collect_stream(stream)
                 completion = self._client.chat.completions.create(**named, extra_body=extra or None)
             except openai.APIStatusError as exc:
                 status, message = exc.status_code, _server_message(exc)
@@ -383,6 +390,32 @@ class OpenAIChatBackend:
                 from None
         except openai.OpenAIError as exc:
             raise BackendError(f"could not list models at {url}: {exc}") from None
+
+
+def _collect_stream(stream) -> dict:
+    """A streamed chat completion (``ChatCompletionChunk``s) put back together as one completion's dict."""
+    content: list[str] = []
+    calls: dict[int, dict] = {}
+    finish_reason, usage = None, None
+    for chunk in stream:
+        if chunk.usage is not None:
+            usage = chunk.usage.model_dump()
+        for choice in chunk.choices[:1] if chunk.choices else []:
+            delta = choice.delta
+            if delta.content:
+                content.append(delta.content)
+            for part in delta.tool_calls or []:
+                call = calls.setdefault(part.index, {"id": None, "type": "function",
+                                                     "function": {"name": "", "arguments": ""}})
+                call["id"] = part.id or call["id"]
+                if part.function is not None:
+                    call["function"]["name"] += part.function.name or ""
+                    call["function"]["arguments"] += part.function.arguments or ""
+            finish_reason = choice.finish_reason or finish_reason
+    message = {"role": "assistant", "content": "".join(content) if content else None}
+    if calls:
+        message["tool_calls"] = [calls[i] for i in sorted(calls)]
+    return {"choices": [{"message": message, "finish_reason": finish_reason}], "usage": usage}
 
 
 def _server_message(exc: Exception) -> str:

@@ -199,3 +199,31 @@ def test_unknown_model_is_a_clear_4xx_or_5xx_error(server, agent_models):
     backend = OpenAIChatBackend(url, "/no/such/model", timeout=30, max_retries=0)
     with pytest.raises(BackendError, match="/no/such/model|HTTP"):
         backend.chat([{"role": "user", "content": "hi"}])
+
+
+def test_streamed_reply_equals_the_plain_one(server, agent_models):
+    """``stream=True`` against transformers serve: the joined chunks give the same greedy reply and usage."""
+    _, url = server
+    _, raw_model = agent_models
+    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": TASK}]
+    plain = OpenAIChatBackend(url, raw_model, timeout=60, max_retries=0).chat(messages, TOOLS, temperature=0.0,
+                                                                             max_tokens=24)
+    streamed = OpenAIChatBackend(url, raw_model, timeout=60, max_retries=0, stream=True).chat(
+        messages, TOOLS, temperature=0.0, max_tokens=24)
+    assert streamed.content == plain.content
+    assert [(c.name, c.raw, c.error) for c in streamed.tool_calls] == [(c.name, c.raw, c.error) for c in plain.tool_calls]
+    assert streamed.content or streamed.tool_calls  # the model said something
+    assert streamed.finish_reason == plain.finish_reason
+    assert streamed.usage == plain.usage and plain.usage.completion_tokens > 0
+
+    # server-side tool calls (the model with a response template) arrive as deltas and are joined
+    parsed_model, _ = agent_models
+    with _sandbox() as sandbox:
+        scripted = ScriptedBackend(list(SCRIPT))
+        run_agent(scripted, sandbox, TASK, system_prompt=SYSTEM, tools=TOOLS)
+    second_turn = scripted.calls[1]["messages"]
+    streamed = OpenAIChatBackend(url, parsed_model, timeout=60, max_retries=0, stream=True).chat(
+        second_turn, TOOLS, temperature=0.0, max_tokens=80)
+    assert [(c.name, c.arguments, c.error) for c in streamed.tool_calls] == [
+        ("bash", {"command": "echo hi > hello.txt"}, None), ("submit", {}, None)]
+    assert streamed.finish_reason == "tool_calls"
