@@ -323,7 +323,8 @@ class SaisaPreTrainedModel(PreTrainedModel):
     def save_pretrained(self, save_directory, *args, is_main_process: bool = True, **kwargs):
         if is_main_process:  # every Auto class resolves through the entry point, not only the registered one
             entry = "saisa.SaisaForConditionalGeneration"
-            self.config.auto_map = {**(getattr(self.config, "auto_map", None) or {}), **{name: entry for name in AUTO_MODEL_CLASSES}}
+            auto_map = getattr(self.config, "auto_map", None) or {}
+            self.config.auto_map = {**auto_map, **dict.fromkeys(AUTO_MODEL_CLASSES, entry)}
         # the config's save_pretrained, called inside, writes the remote-code entry point
         super().save_pretrained(save_directory, *args, is_main_process=is_main_process, **kwargs)
 
@@ -657,7 +658,6 @@ def write_remote_code_entry(folder: str | os.PathLike, module: str, names: Seque
     text = (f'"""Remote-code entry point of an icml26 checkpoint: the classes come from the installed icml26 '
             f'package."""\n\nfrom icml26.models.{module} import {", ".join(names)}  # noqa: F401\n')
     return atomic_write_text(Path(folder) / f"{module}.py", text)
-
 
 
 # ---------------------------------------------------------------------------------------------
