@@ -141,7 +141,8 @@ def package_versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
     out = {"python": sys.version.split()[0], "icml26": __version__}
-    for name in ("torch", "transformers", "trl", "peft", "accelerate", "datasets", "triton", "vllm"):
+    for name in ("torch", "transformers", "trl", "peft", "accelerate", "datasets", "triton", "vllm", "bitsandbytes",
+                 "liger-kernel", "openai"):
         try:
             out[name] = version(name)
         except PackageNotFoundError:

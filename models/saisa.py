@@ -31,25 +31,32 @@ vocabulary size.
 from __future__ import annotations
 
 import math
+import os
 import sys
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, GenerationMixin, PretrainedConfig, PreTrainedModel
+from transformers import (AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForImageTextToText, GenerationMixin,
+                          PretrainedConfig, PreTrainedModel)
 from transformers import initialization as init
 from transformers.cache_utils import Cache, DynamicCache
 from transformers.configuration_utils import SubConfigSpec
 from transformers.modeling_outputs import BaseModelOutput, CausalLMOutputWithPast
+from transformers.utils import logging
 
 from icml26.errors import describe, described, input_error
 from icml26.kernels.naevit import naevit_attention
 from icml26.kernels import values_checked
-from icml26.utils import IGNORE_INDEX
+from icml26.utils import IGNORE_INDEX, atomic_write_text
 
 ARCHITECTURES = ("saisa", "llava", "naevit_llava")
 LAYER_FAMILIES = ("llama", "mistral", "qwen2", "qwen3")  # whose decoder layers the SAISA loop drives
+
+logger = logging.get_logger(__name__)
 
 
 
@@ -160,6 +167,7 @@ class SaisaConfig(PretrainedConfig):
     """
 
     model_type = "saisa"
+    keys_to_ignore_at_inference = ["cache", "past_key_values"]  # Trainer.evaluate/predict: logits only
     sub_configs_defaults = {
         "text_config": SubConfigSpec(config_class=AutoConfig, model_type="llama"),
         "vision_config": SubConfigSpec(config_class=AutoConfig, model_type="saisa_patch_encoder"),
@@ -192,6 +200,10 @@ class SaisaConfig(PretrainedConfig):
         if not self.tie_word_embeddings and getattr(self.text_config, "tie_word_embeddings", False):
             self.tie_word_embeddings = True
 
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        super().save_pretrained(save_directory, *args, **kwargs)
+        write_remote_code_entry(save_directory, "saisa", ["SaisaConfig", "SaisaForConditionalGeneration"])
+
 
 AutoConfig.register(SaisaPatchEncoderConfig.model_type, SaisaPatchEncoderConfig, exist_ok=True)
 AutoModel.register(SaisaPatchEncoderConfig, SaisaPatchEncoder, exist_ok=True)
@@ -214,6 +226,34 @@ class SaisaProjector(nn.Module):
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         return self.linear_2(self.act(self.linear_1(features)))
+
+
+class SaisaProjectors(nn.Module):
+    """The model's projectors (one per decoder layer for ``"saisa"``, one for the other architectures).
+
+    A module with a ``forward`` rather than an ``nn.ModuleList`` so that peft's
+    ``modules_to_save=["projectors"]`` can wrap it (peft refuses containers without a forward); the
+    model only ever calls it (``projectors(features, layer)``), never indexes it, so the wrapped copy
+    is the one used. Children are named ``"0"``, ``"1"``, ... as a ``ModuleList``'s are: checkpoint
+    keys stay ``projectors.<layer>.linear_1.weight``.
+    """
+
+    def __init__(self, count: int, vision_dim: int, text_dim: int, act: str = "gelu"):
+        super().__init__()
+        for i in range(count):
+            self.add_module(str(i), SaisaProjector(vision_dim, text_dim, act))
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def __getitem__(self, index: int | slice) -> SaisaProjector | list[SaisaProjector]:
+        return list(self._modules.values())[index]
+
+    def forward(self, features: torch.Tensor, layer: int = 0) -> torch.Tensor:
+        return self._modules[str(layer)](features)
 
 
 def _gather_rows(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
@@ -277,8 +317,16 @@ class SaisaPreTrainedModel(PreTrainedModel):
     base_model_prefix = ""
     main_input_name = "input_ids"
     input_modalities = ("image", "text")
-    supports_gradient_checkpointing = False
+    supports_gradient_checkpointing = True  # non-reentrant by default (transformers' default kwargs)
     _supports_sdpa = True
+
+    def save_pretrained(self, save_directory, *args, is_main_process: bool = True, **kwargs):
+        if is_main_process:  # every Auto class resolves through the entry point, not only the registered one
+            entry = "saisa.SaisaForConditionalGeneration"
+            auto_map = getattr(self.config, "auto_map", None) or {}
+            self.config.auto_map = {**auto_map, **dict.fromkeys(AUTO_MODEL_CLASSES, entry)}
+        # the config's save_pretrained, called inside, writes the remote-code entry point
+        super().save_pretrained(save_directory, *args, is_main_process=is_main_process, **kwargs)
 
     def _init_weights(self, module):
         if isinstance(module, nn.Linear):
@@ -304,9 +352,9 @@ class SaisaForConditionalGeneration(SaisaPreTrainedModel, GenerationMixin):
         self.language_model = language_model or AutoModelForCausalLM.from_config(config.text_config)
         self.vision_tower = vision_tower or AutoModel.from_config(config.vision_config)
         n_proj = config.text_config.num_hidden_layers if config.architecture == "saisa" else 1
-        self.projectors = nn.ModuleList(
-            SaisaProjector(config.vision_config.hidden_size, config.text_config.hidden_size,
-                           config.projector_hidden_act) for _ in range(n_proj))
+        self.projectors = SaisaProjectors(n_proj, config.vision_config.hidden_size, config.text_config.hidden_size,
+                                          config.projector_hidden_act)
+        self.gradient_checkpointing = False  # set by gradient_checkpointing_enable(); the LM's layers get their own
         self.post_init()
 
     # -- construction ----------------------------------------------------------------------------
@@ -427,6 +475,11 @@ class SaisaForConditionalGeneration(SaisaPreTrainedModel, GenerationMixin):
         features = self._visual_features(is_image, pixel_values, image_features)
         if use_cache is None:
             use_cache = self.config.text_config.use_cache if hasattr(self.config.text_config, "use_cache") else True
+        if use_cache and self.gradient_checkpointing and self.training:
+            # a recomputed layer would write its keys and values into the cache a second time
+            logger.warning_once("SaisaForConditionalGeneration: use_cache=True is incompatible with gradient "
+                                "checkpointing; setting use_cache=False")
+            use_cache = False
         text_ids = input_ids.masked_fill(is_image, 0)
         kwargs.pop("num_items_in_batch", None) if labels is None else None
 
@@ -452,7 +505,7 @@ class SaisaForConditionalGeneration(SaisaPreTrainedModel, GenerationMixin):
                        kwargs):
         embeds = self.get_input_embeddings()(text_ids)
         if features is not None:
-            visual = self.projectors[0](features.to(embeds.dtype))
+            visual = self.projectors(features.to(embeds.dtype))
             embeds = embeds.masked_scatter(is_image[..., None], visual.to(embeds.dtype))
         extra = {k: v for k, v in kwargs.items() if k != "num_items_in_batch"}
         out = self.language_model(inputs_embeds=embeds, attention_mask=attention_mask, position_ids=position_ids,
@@ -508,16 +561,18 @@ class SaisaForConditionalGeneration(SaisaPreTrainedModel, GenerationMixin):
             vis_rows = plan.vis_idx.clamp(max=t - 1)
             rope_vis = (_gather_rows(cos, vis_rows)[:, :, None], _gather_rows(sin, vis_rows)[:, :, None])
             if cfg.architecture == "naevit_llava":  # one projector into the input space, then their own stream
-                h_vis = self.projectors[0](packed_features)
+                h_vis = self.projectors(packed_features)
             elif cfg.share_projectors:  # stage 1: every layer's Proj_l is projector 0, computed once
-                shared = self.projectors[0](packed_features)
+                shared = self.projectors(packed_features)
 
+        checkpointed = self.gradient_checkpointing and self.training and torch.is_grad_enabled()
         for layer_idx, layer in enumerate(decoder.layers[:n_layers]):
-            if packed_features is not None and cfg.architecture == "saisa":
-                # SAISA overwrites the visual rows at every layer, never adds; one layer's at a time in memory
-                h_vis = shared if shared is not None else self.projectors[layer_idx](packed_features)
-            h_text, h_vis = self._layer(layer, layer_idx, h_text, h_vis, plan, rope_text, rope_vis, q_pos,
-                                        key_mask, cache)
+            args = (layer, layer_idx, h_text, h_vis, packed_features, shared, plan, rope_text, rope_vis, q_pos,
+                    key_mask, cache)
+            if checkpointed:  # the layer's activations, its projector's included, are recomputed in backward
+                h_text, h_vis = self._gradient_checkpointing_func(self._projected_layer, *args)
+            else:
+                h_text, h_vis = self._projected_layer(*args)
 
         hidden = decoder.norm(h_text)
         tq = h_text.shape[1]
@@ -527,6 +582,13 @@ class SaisaForConditionalGeneration(SaisaPreTrainedModel, GenerationMixin):
         # Back to sequence order; visual rows have no output and get zero logits.
         zeros = logits_text.new_zeros(b, plan.vis_idx.shape[1], logits_text.shape[-1])
         return _gather_rows(torch.cat([logits_text, zeros], dim=1), plan.source), cache
+
+    def _projected_layer(self, layer, layer_idx, h_text, h_vis, packed_features, shared, plan, rope_text, rope_vis,
+                         q_pos, key_mask, cache):
+        if packed_features is not None and self.config.architecture == "saisa":
+            # SAISA overwrites the visual rows at every layer, never adds; one layer's at a time in memory
+            h_vis = shared if shared is not None else self.projectors(packed_features, layer_idx)
+        return self._layer(layer, layer_idx, h_text, h_vis, plan, rope_text, rope_vis, q_pos, key_mask, cache)
 
     def _layer(self, layer, layer_idx, h_text, h_vis, plan, rope_text, rope_vis, q_pos, key_mask, cache):
         attn = layer.self_attn
@@ -574,6 +636,31 @@ class SaisaForConditionalGeneration(SaisaPreTrainedModel, GenerationMixin):
 
 
 # ---------------------------------------------------------------------------------------------
+# Auto classes and remote code
+# ---------------------------------------------------------------------------------------------
+#: Auto classes that load a saved SAISA folder (after ``import icml26.models.saisa``, or through ``auto_map``).
+AUTO_MODEL_CLASSES = ("AutoModel", "AutoModelForImageTextToText", "AutoModelForCausalLM")
+for _auto in (AutoModel, AutoModelForImageTextToText, AutoModelForCausalLM):
+    _auto.register(SaisaConfig, SaisaForConditionalGeneration, exist_ok=True)
+SaisaConfig.register_for_auto_class()
+SaisaForConditionalGeneration.register_for_auto_class("AutoModelForImageTextToText")
+
+
+def write_remote_code_entry(folder: str | os.PathLike, module: str, names: Sequence[str]) -> Path:
+    """Replace the module file ``register_for_auto_class`` copied into ``folder`` by a two-line entry point.
+
+    transformers copies the defining module's source next to a checkpoint for ``trust_remote_code``;
+    that copy would import as a second, frozen set of classes. The entry point instead re-exports
+    the installed toolkit's classes (``from icml26.models.<module> import ...``), so
+    ``trust_remote_code=True`` loading needs ``icml26`` installed but not imported, and gives the
+    same classes as ``import icml26.models.saisa``.
+    """
+    text = (f'"""Remote-code entry point of an icml26 checkpoint: the classes come from the installed icml26 '
+            f'package."""\n\nfrom icml26.models.{module} import {", ".join(names)}  # noqa: F401\n')
+    return atomic_write_text(Path(folder) / f"{module}.py", text)
+
+
+# ---------------------------------------------------------------------------------------------
 # Analytic prefill cost
 # ---------------------------------------------------------------------------------------------
 def flops(config: SaisaConfig | PretrainedConfig | dict[str, Any], n_visual: int, n_text: int,
@@ -614,6 +701,9 @@ def flops(config: SaisaConfig | PretrainedConfig | dict[str, Any], n_visual: int
     return out
 
 
+# The processor registers itself with AutoProcessor / AutoImageProcessor: importing this module is enough.
+import icml26.models.saisa_processing  # noqa: E402,F401
+
 __all__ = [
     "ARCHITECTURES",
     "SaisaConfig",
@@ -621,5 +711,6 @@ __all__ = [
     "SaisaPatchEncoder",
     "SaisaPatchEncoderConfig",
     "SaisaProjector",
+    "SaisaProjectors",
     "flops",
 ]

@@ -42,14 +42,16 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import AutoConfig, AutoModel, PretrainedConfig, PreTrainedModel
+from transformers import AutoConfig, AutoModel, PretrainedConfig, PreTrainedModel, TrainerCallback
 from transformers import initialization as init
-from transformers.utils import ModelOutput
+from transformers.utils import ModelOutput, logging
 
 from icml26.errors import check_finite, describe, described, input_error
 from icml26.kernels.nudft import BACKENDS, NORMS
 from icml26.kernels import values_checked
 from icml26.kernels.nudft_layers import INITS, NUDFT, InverseNUDFT
+
+logger = logging.get_logger(__name__)
 
 FREQUENCY_LAYOUTS = ("shared", "per_channel")
 SEASONAL_COEFFICIENTS = ("refined", "raw")
@@ -455,8 +457,9 @@ class TFMixerForForecasting(TFMixerPreTrainedModel):
 
     Returns a :class:`TFMixerForecastOutput`; with ``targets`` its ``loss`` is the masked forecast
     MSE plus ``reconstruction_weight`` x the history reconstruction MSE, so ``Trainer`` trains it
-    unchanged (use ``label_names=["targets", "target_mask"]`` and
-    :func:`icml26.eval.tasks.imts.compute_forecast_metrics` to early-stop on validation MSE).
+    unchanged; ``Trainer.evaluate()`` reports ``eval_loss`` with default arguments, and with
+    ``label_names=LABEL_NAMES`` (``["targets", "target_mask"]``) and
+    :func:`icml26.eval.tasks.imts.compute_forecast_metrics` it early-stops on validation MSE.
     """
 
     def __init__(self, config: TFMixerConfig):
@@ -488,8 +491,14 @@ class TFMixerForForecasting(TFMixerPreTrainedModel):
         return self.gfm.nudft.omega if self.gfm is not None else None
 
     def forward(self, values, times, mask, query_times, targets=None, target_mask=None,
-                output_components: bool = False, return_dict: bool | None = None, **kwargs) -> TFMixerForecastOutput:
+                output_components: bool = False, return_dict: bool | None = None, return_loss: bool = True,
+                **kwargs) -> TFMixerForecastOutput:
         """Forecast at ``query_times`` from the history (shapes in the module docstring).
+
+        ``return_loss`` (default True): compute ``loss`` whenever ``targets`` are given. Its default
+        also tells ``Trainer`` that this model returns a loss, so ``Trainer.evaluate()`` reports
+        ``eval_loss`` even without ``label_names`` (``compute_metrics`` needs
+        ``label_names=["targets", "target_mask"]``; :class:`TFMixerLabelsCallback` warns when unset).
 
         Unobserved slots (``mask`` False) may hold anything, NaN included; ``times`` may be NaN
         where no channel is observed and ``query_times`` at padded queries (their forecasts are then
@@ -544,7 +553,7 @@ class TFMixerForForecasting(TFMixerPreTrainedModel):
         forecasts = y.transpose(1, 2)
 
         loss = forecast_loss = None
-        if targets is not None:
+        if targets is not None and return_loss:
             forecast_loss = masked_mse(forecasts, targets.to(dtype), target_mask)
             loss = forecast_loss
             if rec_loss is not None and cfg.reconstruction_weight > 0:
@@ -558,5 +567,39 @@ class TFMixerForForecasting(TFMixerPreTrainedModel):
 
 AutoModel.register(TFMixerConfig, TFMixerForForecasting, exist_ok=True)
 
-__all__ = ["TFMixerConfig", "TFMixerForForecasting", "TFMixerForecastOutput", "TFMixerPreTrainedModel",
-           "check_imts_inputs", "masked_mse"]
+#: What ``Trainer`` must treat as labels for this model (its forward names no ``labels`` argument).
+LABEL_NAMES = ["targets", "target_mask"]
+
+
+class TFMixerLabelsCallback(TrainerCallback):
+    """Warn once when ``Trainer`` runs a TFMixer without ``label_names``: ``compute_metrics`` then gets no targets.
+
+    ``Trainer`` finds labels from the argument names of ``forward`` (names containing "label"); TFMixer's
+    are ``targets`` and ``target_mask``, so ``TrainingArguments(label_names=LABEL_NAMES)`` is needed for
+    metrics. ``eval_loss`` is reported either way (``forward``'s ``return_loss``).
+    ``Trainer(..., callbacks=[TFMixerLabelsCallback()])``.
+    """
+
+    def __init__(self):
+        self.warned = False
+
+    def _check(self, args, model) -> None:
+        if self.warned or not isinstance(model, TFMixerForForecasting):
+            return
+        if not set(LABEL_NAMES) <= set(args.label_names or ()):
+            self.warned = True
+            logger.warning("TFMixerForForecasting: Trainer sees no labels (TrainingArguments.label_names is %r), "
+                           "so compute_metrics gets no targets; set TrainingArguments(label_names=%r)",
+                           args.label_names, LABEL_NAMES)
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        self._check(args, model)
+
+    def on_evaluate(self, args, state, control, model=None, **kwargs):
+        self._check(args, model)
+
+    def on_predict(self, args, state, control, metrics=None, **kwargs):
+        self._check(args, kwargs.get("model"))
+
+__all__ = ["LABEL_NAMES", "TFMixerConfig", "TFMixerForForecasting", "TFMixerForecastOutput", "TFMixerLabelsCallback",
+           "TFMixerPreTrainedModel", "check_imts_inputs", "masked_mse"]

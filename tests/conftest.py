@@ -124,6 +124,18 @@ def run_cli():
     return run
 
 
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One intra-op torch thread for a module (``pytestmark = pytest.mark.usefixtures("one_torch_thread")``):
+    tiny matrices gain nothing from threads, and on a busy 2-core machine OpenMP spinning costs 10-20x."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _session_cache(tmp_path_factory):
     """Tiny models built by any test go to one temporary cache shared by the whole session."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -224,8 +225,17 @@ class _Flaky:
                     self.close_connection = True
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return
+                if action == "slow":  # answer after the client's timeout
+                    time.sleep(1.0)
+                    action = "ok"
                 status, payload = {"ok": (200, json.dumps(OK_BODY)), "503": (503, "overloaded"),
+                                   "429": (429, '{"error": {"message": "rate limited"}}'),
+                                   "502": (502, "bad gateway"), "504": (504, "gateway timeout"),
+                                   "500": (500, json.dumps({"error": {"message": "The request could not be processed:"
+                                                                      " unterminated tool call JSON", "code": 500}})),
+                                   "500plain": (500, "Internal Server Error"),
                                    "400": (400, '{"error": "messages[0] is bad"}'),
+                                   "404": (404, '{"detail": "model m not found"}'),
                                    "badjson": (200, "<html>not json</html>")}[action]
                 data = payload.encode()
                 self.send_response(status)
@@ -267,12 +277,54 @@ def test_retries_after_503_and_dropped_connections(flaky):
     assert reply.usage == Usage(11, 5) and reply.finish_reason == "tool_calls"
 
 
+def test_429_502_503_504_are_retried_with_backoff(flaky):
+    server = flaky("429", "502", "503", "504", "ok")
+    backend = OpenAIChatBackend(server.url, "m", backoff=0.05, max_retries=4)
+    start = time.perf_counter()
+    assert backend.chat(MESSAGES).tool_calls[0].name == "bash"
+    assert len(server.requests) == 5
+    assert time.perf_counter() - start >= 0.05 * (1 + 2 + 4 + 8)  # exponential backoff between the attempts
+
+
+@pytest.mark.parametrize("action, message", [
+    ("500", r"HTTP 500 \(model 'm'\): The request could not be processed: unterminated tool call JSON"),
+    ("500plain", r"HTTP 500 \(model 'm'\): Internal Server Error"),
+    ("404", r"HTTP 404 \(model 'm'\): model m not found"),
+])
+def test_500_and_other_4xx_are_not_retried_and_carry_the_server_message(flaky, action, message):
+    server = flaky(action, "ok")
+    backend = OpenAIChatBackend(server.url, "m", backoff=0.01, max_retries=3)
+    with pytest.raises(BackendError, match=message) as caught:
+        backend.chat(MESSAGES)
+    assert len(server.requests) == 1
+    assert (caught.value.status, caught.value.attempts) == (int(action[:3]), 1)
+    assert caught.value.server_message in str(caught.value)
+
+
+def test_a_timeout_is_retried_then_reported(flaky):
+    server = flaky("slow", "ok")
+    backend = OpenAIChatBackend(server.url, "m", backoff=0.01, max_retries=1, timeout=0.3)
+    assert backend.chat(MESSAGES).tool_calls[0].name == "bash"  # the second attempt answers in time
+    server = flaky("slow", "slow")
+    backend = OpenAIChatBackend(server.url, "m", backoff=0.01, max_retries=1, timeout=0.3)
+    with pytest.raises(BackendError, match=r"after 2 attempt\(s\).*Timeout"):
+        backend.chat(MESSAGES)
+
+
+def test_options_the_openai_api_does_not_name_travel_in_the_body(flaky):
+    server = flaky("ok")
+    OpenAIChatBackend(server.url, "m", top_k=5).chat(MESSAGES, repetition_penalty=1.1, max_new_tokens=7)
+    body = server.requests[0]["body"]
+    assert (body["top_k"], body["repetition_penalty"], body["max_tokens"]) == (5, 1.1, 7)
+
+
 def test_gives_up_after_max_retries(flaky):
     server = flaky("503", "503", "503")
     backend = OpenAIChatBackend(server.url, "m", backoff=0.01, max_retries=1)
-    with pytest.raises(BackendError, match=r"after 2 attempt\(s\).*HTTP 503"):
+    with pytest.raises(BackendError, match=r"after 2 attempt\(s\).*HTTP 503") as caught:
         backend.chat(MESSAGES)
     assert len(server.requests) == 2
+    assert (caught.value.status, caught.value.server_message, caught.value.attempts) == (503, "overloaded", 2)
 
 
 def test_4xx_is_a_clear_error_without_retry(flaky):
@@ -400,7 +452,7 @@ def test_backend_options_helper(tiny_llama_path):
                          "--max-new-tokens", "7")
     backend = backend_from_args(args, command="cmd")
     assert isinstance(backend, OpenAIChatBackend) and backend.model == "m"
-    assert backend._headers["Authorization"] == "Bearer k"
+    assert backend._client.api_key == "k"
     assert sampling_from_args(args) == {"temperature": 0.6, "max_tokens": 7}
     assert backend_from_args(_backend_args("--backend", "scripted"), command="cmd", scripted=lambda: "S") == "S"
     assert isinstance(backend_from_args(_backend_args("--backend", str(tiny_llama_path)), command="cmd"),

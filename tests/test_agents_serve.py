@@ -175,10 +175,12 @@ def test_server_side_tool_call_parsing(server, agent_models):
     turn it fails with a 5xx, which the backend reports as a BackendError (no crash, no hang)."""
     _, url = server
     parsed_model, _ = agent_models
-    backend = OpenAIChatBackend(url, parsed_model, timeout=60, max_retries=0)
+    backend = OpenAIChatBackend(url, parsed_model, timeout=60, max_retries=3, backoff=30.0)
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": TASK}]
-    with pytest.raises(BackendError, match="HTTP 5"):
+    start = time.monotonic()
+    with pytest.raises(BackendError, match=r"HTTP 500 \(model .*\): Internal Server Error"):
         backend.chat(messages, TOOLS, temperature=0.0, max_tokens=40)
+    assert time.monotonic() - start < 30.0  # the 500 is final: no retry (the first backoff would wait 30 s)
 
     with _sandbox() as sandbox:
         scripted = ScriptedBackend(list(SCRIPT))
@@ -197,3 +199,31 @@ def test_unknown_model_is_a_clear_4xx_or_5xx_error(server, agent_models):
     backend = OpenAIChatBackend(url, "/no/such/model", timeout=30, max_retries=0)
     with pytest.raises(BackendError, match="/no/such/model|HTTP"):
         backend.chat([{"role": "user", "content": "hi"}])
+
+
+def test_streamed_reply_equals_the_plain_one(server, agent_models):
+    """``stream=True`` against transformers serve: the joined chunks give the same greedy reply and usage."""
+    _, url = server
+    _, raw_model = agent_models
+    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": TASK}]
+    plain = OpenAIChatBackend(url, raw_model, timeout=60, max_retries=0).chat(messages, TOOLS, temperature=0.0,
+                                                                             max_tokens=24)
+    streamed = OpenAIChatBackend(url, raw_model, timeout=60, max_retries=0, stream=True).chat(
+        messages, TOOLS, temperature=0.0, max_tokens=24)
+    assert streamed.content == plain.content
+    assert [(c.name, c.raw, c.error) for c in streamed.tool_calls] == [(c.name, c.raw, c.error) for c in plain.tool_calls]
+    assert streamed.content or streamed.tool_calls  # the model said something
+    assert streamed.finish_reason == plain.finish_reason
+    assert streamed.usage == plain.usage and plain.usage.completion_tokens > 0
+
+    # server-side tool calls (the model with a response template) arrive as deltas and are joined
+    parsed_model, _ = agent_models
+    with _sandbox() as sandbox:
+        scripted = ScriptedBackend(list(SCRIPT))
+        run_agent(scripted, sandbox, TASK, system_prompt=SYSTEM, tools=TOOLS)
+    second_turn = scripted.calls[1]["messages"]
+    streamed = OpenAIChatBackend(url, parsed_model, timeout=60, max_retries=0, stream=True).chat(
+        second_turn, TOOLS, temperature=0.0, max_tokens=80)
+    assert [(c.name, c.arguments, c.error) for c in streamed.tool_calls] == [
+        ("bash", {"command": "echo hi > hello.txt"}, None), ("submit", {}, None)]
+    assert streamed.finish_reason == "tool_calls"

@@ -222,8 +222,17 @@ def test_env_reports_versions_device_and_triton_mode(run_cli):
     proc = run_cli(["env", "--json"])
     assert proc.returncode == 0, proc.stderr
     info = json.loads(proc.stdout)
-    for key in ("python", "torch", "transformers", "trl", "peft", "accelerate", "datasets", "triton", "vllm", "device", "triton_mode"):
+    from importlib.metadata import PackageNotFoundError, version
+
+    for key in ("python", "torch", "transformers", "trl", "peft", "accelerate", "datasets", "triton", "vllm",
+                "bitsandbytes", "liger-kernel", "openai", "device", "triton_mode"):
         assert key in info
+    for name in ("accelerate", "datasets", "vllm", "peft", "trl", "bitsandbytes", "liger-kernel", "openai"):
+        try:
+            expected = version(name)
+        except PackageNotFoundError:
+            expected = "not installed"
+        assert info[name] == expected, name
     interp = run_cli(["env"], env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
     assert "interpreted" in interp.stdout
 

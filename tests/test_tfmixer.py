@@ -34,13 +34,7 @@ from icml26.models.tfmixer import TFMixerConfig, TFMixerForForecasting  # noqa: 
 SMALL = dict(num_channels=3, d_model=16, num_frequencies=8, num_patches=8, num_query_patches=4, time_embedding_dim=8)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    """Tiny matrices gain nothing from threads; on a busy 2-core machine OpenMP spinning costs 10-20x."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _model(seed=0, **overrides):
@@ -434,6 +428,38 @@ def test_hf_trainer_trains_it_and_validation_mse_falls(tmp_path):
     trainer.train()
     after = trainer.evaluate()["eval_mse"]
     assert after < 0.8 * before, (before, after)
+
+
+def test_trainer_defaults_report_eval_loss_and_the_callback_names_label_names(tmp_path, caplog):
+    from transformers import Trainer, TrainingArguments
+
+    from icml26.models.tfmixer import LABEL_NAMES, TFMixerLabelsCallback
+
+    splits = make_synthetic_imts((8, 32, 8), SyntheticIMTSConfig(num_channels=3, frequencies=(2.3,)), seed=0)
+    model = _model(seed=0)
+
+    def trainer(**kwargs):
+        args = TrainingArguments(output_dir=str(tmp_path), per_device_eval_batch_size=16, report_to="none",
+                                 use_cpu=True, disable_tqdm=True, **kwargs)
+        return Trainer(model=model, args=args, eval_dataset=splits.validation, data_collator=IMTSCollator(),
+                       callbacks=[TFMixerLabelsCallback()])
+
+    expected = evaluate_forecaster(model, splits.validation)["mse"]
+    with caplog.at_level("WARNING"):
+        plain = trainer().evaluate()  # every argument at its default
+    assert plain["eval_loss"] > 0 and "label_names=['targets', 'target_mask']" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        labelled = trainer(label_names=LABEL_NAMES, eval_do_concat_batches=False)
+        labelled.compute_metrics = compute_forecast_metrics
+        metrics = labelled.evaluate()
+    assert "Trainer sees no labels" not in caplog.text
+    assert metrics["eval_loss"] == pytest.approx(plain["eval_loss"], rel=1e-5)
+    assert metrics["eval_mse"] == pytest.approx(expected, rel=1e-5)
+    without = trainer()
+    without.compute_metrics = compute_forecast_metrics
+    with pytest.raises(InputError, match=r"compute_forecast_metrics: eval_pred.label_ids: .*label_names"):
+        without.evaluate()
 
 
 def test_compute_forecast_metrics_with_and_without_concatenation():

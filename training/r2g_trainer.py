@@ -24,8 +24,12 @@ import torch
 from transformers import Trainer, TrainerCallback, TrainingArguments
 
 from icml26.errors import described, input_error
+from icml26.training.distributed import mean_across_processes, use_cpu_when_launched_without_gpu
 
 from .r2g import DISTANCES, FORMS, REDUCTIONS, SCHEDULES, R2GLoss, _choice, _count, _non_negative
+
+#: The statistics :class:`R2GLoss` records (the keys of ``pop_stats``), in the order they are reduced.
+R2G_STATS = ("term", "distance", "angular_dist", "v_norm")
 
 __all__ = [
     "R2GCallback", "R2GConfig", "R2GDataCollator", "R2GSFTConfig", "R2GSFTTrainer", "R2GTrainer",
@@ -114,9 +118,12 @@ class R2GCallback(TrainerCallback):
             self.r2g.alpha = self.alpha_at(state.global_step, state.max_steps)
 
     def pop_logs(self) -> dict[str, float]:
+        """The statistics since the last call, averaged over processes (a collective under DDP: every rank
+        logs at the same steps, so every rank calls it)."""
         if self.r2g is None:
             return {}
-        return {**{f"r2g/{key}": value for key, value in self.r2g.pop_stats().items()}, "r2g/alpha": self.r2g.alpha}
+        stats = mean_across_processes(self.r2g.pop_stats(), R2G_STATS)
+        return {**{f"r2g/{key}": value for key, value in stats.items()}, "r2g/alpha": self.r2g.alpha}
 
 
 # -- trainers ----------------------------------------------------------------------------------
@@ -237,6 +244,7 @@ class R2GTrainingArguments(TrainingArguments, R2GConfig):
 
     def __post_init__(self) -> None:
         self._validate_r2g()
+        use_cpu_when_launched_without_gpu(self)
         super().__post_init__()
 
 
@@ -253,6 +261,7 @@ def _build_sft_classes() -> dict[str, type]:
 
         def __post_init__(self) -> None:
             self._validate_r2g()
+            use_cpu_when_launched_without_gpu(self)
             super().__post_init__()
 
     for cls in (R2GSFTTrainer, R2GSFTConfig):

@@ -37,6 +37,7 @@ import torch
 from trl import GRPOConfig, GRPOTrainer
 
 from icml26.errors import described, input_error
+from icml26.training.distributed import use_cpu_when_launched_without_gpu
 
 __all__ = [
     "GENERATION_BACKENDS", "TOOL_MASK_MISMATCH",
@@ -103,6 +104,7 @@ class RGRPOConfig(GRPOConfig):
             import importlib.util
 
             self.use_vllm = bool(importlib.util.find_spec("vllm")) and torch.cuda.is_available()
+        use_cpu_when_launched_without_gpu(self)
         super().__post_init__()
 
 

@@ -115,8 +115,11 @@ class SaisaDataCollator:
         if not isinstance(example, Mapping):
             raise TypeError(f"SaisaDataCollator: example {index} must be a mapping of fields, got {type(example).__name__}")
         if name not in example:
+            hint = ("; a Trainer drops the fields its model's forward does not name: pass "
+                    "TrainingArguments(remove_unused_columns=False) with this collator, or tokenize the data "
+                    "beforehand with SaisaProcessor" if not example else "")
             raise KeyError(f"SaisaDataCollator: example {index} has no {name!r} field "
-                           f"(its fields: {sorted(example)}); set the collator's *_field arguments to map yours")
+                           f"(its fields: {sorted(example)}); set the collator's *_field arguments to map yours{hint}")
         value = example[name]
         if value is None:
             raise input_error("SaisaDataCollator", f"example {index}: field {name!r}", "a value", None)

@@ -48,6 +48,7 @@ from trl import SFTConfig, SFTTrainer
 
 from icml26.agents.backends import to_template_messages
 from icml26.errors import InputError, described, input_error
+from icml26.training.distributed import is_main_process, mean_across_processes, use_cpu_when_launched_without_gpu
 from icml26.utils import IGNORE_INDEX
 
 if TYPE_CHECKING:
@@ -154,6 +155,7 @@ class SeraSFTConfig(SFTConfig):
                 raise input_error("SeraSFTConfig", "lora_r", "a positive int", self.lora_r)
             if not 0.0 <= self.lora_dropout < 1.0:
                 raise input_error("SeraSFTConfig", "lora_dropout", "a number in [0, 1)", self.lora_dropout)
+        use_cpu_when_launched_without_gpu(self)  # a 2-process launch on a CPU box is DDP over gloo, not 2 copies
         if self.activation_checkpointing is None and self.gradient_checkpointing is None:
             self.activation_checkpointing = True
         if self.bf16 is None:
@@ -474,21 +476,28 @@ def train_sera(data: Any, model: Any, output_dir: str | os.PathLike, *, config: 
     trained = trainer.model
     if (config.use_peft or peft_config is not None) and config.merge_lora:
         trained = trained.merge_and_unload()
-    if save:
+    if save and trainer.is_world_process_zero():  # one copy under accelerate launch / torchrun
         output_dir.mkdir(parents=True, exist_ok=True)
         trained.save_pretrained(output_dir)
         tokenizer.save_pretrained(output_dir)
+    trainer.accelerator.wait_for_everyone()  # the folder is complete on every rank's return
     loss = float(result.training_loss) if result.training_loss is not None else math.nan
+    # Trainer's training_loss adds this process's last un-logged steps: the mean over processes is the run's
+    loss = mean_across_processes({"train_loss": loss})["train_loss"]
     return SeraTrainOutput(output_dir=output_dir, log_history=list(trainer.state.log_history),
                            n_trajectories=len(trainer.train_dataset), dropped_overlong=trainer.sera_dropped_overlong,
                            global_step=trainer.state.global_step, train_loss=loss)
 
 
 def main_train(args: Any) -> dict[str, Any]:
-    """``icml26 sera train --data DIR --model PATH --out DIR [--epochs --lr --max-length --max-steps --use-peft
-    --lora-r --lora-alpha --lora-dropout --lora-target-modules]``.
+    """``icml26 sera train --data DIR --model PATH --out DIR [--epochs --lr --max-length --max-steps --batch-size
+    --gradient-accumulation-steps --use-peft --lora-r --lora-alpha --lora-dropout --lora-target-modules]``.
+
+    Under ``accelerate launch`` / ``torchrun`` every process trains its share of each batch and rank 0
+    alone writes the model and ``sera_train.json`` (whose ``train_loss`` is the mean over processes).
 
     ``args`` has the attributes ``data``, ``model``, ``out``, ``epochs``, ``lr``, ``max_length``, ``max_steps``,
+    ``batch_size``, ``gradient_accumulation_steps``,
     ``use_peft`` and ``lora_*`` (None or missing: the :class:`SeraSFTConfig` default; the LoRA names are TRL's
     ``ModelConfig``'s). Writes the model, the tokenizer and
     ``sera_train.json`` (counts, final loss, log history) into ``out``; returns that summary.
@@ -501,7 +510,8 @@ def main_train(args: Any) -> dict[str, Any]:
             raise InputError(f"train: --{name} is required")
     overrides: dict[str, Any] = {}
     for attr, key in (("epochs", "num_train_epochs"), ("lr", "learning_rate"), ("max_length", "max_length"),
-                      ("max_steps", "max_steps")):
+                      ("max_steps", "max_steps"), ("batch_size", "per_device_train_batch_size"),
+                      ("gradient_accumulation_steps", "gradient_accumulation_steps")):
         value = getattr(args, attr, None)
         if value is not None:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
@@ -524,5 +534,6 @@ def main_train(args: Any) -> dict[str, Any]:
         "learning_rate", "lr_scheduler_type", "num_train_epochs", "max_steps", "max_length", "use_peft",
         "assistant_only_loss", "per_device_train_batch_size", "gradient_accumulation_steps", "overlong")}
     summary["config"]["lr_scheduler_type"] = str(getattr(config.lr_scheduler_type, "value", config.lr_scheduler_type))
-    atomic_write_json(Path(args.out) / "sera_train.json", to_jsonable(summary))
+    if is_main_process():
+        atomic_write_json(Path(args.out) / "sera_train.json", to_jsonable(summary))
     return summary

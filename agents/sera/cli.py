@@ -90,6 +90,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    metavar="NAME", help="modules LoRA adapts (default: every linear layer except the head)")
     p.add_argument("--max-length", type=positive_int, help="sequence length (default: the recipe's, 32768)")
     p.add_argument("--max-steps", type=positive_int, help="stop after this many optimizer steps")
+    p.add_argument("--batch-size", type=positive_int, help="sequences per device per micro-batch (default: 1)")
+    p.add_argument("--gradient-accumulation-steps", type=positive_int,
+                   help="micro-batches per optimizer step (default: the recipe's, 8); the global batch is "
+                        "batch size x this x the number of processes")
 
 
 def _filters(args):
@@ -120,9 +124,12 @@ def run(args: argparse.Namespace) -> int:
             summary = main_train(args)
         except (FileNotFoundError, ValueError) as exc:
             raise InputError(str(exc)) from None
-        print(f"trained model written to {args.out}")
-        if isinstance(summary, dict) and summary.get("final_loss") is not None:
-            print(f"final loss: {summary['final_loss']}")
+        from icml26.training.distributed import is_main_process
+
+        if is_main_process():  # one report under accelerate launch / torchrun
+            print(f"trained model written to {args.out}")
+            if isinstance(summary, dict) and summary.get("final_loss") is not None:
+                print(f"final loss: {summary['final_loss']}")
         return 0
 
     from .pipeline import RepoError, export, generate

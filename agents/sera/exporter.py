@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from icml26.agents.backends import to_template_messages
 from icml26.utils import atomic_write_json, atomic_write_text
 
 from .verification import FilterConfig, changed_lines, check_threshold, filter_trajectory, is_verified, token_counter
@@ -231,23 +232,42 @@ def rows_from_records(records: list[dict], *, threshold: float, filters: FilterC
     return rows, details, drops1, drops2
 
 
+def trl_messages(messages: list[dict], row_id: Any = None) -> list[dict]:
+    """OpenAI-wire messages as ``SFTTrainer`` (a chat template) consumes them: tool-call arguments as objects.
+
+    A call whose arguments are not a JSON object (the model wrote bad JSON) becomes
+    ``{"invalid_arguments": <raw text>}``, as it was shown back to the model during generation;
+    ``None`` content becomes ``""`` and ``None``-valued keys are dropped
+    (:func:`~icml26.agents.backends.to_template_messages`, then its strict form).
+    """
+    return to_template_messages(to_template_messages(messages), strict=True, row_id=row_id)
+
+
 def dataset_features():
+    """``messages``: TRL-ready (arguments as objects); ``messages_openai``: the same turns in the OpenAI wire
+    format (arguments as JSON strings), as the agent exchanged them; both one ``Json`` per message."""
     from datasets import Features, Json, List, Value
 
     s, i, f = Value("string"), Value("int64"), Value("float64")
-    return Features({"id": s, "instance_id": s, "stage": s, "messages": List(Json()), "tools": List(Json()),
+    return Features({"id": s, "instance_id": s, "stage": s, "messages": List(Json()),
+                     "messages_openai": List(Json()), "tools": List(Json()),
                      "recall": f, "patch": s, "n_changed_lines": i, "submitted": Value("bool"), "exit_reason": s,
                      "function": s, "file": s, "category": s, "repo": s, "synthetic_pr": s, "prompt_tokens": i,
                      "completion_tokens": i, "truncation_ratio": f})
 
 
 def write_dataset(rows: list[dict], path: str | os.PathLike):
-    """Save rows as a ``datasets.Dataset`` (messages and tools as JSON-typed lists) via ``save_to_disk``."""
+    """Save rows (OpenAI-wire ``messages``) as a ``datasets.Dataset`` via ``save_to_disk``, ready for TRL.
+
+    ``messages`` become TRL-ready (:func:`trl_messages`) and the wire form is kept as ``messages_openai``
+    (:func:`dataset_features`), so ``SFTTrainer(train_dataset=load_from_disk(path))`` trains on it as it is.
+    """
     from datasets import Dataset
 
     features = dataset_features()
     from datasets.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
 
+    rows = [{**r, "messages": trl_messages(r["messages"], r["id"]), "messages_openai": r["messages"]} for r in rows]
     ds = Dataset.from_dict({k: [r[k] for r in rows] for k in features}, features=features)
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")

@@ -435,6 +435,10 @@ def compute_forecast_metrics(eval_pred) -> dict[str, float]:
     Trainer pads horizons with -100; slots where both forecast and target are -100 are ignored.
     """
     preds, labels = eval_pred.predictions, eval_pred.label_ids
+    if labels is None or (isinstance(labels, (tuple, list)) and len(labels) == 0):
+        raise input_error("compute_forecast_metrics", "eval_pred.label_ids",
+                          "(targets, target_mask): set TrainingArguments(label_names=['targets', 'target_mask'])",
+                          described("no labels"))
     batches = list(zip(preds, labels)) if isinstance(preds, list) else [(preds, labels)]
     total = {"se": 0.0, "ae": 0.0, "count": 0}
     for pred, (targets, target_mask) in batches:
