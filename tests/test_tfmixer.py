@@ -362,8 +362,8 @@ def test_physionet_record_parsing(physionet_folder):
         read_physionet_record(bad)
 
 
-def test_physionet_loader_tpatchgnn_protocol(physionet_folder):
-    splits = load_physionet2012(physionet_folder, protocol="tpatchgnn", split=(0.5, 0.25, 0.25), seed=0)
+def test_physionet_loader_zscore_24h_protocol(physionet_folder):
+    splits = load_physionet2012(physionet_folder, protocol="zscore_24h", split=(0.5, 0.25, 0.25), seed=0)
     info = splits.info
     assert info["records"] == 6 and info["dropped"] == {"no_history": 1, "no_forecast": 1}
     variables = list(info["variables"])
@@ -392,8 +392,8 @@ def test_physionet_loader_tpatchgnn_protocol(physionet_folder):
         assert max(train_hr) < 1000  # the outlier of a held-out record did not leak into the statistics
 
 
-def test_physionet_loader_apn_protocol_and_errors(physionet_folder, tmp_path):
-    splits = load_physionet2012(physionet_folder, protocol="apn", normalization="minmax", include_static=False,
+def test_physionet_loader_zscore_36h_3obs_protocol_and_errors(physionet_folder, tmp_path):
+    splits = load_physionet2012(physionet_folder, protocol="zscore_36h_3obs", normalization="minmax", include_static=False,
                                 variables=("HR", "Temp", "Urine", "NIMAP"), split=(0.5, 0.25, 0.25))
     for part in (splits.train, splits.validation, splits.test):
         for s in part:
@@ -405,9 +405,9 @@ def test_physionet_loader_apn_protocol_and_errors(physionet_folder, tmp_path):
     with pytest.raises(InputError, match="load_physionet2012: protocol: expected one of"):
         load_physionet2012(physionet_folder, protocol="grafiti")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(InputError, match=r"load_physionet2012: folder: expected record files .*got none under"):
-        load_physionet2012(tmp_path / "empty")
-    with pytest.raises(InputError, match="load_physionet2012: folder: expected a directory"):
+    with pytest.raises(InputError, match=r"load_physionet2012: source: expected record files .*got none under"):
+        load_physionet2012(tmp_path / "empty", cache=False)
+    with pytest.raises(InputError, match="load_physionet2012: source: expected set-a.tar.gz or a folder"):
         load_physionet2012(tmp_path / "missing")
 
 
