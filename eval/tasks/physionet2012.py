@@ -62,6 +62,16 @@ PHYSIONET_PROTOCOLS = {
 }
 
 
+def default_physionet_path() -> Path | None:
+    """Where the set-A archive is expected: ``$ICML26_PHYSIONET``, else
+    ``<repository root>/../shared/data/physionet2012/set-a.tar.gz`` (this repository's CI); None if
+    neither exists (callers skip with a message; nothing is ever downloaded)."""
+    env = os.environ.get("ICML26_PHYSIONET")
+    candidates = [Path(env).expanduser()] if env else []
+    candidates.append(Path(__file__).resolve().parents[2].parent / "shared" / "data" / "physionet2012" / "set-a.tar.gz")
+    return next((p for p in candidates if p.exists()), None)
+
+
 # ---------------------------------------------------------------------------------------------
 # Reading: rows of (hours, parameter, value) per record, from an archive or a folder, cached
 # ---------------------------------------------------------------------------------------------
@@ -451,5 +461,6 @@ def _reorder(rows, order: Sequence[int]) -> dict[str, np.ndarray]:
 
 
 __all__ = ["APN_VARIABLES", "PHYSIONET_PROTOCOLS", "PHYSIONET_STATIC", "PHYSIONET_VARIABLES", "PhysioNetProtocol",
+           "default_physionet_path",
            "load_physionet2012", "physionet_rows", "read_physionet_record",
            "train_test_split_indices"]
