@@ -400,12 +400,13 @@ def load_physionet2012(source: str | os.PathLike, protocol: str = "tpatchgnn", *
     ids = [str(r) for r in rows["record_ids"]]
     if protocol == "tpatchgnn":
         variables, arrays = PHYSIONET_VARIABLES, _tpatchgnn_arrays(rows, float(quantization))
-    elif protocol == "apn":
-        order = sorted(range(len(ids)), key=lambda i: int(ids[i]) if ids[i].isdigit() else ids[i])
-        rows = _reorder(rows, order)
-        ids = [ids[i] for i in order]
+    else:  # Reconstruction (apn): RecordID order; the earlier pipeline sorted the files by name
+        order = sorted(range(len(ids)), key=lambda i: (int(ids[i]), "") if protocol == "apn" and ids[i].isdigit()
+                       else (0, ids[i]))
+        rows, ids = _reorder(rows, order), [ids[i] for i in order]
+    if protocol == "apn":
         variables, arrays = APN_VARIABLES, _apn_arrays(rows)
-    else:
+    elif protocol != "tpatchgnn":
         variables = tuple(PHYSIONET_VARIABLES if variables is None else variables)
         arrays = _legacy_arrays(rows, variables, True if include_static is None else include_static)
     groups = _split_groups(len(ids), protocol, split, 0 if seed is None else seed)
