@@ -218,3 +218,19 @@ def test_tpatchgnn_locf_and_history_mean_equal_the_reference_figures(set_a):
     assert locf["variables"] == 37  # 36 series + Weight; the 4 pure descriptors have no target
     assert float(f"{locf['mse']:.4g}") == 6.671e-3 and float(f"{locf['mae']:.4g}") == 4.149e-2
     assert float(f"{mean['mse']:.4g}") == 8.095e-3
+
+
+def test_trainer_metrics_take_the_per_variable_metric_and_the_cli_prints_baselines(physionet_folder, capsys):
+    from types import SimpleNamespace
+
+    from icml26.eval.tasks.imts import compute_forecast_metrics
+
+    forecasts = np.zeros((1, 4, 3), np.float32)
+    targets = np.array([[[1, 2, 0], [1, 0, 0], [1, 0, 0], [1, 0, 0]]], np.float32)
+    mask = targets != 0
+    pred = SimpleNamespace(predictions=[forecasts], label_ids=[(targets, mask)])
+    assert compute_forecast_metrics(pred)["mse"] == pytest.approx(8 / 5)
+    assert compute_forecast_metrics(pred, metric="per_variable")["mse"] == pytest.approx(2.5)
+    assert physionet2012.main(["--data", str(physionet_folder), "--protocol", "tpatchgnn"]) == 0
+    out = capsys.readouterr().out
+    assert "per_variable metric" in out and "LOCF       test: MSE" in out

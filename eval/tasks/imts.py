@@ -313,22 +313,24 @@ def reduce_forecast_errors(totals: dict, metric: str = "pooled") -> dict[str, fl
             "count": int(count.sum()), "variables": int(scored.sum())}
 
 
-def compute_forecast_metrics(eval_pred) -> dict[str, float]:
+def compute_forecast_metrics(eval_pred, metric: str = "pooled") -> dict[str, float]:
     """``compute_metrics`` for ``Trainer``: masked MSE and MAE over all observed targets.
 
+    ``metric``: ``"pooled"`` or ``"per_variable"`` (t-PatchGNN's; pass
+    ``functools.partial(compute_forecast_metrics, metric="per_variable")`` to select on it).
     Use with ``label_names=["targets", "target_mask"]`` and, preferably,
     ``eval_do_concat_batches=False`` (batches keep their own horizon length). With concatenation,
     Trainer pads horizons with -100; slots where both forecast and target are -100 are ignored.
     """
     preds, labels = eval_pred.predictions, eval_pred.label_ids
     batches = list(zip(preds, labels)) if isinstance(preds, list) else [(preds, labels)]
-    total = {"se": 0.0, "ae": 0.0, "count": 0}
+    total = {"se": 0.0, "ae": 0.0, "count": 0.0}
     for pred, (targets, target_mask) in batches:
         forecasts = pred[0] if isinstance(pred, (tuple, list)) else pred
-        for key, value in forecast_errors(forecasts, targets, target_mask).items():
-            total[key] += value
-    n = max(total["count"], 1)
-    return {"mse": total["se"] / n, "mae": total["ae"] / n}
+        for key, value in forecast_errors(forecasts, targets, target_mask, per_variable=True).items():
+            total[key] = total[key] + value
+    result = reduce_forecast_errors(total, metric)
+    return {"mse": result["mse"], "mae": result["mae"]}
 
 
 @torch.no_grad()

@@ -465,3 +465,35 @@ __all__ = ["APN_VARIABLES", "PHYSIONET_PROTOCOLS", "PHYSIONET_STATIC", "PHYSIONE
            "default_physionet_path",
            "load_physionet2012", "physionet_rows", "read_physionet_record",
            "train_test_split_indices"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m icml26.eval.tasks.physionet2012 [--data PATH] [--protocol NAME]``: the LOCF and
+    history-mean baselines (empty channels filled with the training mean) on validation and test."""
+    import argparse
+
+    from icml26.eval.tasks.imts import HistoryMeanForecaster, LOCFForecaster, evaluate_forecaster
+
+    parser = argparse.ArgumentParser(prog="python -m icml26.eval.tasks.physionet2012", description=main.__doc__)
+    parser.add_argument("--data", help="set-a.tar.gz or a folder (default: $ICML26_PHYSIONET, then the CI path)")
+    parser.add_argument("--protocol", default="tpatchgnn", choices=tuple(PHYSIONET_PROTOCOLS))
+    args = parser.parse_args(argv)
+    path = args.data or default_physionet_path()
+    if path is None:
+        parser.error("no data: pass --data or set ICML26_PHYSIONET")
+    try:
+        splits = load_physionet2012(path, protocol=args.protocol)
+    except ValueError as exc:
+        parser.error(str(exc))
+    fill = splits.info["train_mean"]
+    print(f"protocol {args.protocol} ({splits.info['metric']} metric): train/validation/test "
+          f"{len(splits.train)}/{len(splits.validation)}/{len(splits.test)} samples")
+    for name, model in (("LOCF", LOCFForecaster(fill_value=fill)), ("history mean", HistoryMeanForecaster(fill))):
+        for part in ("validation", "test"):
+            res = evaluate_forecaster(model, getattr(splits, part))
+            print(f"{name:>12} {part:>10}: MSE {res['mse']:.4e}  MAE {res['mae']:.4e}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
