@@ -20,6 +20,7 @@ import hashlib
 import io
 import os
 import tarfile
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -186,7 +187,7 @@ def physionet_rows(source: str | os.PathLike, *, cache: bool = True) -> dict[str
         try:
             with np.load(target, allow_pickle=False) as stored:
                 return {k: stored[k] for k in stored.files}
-        except (OSError, ValueError):  # a damaged cache file is rebuilt
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):  # a damaged cache file is rebuilt
             pass
     rows = _parse_source(source)
     if not len(rows["record_ids"]):
