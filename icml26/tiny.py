@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import described, input_error
+from .utils import cache_dir as _cache_root
 
 if TYPE_CHECKING:  # heavy imports stay out of module import; a cached build needs none of them
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -124,10 +125,7 @@ def default_cache_dir() -> Path:
     ``$ICML26_CACHE/tiny`` when the ``ICML26_CACHE`` environment variable is set, else
     ``~/.cache/icml26/tiny``. The folder is not created here.
     """
-    root = os.environ.get("ICML26_CACHE")
-    if root:
-        return Path(root).expanduser() / "tiny"
-    return Path.home() / ".cache" / "icml26" / "tiny"
+    return _cache_root("tiny")
 
 
 def _version(dist: str) -> str:

@@ -35,18 +35,18 @@ def set_seed(seed: int, *, deterministic: bool = False) -> None:
         torch.use_deterministic_algorithms(True)
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    """Write ``text`` to ``path`` so that a reader sees either the old or the new file, never half.
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    """Write ``data`` to ``path`` so that a reader sees either the old or the new file, never half.
 
-    The text goes to a temporary file in the same folder, is flushed to disk, and replaces the
+    The bytes go to a temporary file in the same folder, are flushed to disk, and replace the
     target with ``os.replace`` (atomic on POSIX and Windows).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
@@ -57,6 +57,20 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
             pass
         raise
     return path
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """:func:`atomic_write_bytes` of ``text`` encoded as UTF-8."""
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def cache_dir(*parts: str) -> Path:
+    """The toolkit's cache folder (``$ICML26_CACHE``, else ``~/.cache/icml26``), joined with ``parts``.
+
+    Nothing is created here; writers create what they need.
+    """
+    root = os.environ.get("ICML26_CACHE")
+    return (Path(root).expanduser() if root else Path.home() / ".cache" / "icml26").joinpath(*parts)
 
 
 def atomic_write_json(path: str | os.PathLike, data: Any) -> Path:

@@ -151,3 +151,35 @@ def tiny_llama_path():
     from icml26.tiny import build_tiny_model
 
     return build_tiny_model("llama")
+
+
+# PhysioNet 2012 records in the challenge's format (tests of icml26.eval.tasks.physionet2012 and TFMixer)
+PHYSIONET_HEADER = "Time,Parameter,Value\n"
+
+
+def physionet_record_text(record_id, static=(54, 0, -1, 4, -1), rows=()):
+    age, gender, height, icu, weight = static
+    lines = [f"00:00,RecordID,{record_id}", f"00:00,Age,{age}", f"00:00,Gender,{gender}", f"00:00,Height,{height}",
+             f"00:00,ICUType,{icu}", f"00:00,Weight,{weight}"]
+    return PHYSIONET_HEADER + "\n".join(lines + [f"{t},{p},{v}" for t, p, v in rows]) + "\n"
+
+
+@pytest.fixture
+def physionet_folder(tmp_path):
+    """Six records in the challenge's format (set-a/), and an outcomes file that must be skipped."""
+    folder = tmp_path / "set-a"
+    folder.mkdir()
+    base = [("00:07", "HR", 73), ("01:00", "Urine", 100), ("01:00", "Urine", 300), ("12:30", "Temp", 36.6),
+            ("23:59", "HR", 80), ("24:30", "HR", 90), ("30:00", "Temp", 37.2), ("37:00", "HR", 70),
+            ("38:15", "HR", 71), ("39:00", "NIMAP", 80), ("40:00", "HR", 75)]
+    for i in range(4):
+        rows = [(t, p, v + i) for t, p, v in base]
+        text = physionet_record_text(132530 + i, static=(50 + i, i % 2, 170 + i, 2, 80), rows=rows)
+        (folder / f"13253{i}.txt").write_text(text)
+    # no history at all (static unknown, everything after 24 h), and nothing to forecast
+    unknown = physionet_record_text(132540, static=(-1, -1, -1, -1, -1), rows=[("25:00", "HR", 1000)])
+    (folder / "132540.txt").write_text(unknown)
+    (folder / "132541.txt").write_text(physionet_record_text(132541, rows=[("02:00", "HR", 60)]))
+    (tmp_path / "Outcomes-a.txt").write_text(
+        "RecordID,SAPS-I,SOFA,Length_of_stay,Survival,In-hospital_death\n132530,6,1,5,-1,0\n")
+    return tmp_path

@@ -314,35 +314,6 @@ def test_co2_from_statsmodels():
     assert len(splits.validation) > 0 and len(splits.test) > 0
 
 
-HEADER = "Time,Parameter,Value\n"
-
-
-def _record(record_id, static=(54, 0, -1, 4, -1), rows=()):
-    age, gender, height, icu, weight = static
-    lines = [f"00:00,RecordID,{record_id}", f"00:00,Age,{age}", f"00:00,Gender,{gender}", f"00:00,Height,{height}",
-             f"00:00,ICUType,{icu}", f"00:00,Weight,{weight}"]
-    return HEADER + "\n".join(lines + [f"{t},{p},{v}" for t, p, v in rows]) + "\n"
-
-
-@pytest.fixture
-def physionet_folder(tmp_path):
-    """Six records in the challenge's format (set-a/), and an outcomes file that must be skipped."""
-    folder = tmp_path / "set-a"
-    folder.mkdir()
-    base = [("00:07", "HR", 73), ("01:00", "Urine", 100), ("01:00", "Urine", 300), ("12:30", "Temp", 36.6),
-            ("23:59", "HR", 80), ("24:30", "HR", 90), ("30:00", "Temp", 37.2), ("37:00", "HR", 70),
-            ("38:15", "HR", 71), ("39:00", "NIMAP", 80), ("40:00", "HR", 75)]
-    for i in range(4):
-        rows = [(t, p, v + i) for t, p, v in base]
-        (folder / f"13253{i}.txt").write_text(_record(132530 + i, static=(50 + i, i % 2, 170 + i, 2, 80), rows=rows))
-    # no history at all (static unknown, everything after 24 h), and nothing to forecast
-    (folder / "132540.txt").write_text(_record(132540, static=(-1, -1, -1, -1, -1), rows=[("25:00", "HR", 1000)]))
-    (folder / "132541.txt").write_text(_record(132541, rows=[("02:00", "HR", 60)]))
-    (tmp_path / "Outcomes-a.txt").write_text(
-        "RecordID,SAPS-I,SOFA,Length_of_stay,Survival,In-hospital_death\n132530,6,1,5,-1,0\n")
-    return tmp_path
-
-
 def test_physionet_record_parsing(physionet_folder):
     rec = read_physionet_record(physionet_folder / "set-a" / "132530.txt")
     assert rec["record_id"] == "132530" and rec["static"]["Age"] == 50 and rec["static"]["Height"] == 170
@@ -351,13 +322,13 @@ def test_physionet_record_parsing(physionet_folder):
     unknown = read_physionet_record(physionet_folder / "set-a" / "132541.txt")
     assert "Height" not in [n for _, n, _ in unknown["observations"]]  # -1 = unknown, not an observation
     bad = physionet_folder / "bad.txt"
-    bad.write_text(HEADER + "7h,HR,70\n")
+    bad.write_text("Time,Parameter,Value\n7h,HR,70\n")
     with pytest.raises(InputError, match=r"read_physionet_record: .*:2: expected 'HH:MM,Parameter,Value', got '7h,HR,70'"):
         read_physionet_record(bad)
 
 
-def test_physionet_loader_tpatchgnn_protocol(physionet_folder):
-    splits = load_physionet2012(physionet_folder, protocol="tpatchgnn", split=(0.5, 0.25, 0.25), seed=0)
+def test_physionet_loader_zscore_24h_protocol(physionet_folder):
+    splits = load_physionet2012(physionet_folder, protocol="zscore_24h", split=(0.5, 0.25, 0.25), seed=0)
     info = splits.info
     assert info["records"] == 6 and info["dropped"] == {"no_history": 1, "no_forecast": 1}
     variables = list(info["variables"])
@@ -386,8 +357,8 @@ def test_physionet_loader_tpatchgnn_protocol(physionet_folder):
         assert max(train_hr) < 1000  # the outlier of a held-out record did not leak into the statistics
 
 
-def test_physionet_loader_apn_protocol_and_errors(physionet_folder, tmp_path):
-    splits = load_physionet2012(physionet_folder, protocol="apn", normalization="minmax", include_static=False,
+def test_physionet_loader_zscore_36h_3obs_protocol_and_errors(physionet_folder, tmp_path):
+    splits = load_physionet2012(physionet_folder, protocol="zscore_36h_3obs", normalization="minmax", include_static=False,
                                 variables=("HR", "Temp", "Urine", "NIMAP"), split=(0.5, 0.25, 0.25))
     for part in (splits.train, splits.validation, splits.test):
         for s in part:
@@ -399,9 +370,9 @@ def test_physionet_loader_apn_protocol_and_errors(physionet_folder, tmp_path):
     with pytest.raises(InputError, match="load_physionet2012: protocol: expected one of"):
         load_physionet2012(physionet_folder, protocol="grafiti")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(InputError, match=r"load_physionet2012: folder: expected record files .*got none under"):
-        load_physionet2012(tmp_path / "empty")
-    with pytest.raises(InputError, match="load_physionet2012: folder: expected a directory"):
+    with pytest.raises(InputError, match=r"load_physionet2012: source: expected record files .*got none under"):
+        load_physionet2012(tmp_path / "empty", cache=False)
+    with pytest.raises(InputError, match="load_physionet2012: source: expected set-a.tar.gz or a folder"):
         load_physionet2012(tmp_path / "missing")
 
 
