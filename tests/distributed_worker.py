@@ -5,7 +5,7 @@
 ``2 x GA x processes`` for R2G. Each process writes ``OUT/ranks/rank<R>.json``: what it returned
 and which writers of models / JSON it called (a spy that calls through), so the test can check
 that rank 0 alone wrote. With ``saisa`` it trains SAISA (``train_saisa``) and TFMixer (``Trainer``)
-instead (:func:`saisa_and_tfmixer`).
+instead (:func:`saisa_and_tfmixer`), with ``rgrpo`` R-GRPO (:func:`rgrpo`).
 """
 
 import argparse
@@ -114,8 +114,47 @@ def saisa_and_tfmixer(out: Path, ga: int) -> None:
     (out / "ranks" / f"rank{rank}.json").write_text(json.dumps(result))
 
 
+def rgrpo(model_path: str, out: Path) -> None:
+    """R-GRPO (``RGRPOTrainer``, TRL's GRPO with the search tool) for 2 steps, the policy's turns scripted
+    as in ``test_rgrpo.py`` (rewards [1, 0, 0, 1] per group of 4); each process writes its logs and a
+    checksum of its weights after training (DDP keeps the replicas equal)."""
+    import torch
+    import transformers
+
+    rank = int(os.environ.get("RANK", "0"))
+    torch.set_num_threads(1)
+    writes: list[str] = []
+    save = transformers.PreTrainedModel.save_pretrained
+
+    def spy(self, *args, **kwargs):
+        writes.append("model.save_pretrained")
+        return save(self, *args, **kwargs)
+
+    transformers.PreTrainedModel.save_pretrained = spy
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_rgrpo import _script_first_turns, _trainer  # the R-GRPO tests' trainer and scripted turns
+
+    trainer = _trainer(model_path, out / "rgrpo", max_steps=2)
+    _script_first_turns(trainer)
+
+    def checksum():
+        weights = torch.cat([p.detach().flatten() for p in trainer.model.parameters()])
+        return [float(weights.sum()), float(weights.abs().sum())]
+
+    before = checksum()
+    trainer.train()
+    trainer.save_model(str(out / "rgrpo"))
+    result = {"rank": rank, "world_size": trainer.args.world_size, "parallel_mode": str(trainer.args.parallel_mode),
+              "writes": writes, "logs": [e for e in trainer.state.log_history if "reward" in e],
+              "checksum_before": before, "checksum": checksum()}
+    (out / "ranks").mkdir(exist_ok=True)
+    (out / "ranks" / f"rank{rank}.json").write_text(json.dumps(result))
+
+
 if __name__ == "__main__":
     if sys.argv[4:] == ["saisa"]:
         saisa_and_tfmixer(Path(sys.argv[2]), int(sys.argv[3]))
+    elif sys.argv[4:] == ["rgrpo"]:
+        rgrpo(sys.argv[1], Path(sys.argv[2]))
     else:
         main(sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]))

@@ -115,3 +115,26 @@ def test_saisa_and_tfmixer_trainers_under_torchrun_match_one_process(tmp_path):
             assert len(rank["saisa"][stage]) == 2
             assert rank["saisa"][stage] == pytest.approx(one["saisa"][stage], rel=1e-5)
         assert rank["tfmixer"] == pytest.approx(one["tfmixer"], rel=1e-5)
+
+
+def test_rgrpo_under_torchrun_trains_one_model_in_two_processes(model_path, tmp_path):
+    """R-GRPO's trainer (TRL's GRPO with a tool) under ``torchrun --nproc-per-node 2`` on CPU: real DDP
+    (the replicas end equal and differ from the start), both ranks see the scripted group rewards, and
+    rank 0 alone saves the model."""
+    out = tmp_path / "run"
+    out.mkdir()
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    env.pop("ACCELERATE_USE_CPU", None)
+    done = subprocess.run([*LAUNCHERS["torchrun"](_port()), WORKER, model_path, str(out), "1", "rgrpo"], capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    ranks = [json.loads(p.read_text()) for p in sorted((out / "ranks").glob("rank*.json"))]
+    assert [r["rank"] for r in ranks] == [0, 1]
+    assert all(r["world_size"] == 2 and r["parallel_mode"] == "ParallelMode.DISTRIBUTED" for r in ranks)
+    assert ranks[0]["writes"] == ["model.save_pretrained"] and ranks[1]["writes"] == []
+    assert len(list(out.rglob("model.safetensors"))) == 1
+    assert ranks[0]["checksum"] == ranks[1]["checksum"]  # one model, kept in sync by DDP
+    assert ranks[0]["checksum"] != ranks[0]["checksum_before"]  # and it trained
+    for rank in ranks:
+        assert len(rank["logs"]) == 2
+        assert all(abs(e["reward"] - 0.5) < 1e-6 and e["tools/call_frequency"] == 1.0 for e in rank["logs"])
