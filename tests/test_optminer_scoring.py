@@ -9,7 +9,8 @@ import pytest
 from icml26.agents.optminer.bench import (ENV_FOLDER, bench_folder, discover, evaluate, load_benchmark,
                                           solve_problem)
 from icml26.agents.optminer.retrieval import BM25Corpus, Document, make_search_tool
-from icml26.agents.optminer.scorer import Scorer, extract_code, parse_answer, parse_objective
+from icml26.agents.optminer.scorer import (DEFAULT_RULE, Scorer, Tolerance, extract_code, parse_answer,
+                                           parse_objective, printed_decimals, read_answer)
 
 LP_CODE = """
 import pulp
@@ -20,7 +21,7 @@ prob += 3 * x + 2 * y
 prob += x + y <= 4
 prob += x + 3 * y <= 6
 prob.solve(pulp.PULP_CBC_CMD(msg=False))
-print("Optimal objective:", pulp.value(prob.objective))
+print("OBJECTIVE:", pulp.value(prob.objective))
 """
 
 
@@ -35,11 +36,11 @@ def scorer():
 
 
 def test_scorer_on_hand_built_lp(scorer):
-    assert scorer.score(fenced("print('Optimal objective:', 12.0)"), 12).reward == 1.0
-    wrong = scorer.score(fenced("print('Optimal objective:', 11.9)"), "12")
+    assert scorer.score(fenced("print('OBJECTIVE:', 12.0)"), 12).reward == 1.0
+    wrong = scorer.score(fenced("print('OBJECTIVE:', 11.9)"), "12")
     assert wrong.reward == 0.0 and wrong.status == "wrong" and wrong.predicted == pytest.approx(11.9)
     solved = scorer.score(fenced(LP_CODE), 12.0)
-    assert solved.correct and solved.predicted == pytest.approx(12.0), solved.output
+    assert solved.correct and solved.predicted == pytest.approx(12.0) and solved.answer_source == "structured"
 
 
 def test_runaway_crash_and_missing_code_score_zero(scorer):
@@ -51,41 +52,121 @@ def test_runaway_crash_and_missing_code_score_zero(scorer):
     assert hog.reward == 0.0 and hog.status in ("memory", "error")
     assert scorer.score("the answer is 12", 12).status == "no_code"
     # the scorer still works after all of that
-    assert scorer.score(fenced("print(12)"), 12).correct
+    assert scorer.score(fenced("print('OBJECTIVE: 12')"), 12).correct
 
 
-def test_tolerance_format_reward_and_no_optimum():
-    with Scorer(rtol=1e-2, format_weight=0.1, require_think=True, time_limit=5.0) as loose:
-        assert loose.judge("Optimal objective: 11.95", 12.0)[0]  # |0.05| / 13 < 1e-2
-        done = loose.score("<think>ok</think>" + fenced("print(11.95)"), 12.0)
-        assert done.correct and done.reward == pytest.approx(1.1)
-        assert loose.score(fenced("print(11.95)"), 12.0).reward == pytest.approx(1.0)  # no <think>: no bonus
+# -- the fooling cases of the structured reader ----------------------------------------------------------
+def test_objective_label_is_word_bounded():
+    assert read_answer("object count = 3").kind is None  # "object" is not "objective"
+    assert parse_objective("object count = 3\nObjective value: 12") == 12.0
+    assert parse_objective("objects: 4\nOBJECTIVE: 12") == 12.0
+    assert read_answer("subobjective = 4").kind is None
+    assert parse_objective("best_objective_value = 7") == 7.0
+
+
+def test_no_bare_last_number_is_taken():
+    scorer = Scorer()
+    # a program that printed its objective 225 unlabelled and then its plan: nothing is credited
+    ok, status, predicted, _ = scorer.judge("225\nplan: make 500 chairs", 500.0)
+    assert (ok, status, predicted) == (False, "unparsed", None)
+    # a stray number equal to the reference is not an answer either
+    assert scorer.judge("iterations 12\nx = 12", 12.0)[:2] == (False, "unparsed")
+    # ... and does not beat a labelled objective that is wrong
+    assert scorer.judge("x = 12\nObjective value: 11", 12.0)[:2] == (False, "wrong")
+    assert parse_objective("x=4 y=0 total 12") is None
+
+
+def test_structured_line_wins_and_the_last_one_counts():
+    assert read_answer("Objective value: 9\nOBJECTIVE: 5\nobjective = 9").value == 5.0  # structured beats labels
+    assert read_answer("OBJECTIVE: 5\nretrying\nOBJECTIVE: 6").value == 6.0
+    answer = read_answer("OBJECTIVE: INFEASIBLE")
+    assert answer.kind == "infeasible" and answer.source == "structured"
+    assert read_answer("OBJECTIVE: unbounded").kind == "unbounded"
+    # fallbacks: the later of the last label and the last no-optimum word
+    assert read_answer("Status: Infeasible\nafter relaxing: Objective value: 4").value == 4.0
+    assert read_answer("Objective value: 4\nStatus: Infeasible").kind == "infeasible"
+    assert read_answer("x = 4 is feasible").kind is None  # "feasible" inside no word of the list
+    assert read_answer("OBJECTIVE: 1,234.5").value == 1234.5
+
+
+def test_no_optimum_answers():
+    scorer = Scorer()
+    assert scorer.judge("OBJECTIVE: INFEASIBLE", None)[0]
+    assert scorer.judge("Status: Infeasible\nNo Best Solution", None)[0]
+    assert not scorer.judge("OBJECTIVE: 3", None)[0]
+    assert scorer.judge("OBJECTIVE: UNBOUNDED", 12.0)[:2] == (False, "wrong")
+    assert scorer.judge("nothing", None)[:2] == (False, "unparsed")
+
+
+def test_answer_line_is_kept_whatever_the_output_size(scorer):
+    # a long solver log, the result line, then a variable dump: far beyond what the sandbox keeps
+    code = ("for i in range(3000):\n    print(f'Cbc0010I After {i} nodes, objective 41 (best possible 40)')\n"
+            "print('OBJECTIVE: 42')\n"
+            "for i in range(3000):\n    print(f'x[{i}] = 500')\n")
+    score = scorer.score(fenced(code), 42)
+    assert score.correct and score.answer_source == "structured", score.output[-300:]
+    assert "OBJECTIVE: 42" not in score.output and len(score.output) < 10_000  # the stored output lost it
+    # negative control: read from what was kept, the answer is a log line's
+    assert read_answer(score.output).value != 42.0
+    # labelled fallback lines are scanned the same way
+    labelled = scorer.score(fenced("print('Objective value: 7')\nfor i in range(5000):\n    print('x', i)"), 7)
+    assert labelled.correct and labelled.answer_source == "labelled"
+
+
+def test_tolerance_follows_the_printed_reference():
+    rule = Tolerance()
+    assert rule.name == DEFAULT_RULE and Scorer().tolerance == rule
+    assert [printed_decimals(r) for r in ("3.140", "57.0", "12", "1.5e3", "1,234.57", 2.25, 12.0, 7)] == \
+        [3, 1, 0, 0, 2, 2, 0, 0]
+    # a reference rounded to 2 decimals: the exact optimum 1234.5678 is right by the rule, wrong by rtol alone
+    assert rule.accepts(1234.5678, 1234.57, "1234.57")
+    assert not Tolerance(1e-6, printed_decimals=False).accepts(1234.5678, 1234.57, "1234.57")
+    assert rule.accepts(3.1449, 3.14, "3.14") and not rule.accepts(3.1451, 3.14, "3.14")
+    # an integer reference is never widened to +-0.5
+    assert not rule.accepts(12.4, 12.0, "12") and not rule.accepts(12.0001, 12.0, "12")
+    assert rule.accepts(12.000001, 12.0, "12")  # 1e-6 / 13 < 1e-6
     strict = Scorer()
-    assert not strict.judge("Optimal objective: 12.0001", 12.0)[0]  # 1e-4 / 13 > 1e-6
-    assert strict.judge("Optimal objective: 12.000001", 12.0)[0]  # 1e-6 / 13 < 1e-6
-    assert strict.judge("Status: Infeasible\nNo Best Solution", None)[0]
-    assert not strict.judge("Optimal objective: 3", None)[0]
-    assert Scorer(atol=1e-2).judge("Optimal objective: 12.009", 12.0)[0]
+    assert not strict.judge("OBJECTIVE: 12.0001", 12.0)[0]  # a float reference 12.0 counts as an integer
+    assert strict.judge("OBJECTIVE: 12.0001", 12.0, "12.0")[0]  # printed "12.0": one decimal, +-0.05
+    assert strict.score_code("print('OBJECTIVE: 1234.5678')", "1234.57").correct
+    assert not Scorer(rtol=1e-6).score_code("print('OBJECTIVE: 1234.5678')", "1234.57").correct
+
+
+def test_explicit_tolerances_and_format_reward():
+    with Scorer(rtol=1e-2, format_weight=0.1, require_think=True, time_limit=5.0) as loose:
+        assert loose.tolerance.name == "rel-0.01" and not loose.tolerance.printed_decimals
+        assert loose.judge("OBJECTIVE: 11.95", 12.0)[0]  # |0.05| / 13 < 1e-2
+        done = loose.score("<think>ok</think>" + fenced("print('OBJECTIVE: 11.95')"), 12.0)
+        assert done.correct and done.reward == pytest.approx(1.1)
+        assert loose.score(fenced("print('OBJECTIVE: 11.95')"), 12.0).reward == pytest.approx(1.0)  # no <think>
+    assert Scorer(atol=1e-2).judge("OBJECTIVE: 12.009", 12.0)[0]
+    assert not Scorer(atol=1e-2).judge("OBJECTIVE: 12.011", 12.0)[0]
+    assert Scorer(atol=1e-2).tolerance.to_dict()["rule"] == "rel-1e-06-or-abs-0.01"
     with pytest.raises(ValueError, match="Scorer: rtol: expected a number > 0"):
         Scorer(rtol=0)
+    with pytest.raises(ValueError, match="Scorer: atol: expected a number >= 0"):
+        Scorer(atol=-1)
+    with pytest.raises(ValueError, match="Tolerance: rtol: expected a number > 0"):
+        Tolerance(rtol=float("nan"))
 
 
 def test_parsing_helpers():
     assert parse_objective("x = 4\nObjective value: 1,234.5\nnodes 3") == 1234.5
     assert parse_objective("Result - Optimal solution found\nObjective value:   12.00000000\nnodes: 0") == 12.0
-    assert parse_objective("x=4 y=0 total 12") == 12.0
     assert parse_objective("nothing here") is None
     assert parse_answer(" 172666.667") == pytest.approx(172666.667)
     assert parse_answer("No Best Solution") is None
-    with pytest.raises(ValueError, match="number or 'No Best Solution'"):
-        parse_answer("about twelve")
+    for bad in ("about twelve", float("nan"), float("inf"), "nan", "-inf", True):
+        with pytest.raises(ValueError, match="finite number or 'No Best Solution'"):
+            parse_answer(bad)
     assert extract_code("a\n```python\nprint(1)\n```\nb\n```python\nprint(2)\n```") == "print(2)"
     assert extract_code("<python>print(3)</python>") == "print(3)"
 
 
 def test_reward_function_for_trl(scorer):
     reward = scorer.reward_function()
-    completions = [[{"role": "assistant", "content": fenced("print(12.0)")}], fenced("print(5)")]
+    completions = [[{"role": "assistant", "content": fenced("print('OBJECTIVE: 12.0')")}],
+                   fenced("print('OBJECTIVE: 5')")]
     assert reward(completions, answer=["12", "12"]) == [1.0, 0.0]
 
 
@@ -158,25 +239,38 @@ def test_load_benchmark_formats_and_errors(tmp_path):
         load_benchmark(tmp_path / "data.csv")
     with pytest.raises(ValueError, match="missing the 'en_answer' field"):
         load_benchmark(write_jsonl(tmp_path / "bad.jsonl", [{"en_question": "q", "answer": "3"}]))
-    with pytest.raises(ValueError, match="record 1: en_answer: expected a number"):
+    with pytest.raises(ValueError, match="record 1: en_answer: expected a finite number"):
         load_benchmark(write_jsonl(tmp_path / "bad2.jsonl", [{"en_question": "q", "en_answer": "lots"}]))
+    for i, bad in enumerate(("NaN", "Infinity", "-Infinity", '"nan"', '"inf"')):  # invalid references refused at load
+        path = tmp_path / f"nan{i}.jsonl"
+        path.write_text('{"en_question": "q", "en_answer": 1}\n{"en_question": "q", "en_answer": ' + bad + "}\n")
+        with pytest.raises(ValueError, match="record 2: en_answer: expected a finite number"):
+            load_benchmark(path)
     other = load_benchmark(write_jsonl(tmp_path / "own.jsonl", [{"q": "x", "a": 3}]), question_field="q",
                            answer_field="a")
     assert other[0].answer == 3.0
     assert set(discover(tmp_path)) >= {"mine", "arr", "lines"}
 
 
-def test_shared_benchmarks_load_and_reference_answers_score():
-    folder = bench_folder()
-    if folder is None or not folder.is_dir():
+SHARED_BENCH = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "optbench"
+
+
+def shared_bench() -> Path:
+    """The benchmark folder: $ICML26_OPTBENCH, else the shared data beside the repository; skip without one."""
+    folder = bench_folder() or SHARED_BENCH
+    if not folder.is_dir():
         pytest.skip(f"set {ENV_FOLDER} to a folder with the optimisation benchmarks (NL4OPT.jsonl, ...) to run this")
-    found = discover(folder)
+    return folder
+
+
+def test_shared_benchmarks_load_and_reference_answers_score():
+    found = discover(shared_bench())
     scorer = Scorer()
     for name, path in found.items():
         items = load_benchmark(path)
         assert items, name
-        assert all(scorer.judge(f"Optimal objective: {i.raw_answer}" if i.answer is not None
-                                else "No Best Solution", i.answer)[0] for i in items), name
+        assert all(scorer.judge(f"OBJECTIVE: {i.raw_answer}" if i.answer is not None
+                                else "OBJECTIVE: INFEASIBLE", i.answer, i.raw_answer)[0] for i in items), name
     sizes = {n: len(load_benchmark(p)) for n, p in found.items()}
     expected = {"NL4OPT": 245, "MAMO_EasyLP_fixed": 642, "MAMO_ComplexLP_fixed": 203, "IndustryOR_fixedV2": 100}
     for name, size in expected.items():
@@ -198,7 +292,7 @@ def test_agent_searches_then_answers_and_eval_resumes(tmp_path, scorer):
                 {"id": "c1", "type": "function", "function": {"name": "search",
                                                               "arguments": json.dumps({"query": "QX-4821 setup"})}}]}
         seen.append(messages[-1]["content"])
-        return fenced("print('Optimal objective:', 740)")
+        return fenced("print('OBJECTIVE:', 740)")
 
     text, messages, usage = solve_problem(ScriptedBackend(policy), "Uses schedule QX-4821.",
                                           search=make_search_tool(corpus, k=1))
@@ -207,10 +301,10 @@ def test_agent_searches_then_answers_and_eval_resumes(tmp_path, scorer):
 
     items = load_benchmark(write_jsonl(tmp_path / "toy.jsonl", [
         {"en_question": "p1", "en_answer": "12"}, {"en_question": "p2", "en_answer": "5"}]))
-    backend = ScriptedBackend(lambda m, t: fenced("print('Optimal objective:', 12)"))
+    backend = ScriptedBackend(lambda m, t: fenced("print('OBJECTIVE:', 12)"))
     summary = evaluate(backend, items, tmp_path / "out" / "toy.jsonl", scorer=scorer, progress=False)
     assert summary["n"] == 2 and summary["correct"] == 1 and summary["accuracy"] == 0.5
-    assert summary["rtol"] == 1e-6
+    assert summary["tolerance"]["rule"] == DEFAULT_RULE and summary["infra_errors"] == 0
     lines = (tmp_path / "out" / "toy.jsonl").read_text().splitlines()
     assert len(lines) == 2 and json.loads(lines[0])["completion"]
     again = ScriptedBackend([])  # would raise if asked anything

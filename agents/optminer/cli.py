@@ -43,10 +43,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="benchmark file stems to run (default: every file in the folder)")
     p.add_argument("--out", required=True, help="output folder: <benchmark>.jsonl generations and summary.json")
     p.add_argument("--limit", type=positive_int, default=None, help="first N problems of each benchmark")
-    p.add_argument("--rtol", type=positive_float, default=1e-6,
-                   help="relative tolerance |pred-ref|/(|ref|+1) (default 1e-6, as SIRL)")
-    p.add_argument("--atol", type=non_negative_float, default=0.0,
-                   help="also accept |pred-ref| <= ATOL (default 0 = off; some papers use 1e-2)")
+    p.add_argument("--rtol", type=positive_float, default=None,
+                   help="replace the default tolerance rule (relative 1e-6, or within half a unit of the "
+                        "reference's last printed decimal) by: relative error |pred-ref|/(|ref|+1) < RTOL")
+    p.add_argument("--atol", type=non_negative_float, default=None,
+                   help="replace the default tolerance rule by: relative error < RTOL (1e-6 unless given) "
+                        "or |pred-ref| <= ATOL")
     p.add_argument("--time-limit", type=positive_float, default=60.0, help="seconds per program (60)")
     p.add_argument("--memory-mb", type=positive_int, default=4096, help="memory limit per program, MB (4096)")
     p.add_argument("--allow-unisolated", action="store_true",
@@ -92,16 +94,20 @@ def _synthesize(args) -> int:
 def _eval(args) -> int:
     from icml26.errors import InputError, input_error
 
-    from icml26.agents.optminer.bench import ENV_FOLDER, bench_folder, evaluate_folder, format_summary
+    from icml26.agents.optminer.bench import (ENV_FOLDER, bench_folder, evaluate_folder, format_summary,
+                                              infra_failure)
 
     folder = bench_folder(args.bench_dir)
     if folder is None:
         raise input_error(_EVAL, "--bench-dir", f"a folder of benchmark files (or set {ENV_FOLDER})", None)
     if not folder.is_dir():
         raise input_error(_EVAL, "--bench-dir", "an existing folder", str(folder))
-    from icml26.agents.backends import backend_from_args, sampling_from_args
+    from icml26.agents.backends import BackendError, backend_from_args, sampling_from_args
 
-    backend = backend_from_args(args, command=_EVAL)
+    try:
+        backend = backend_from_args(args, command=_EVAL)
+    except BackendError as exc:
+        return _infra_failure(f"the chat backend is unavailable: {exc}")
     search = None
     if args.corpus:
         from icml26.agents.optminer.retrieval import BM25Corpus, EmbeddingCorpus, make_search_tool
@@ -126,7 +132,7 @@ def _eval(args) -> int:
     try:
         scorer.sandbox  # build it now: a machine without isolation fails here, before any generation
     except SandboxError as exc:
-        raise InputError(f"{exc} (or pass --allow-unisolated)") from None
+        return _infra_failure(f"{exc} (or pass --allow-unisolated)")
     with scorer:
         try:
             summary = evaluate_folder(backend, folder, args.out, benchmarks=args.benchmarks, limit=args.limit,
@@ -136,7 +142,16 @@ def _eval(args) -> int:
             raise InputError(str(exc)) from None
     print(format_summary(summary))
     print(f"generations and summary.json in {args.out}")
-    return 0
+    failure = infra_failure(summary)
+    return _infra_failure(f"{failure}; rerun to resume") if failure else 0
+
+
+def _infra_failure(reason: str) -> int:
+    """One line on stderr and exit status 1: the run failed for a reason that is not the model's answers."""
+    import sys
+
+    print(f"icml26 optminer {_EVAL}: infra_error: {' '.join(reason.split())}", file=sys.stderr)
+    return 1
 
 
 def run(args) -> int:
