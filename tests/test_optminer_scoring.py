@@ -327,3 +327,135 @@ def test_cli_eval_errors(tmp_path, capsys, monkeypatch):
         main(["optminer", "eval", "--backend", "http://127.0.0.1:9", "--atol", "-0.1", "--out", str(tmp_path)])
     assert info.value.code == 2
     assert os.environ.get(ENV_FOLDER) is None
+
+
+# -- honest failures -------------------------------------------------------------------------------------
+def test_backend_failure_is_an_infra_error_outside_accuracy(tmp_path, scorer):
+    from icml26.agents.backends import BackendError, ScriptedBackend
+
+    items = load_benchmark(write_jsonl(tmp_path / "toy.jsonl", [
+        {"en_question": f"p{i}", "en_answer": "12"} for i in range(3)]))
+    calls = []
+
+    def flaky(messages, tools):
+        calls.append(1)
+        if len(calls) == 2:
+            raise BackendError("server went away")
+        return fenced("print('OBJECTIVE: 12')")
+
+    out = tmp_path / "out" / "toy.jsonl"
+    summary = evaluate(ScriptedBackend(flaky), items, out, scorer=scorer, progress=False)
+    assert summary["infra_errors"] == 1 and summary["scored"] == 1 and summary["accuracy"] == 1.0
+    assert "server went away" in summary["stopped"] and len(calls) == 2  # stopped at the failure
+    record = json.loads(out.read_text().splitlines()[-1])
+    assert record["status"] == "infra_error" and record["error"].startswith("backend:")
+    # resuming asks the failed item again, not the scored one
+    again = evaluate(ScriptedBackend(lambda m, t: fenced("print('OBJECTIVE: 12')")), items, out, scorer=scorer,
+                     progress=False)
+    assert again["infra_errors"] == 0 and again["scored"] == 3 and again["correct"] == 3
+
+
+def test_sandbox_failure_is_an_infra_error(tmp_path):
+    from icml26.agents.backends import ScriptedBackend
+    from icml26.agents.sandbox import SandboxError
+
+    class BrokenSandbox(Scorer):  # the failure a machine without working isolation gives
+        def run_program(self, code):
+            raise SandboxError("the sandbox could not be set up for the command")
+
+    items = load_benchmark(write_jsonl(tmp_path / "toy.jsonl", [{"en_question": "p", "en_answer": "1"}]))
+    summary = evaluate(ScriptedBackend(lambda m, t: fenced("print('OBJECTIVE: 1')")), items, tmp_path / "o.jsonl",
+                       scorer=BrokenSandbox(), progress=False)
+    assert summary["statuses"] == {"infra_error": 1} and summary["scored"] == 0
+    assert summary["stopped"].startswith("toy/1: sandbox:")
+
+
+def test_cli_eval_with_the_server_down_exits_non_zero_with_one_line(tmp_path, capsys):
+    from icml26.cli import main
+
+    (tmp_path / "bench").mkdir()
+    write_jsonl(tmp_path / "bench" / "toy.jsonl",
+                [{"en_question": "p", "en_answer": "1"}, {"en_question": "q", "en_answer": "2"}])
+    base = ["optminer", "eval", "--backend", "http://127.0.0.1:9", "--bench-dir", str(tmp_path / "bench"),
+            "--no-progress", "--allow-unisolated"]
+    # without --model the backend asks the server for its models: one line, no traceback
+    assert main(base + ["--out", str(tmp_path / "a")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("icml26 optminer eval: infra_error: the chat backend is unavailable") and "\n" not in err
+    # with --model the first chat call fails: recorded, reported, exit 1
+    assert main(base + ["--model", "m", "--out", str(tmp_path / "b")]) == 1
+    captured = capsys.readouterr()
+    assert "\n" not in captured.err.strip() and "infra_error: 1 infrastructure failure(s) in toy" in captured.err
+    summary = json.loads((tmp_path / "b" / "summary.json").read_text())["toy"]
+    assert summary["infra_errors"] == 1 and summary["scored"] == 0 and summary["tolerance"]["rule"] == DEFAULT_RULE
+
+
+def test_bad_eval_command_lines_get_one_line_and_exit_2(tmp_path, capsys):
+    from icml26.cli import main
+
+    for argv in (["--rtol", "0"], ["--atol", "-1"], ["--limit", "0"], ["--retriever", "nope"], ["--bogus"]):
+        with pytest.raises(SystemExit) as info:
+            main(["optminer", "eval", "--backend", "http://127.0.0.1:9", "--out", str(tmp_path)] + argv)
+        err = capsys.readouterr().err.strip()
+        assert info.value.code == 2 and len(err.splitlines()) == 1, (argv, err)
+    assert main(["optminer", "eval", "--backend", "http://127.0.0.1:9", "--bench-dir", str(tmp_path / "none"),
+                 "--out", str(tmp_path)]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+# -- the solvers the prompt names, and the shared benchmarks end to end ---------------------------------
+SOLVER_PROGRAMS = {  # max 3x + 2y, x + y <= 4, x + 3y <= 6: optimum 12
+    "PuLP (its bundled CBC)": LP_CODE,
+    "scipy.optimize (milp / linprog, HiGHS)": (
+        "from scipy.optimize import linprog\n"
+        "r = linprog([-3, -2], A_ub=[[1, 1], [1, 3]], b_ub=[4, 6], method='highs')\nprint('OBJECTIVE:', -r.fun)"),
+    "highspy (HiGHS)": (
+        "import highspy\nh = highspy.Highs()\nh.setOptionValue('output_flag', False)\n"
+        "x = h.addVariable(lb=0)\ny = h.addVariable(lb=0)\nh.addConstr(x + y <= 4)\nh.addConstr(x + 3 * y <= 6)\n"
+        "h.maximize(3 * x + 2 * y)\nprint('OBJECTIVE:', h.getInfo().objective_function_value)"),
+}
+
+
+def test_every_solver_the_prompt_names_runs_in_the_sandbox(scorer):
+    from icml26.agents.optminer.bench import PROMPT_SOLVERS, SYSTEM_PROMPT
+
+    assert set(PROMPT_SOLVERS) == set(SOLVER_PROGRAMS)  # a solver added to the prompt needs a program here
+    assert all(name in SYSTEM_PROMPT for name in PROMPT_SOLVERS) and "OBJECTIVE: <value>" in SYSTEM_PROMPT
+    for name, code in SOLVER_PROGRAMS.items():
+        score = scorer.score_code(code, "12")
+        assert score.correct, (name, score.output)
+
+
+def _oracle_run(folder, out, answer_line, limit):
+    """evaluate_folder with a backend that knows each benchmark's references (one backend per file: the same
+    question can carry different answers in different files)."""
+    from icml26.agents.backends import ScriptedBackend
+    from icml26.agents.optminer.bench import evaluate_folder
+
+    summary = {}
+    with Scorer(time_limit=30.0) as scorer:
+        for name, path in discover(folder).items():
+            refs = {i.question: i for i in load_benchmark(path)[:limit]}
+            backend = ScriptedBackend(lambda m, t, refs=refs: fenced(answer_line(refs[m[-1]["content"]])))
+            summary.update(evaluate_folder(backend, folder, out / name, benchmarks=[name], limit=limit,
+                                           scorer=scorer, progress=False))
+    return summary
+
+
+def _structured(item):
+    return f"print('OBJECTIVE: {item.raw_answer if item.answer is not None else 'INFEASIBLE'}')"
+
+
+def _dump_only(item):  # the reference appears only inside a variable dump, with no label
+    value = item.raw_answer if item.answer is not None else 0
+    return f"print('x[1] = {value}')\nprint('x[2] = 0')"
+
+
+@pytest.mark.parametrize("limit", [pytest.param(4, id="sample"), pytest.param(None, id="all", marks=pytest.mark.slow)])
+def test_eval_on_the_shared_benchmarks_oracle_and_variable_dump(tmp_path, limit):
+    folder = shared_bench()
+    oracle = _oracle_run(folder, tmp_path / "oracle", _structured, limit)
+    assert oracle and all(s["accuracy"] == 1.0 and s["scored"] == s["n"] for s in oracle.values()), oracle
+    dump = _oracle_run(folder, tmp_path / "dump", _dump_only, limit)
+    for name, s in dump.items():  # no label, no structured line: unparsed, never credited
+        assert s["correct"] == 0 and s["statuses"] == {"unparsed": s["n"]}, (name, s)

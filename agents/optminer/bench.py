@@ -180,8 +180,8 @@ def evaluate(backend, items: Sequence[BenchItem], out_path: str | os.PathLike, *
     model's answer, so it counts in neither ``correct`` nor ``scored`` (the accuracy's denominator),
     and with ``stop_on_infra_error`` it ends the run (``"stopped"`` holds the reason). With
     ``resume`` the items already in ``out_path`` are not asked again (infrastructure failures are).
-    Returns ``{"n", "scored", "correct", "accuracy", "infra_errors", "tolerance", "widened_references",
-    "statuses"}`` (plus ``"stopped"``).
+    Returns ``{"n", "scored", "correct", "accuracy" (None when nothing was scored), "infra_errors",
+    "tolerance", "widened_references", "statuses"}`` (plus ``"stopped"``).
     """
     from tqdm.auto import tqdm
 
@@ -229,7 +229,7 @@ def evaluate(backend, items: Sequence[BenchItem], out_path: str | os.PathLike, *
     infra = statuses.get(INFRA_ERROR, 0)
     scored = len(records) - infra
     summary = {"n": len(items), "scored": scored, "correct": correct,
-               "accuracy": correct / scored if scored else float("nan"), "infra_errors": infra,
+               "accuracy": correct / scored if scored else None, "infra_errors": infra,
                "tolerance": scorer.tolerance.to_dict(),
                "widened_references": sum(i.answer is not None and scorer.tolerance.half_unit(i.raw_answer) > 0
                                          for i in items),
