@@ -13,7 +13,8 @@ def test_optminer_experiment_reduced_end_to_end(tmp_path):
 
     result = run_experiment(RunConfig(out_dir=tmp_path), replace(SETTINGS["quick"], n_instances=40, toy=False))
     m = result.metrics
-    assert m["instances"] == 40 and m["fresh_cbc_agreement"] == 1.0
+    assert m["instances"] == 40 and m["fresh_cbc_agreement"] == 1.0 and m["text_validator_differ"] == 0
+    assert any(c.statement.startswith("text-faithful synthesis") for c in result.claims)
     assert m["fail_text_only_fogged"] > m["fail_text_only_unfogged"]
     assert m["success_fogged_with_retrieval"] > 1 - m["fail_text_only_fogged"]
     failed = [c.statement for c in result.claims if not c.holds]
@@ -33,11 +34,11 @@ def test_optminer_synthesis_claims_over_two_seeds_use_the_median(tmp_path):
     small = replace(SETTINGS["quick"], n_instances=20, unions=5, toy=False)
     two = run_experiment(RunConfig(out_dir=tmp_path, seeds=(0, 1)), small)
     rows = two.tables["claims per seed"]
-    assert {r["seed"] for r in rows} == {0, 1} and len(rows) == 2 * 5
-    assert all(c.statement.endswith("(median over seeds 0, 1)") for c in two.claims[:5])
+    assert {r["seed"] for r in rows} == {0, 1} and len(rows) == 2 * 6
+    assert all(c.statement.endswith("(median over seeds 0, 1)") for c in two.claims[:6])
     one = run_experiment(RunConfig(out_dir=tmp_path / "one", seeds=(1,)), small)
     seed1 = {r["claim"]: r["measured"] for r in rows if r["seed"] == 1}
-    assert [seed1[c.statement] for c in one.claims[:5]] == [c.measured for c in one.claims[:5]]
+    assert [seed1[c.statement] for c in one.claims[:6]] == [c.measured for c in one.claims[:6]]
 
 
 def test_optminer_experiment_is_registered():

@@ -1,4 +1,4 @@
-"""``icml26 optminer synthesize|eval``: Opt-Miner's data synthesis and benchmark evaluation.
+"""``icml26 optminer synthesize|validate|eval``: Opt-Miner's data synthesis and benchmark evaluation.
 
 Light at import time (argparse only); the work is imported inside :func:`run`.
 """
@@ -33,6 +33,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=positive_int, default=1, help="worker processes (1); same output for any value")
     p.add_argument("--overwrite", action="store_true", help="replace an existing dataset/ and corpus/ in --out")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="hide the progress bar")
+    p.add_argument("--no-validate", dest="validate", action="store_false",
+                   help="skip rebuilding every instance from its text and documents (validation.json); "
+                        "by default a differing instance makes the command exit 1")
+
+    p = sub.add_parser("validate", help="rebuild each synthesised instance's model from its text and documents "
+                                        "alone and compare optima, per template (exit 1 when any differ)")
+    p.add_argument("dir", metavar="DIR", help="a `synthesize --out` folder (or its dataset/ folder)")
+    p.add_argument("--limit", type=positive_int, default=None, help="first N instances only")
+    p.add_argument("--json", default=None, metavar="FILE", help="also write the full report as JSON to FILE")
 
     p = sub.add_parser("eval", help="evaluate a chat backend on optimisation-modelling benchmarks")
     add_backend_arguments(p, temperature=0.0, max_new_tokens=4096)
@@ -88,7 +97,43 @@ def _synthesize(args) -> int:
     atomic_write_json(out / "stats.json", stats)
     print(json.dumps(stats))
     print(f"wrote {out / 'dataset'} (datasets.load_from_disk) and {len(corpus)} documents in {out / 'corpus'}")
-    return 0
+    if not args.validate:
+        return 0
+    import dataclasses
+
+    from icml26.agents.optminer.validate import format_report, validate
+
+    report = validate(dataclasses.asdict(i) for i in instances)
+    atomic_write_json(out / "validation.json", report)
+    print(format_report(report))
+    return 1 if report["differ"] else 0
+
+
+def _validate(args) -> int:
+    from pathlib import Path
+
+    from icml26.agents.optminer.validate import format_report, validate
+    from icml26.errors import input_error
+    from icml26.utils import atomic_write_json
+
+    folder = Path(args.dir)
+    folder = folder / "dataset" if (folder / "dataset").is_dir() else folder
+    if not (folder / "dataset_info.json").is_file():
+        raise input_error("validate", "DIR", "a `synthesize --out` folder or its dataset/ folder", str(args.dir))
+    from datasets import load_from_disk
+
+    data = load_from_disk(str(folder))
+    missing = [c for c in ("id", "text", "documents", "objective") if c not in data.column_names]
+    if missing:
+        raise input_error("validate", "DIR", "a dataset with columns id, text, documents, objective",
+                          f"{folder} without {missing}")
+    if args.limit:
+        data = data.select(range(min(args.limit, len(data))))
+    report = validate(data)
+    if args.json:
+        atomic_write_json(args.json, report)
+    print(format_report(report))
+    return 1 if report["differ"] else 0
 
 
 def _eval(args) -> int:
@@ -159,4 +204,6 @@ def run(args) -> int:
         return _synthesize(args)
     if args.optminer_command == "eval":
         return _eval(args)
+    if args.optminer_command == "validate":
+        return _validate(args)
     raise AssertionError(f"unknown optminer sub-command {args.optminer_command!r}")  # pragma: no cover

@@ -16,6 +16,8 @@ from icml26.errors import described, input_error
 from .tree import ProblemTree, _coef
 
 STATUSES = ("optimal", "infeasible", "unbounded", "error")
+LOOSE_FACTOR = 10.0
+"""How much :meth:`MILP.from_tree` with ``loose=True`` widens every big-M constant."""
 
 
 @dataclass
@@ -46,7 +48,13 @@ class MILP:
     row_names: list[str]
 
     @classmethod
-    def from_tree(cls, tree: ProblemTree, values: dict[str, float] | None = None) -> MILP:
+    def from_tree(cls, tree: ProblemTree, values: dict[str, float] | None = None, *, loose: bool = False) -> MILP:
+        """The tree's model; ``values`` override parameter values (stated bounds included).
+
+        ``loose``: drop every upper bound the text does not state (continuous and integer variables
+        without ``ub_param``) and multiply every big-M constant by :data:`LOOSE_FACTOR`, so a solve
+        shows whether an implied bound or a big-M ever binds.
+        """
         names = [v.name for v in tree.model.variables]
         index = {n: i for i, n in enumerate(names)}
         if len(index) != len(names):
@@ -66,16 +74,24 @@ class MILP:
         hi = np.full(len(tree.model.constraints), np.inf)
         for r, con in enumerate(tree.model.constraints):
             for t in con.terms:
-                A[r, col(t.var)] += _coef(t.coef, t.param, params, values)
+                A[r, col(t.var)] += _coef(t.coef, t.param, params, values) * (LOOSE_FACTOR if loose and t.big_m else 1.0)
             rhs = _coef(con.rhs.coef, con.rhs.param, params, values)
             if con.sense in ("<=", "=="):
                 hi[r] = rhs
             if con.sense in (">=", "=="):
                 lo[r] = rhs
         variables = tree.model.variables
+
+        def upper(v) -> float:
+            if v.kind == "binary":
+                return 1.0
+            if v.ub_param is not None:
+                return _coef(1.0, v.ub_param, params, values)
+            return np.inf if loose else v.ub
+
         return cls(names=names, sense=tree.model.objective.sense, c=c, A=A, row_lo=lo, row_hi=hi,
                    lb=np.array([0.0 if v.kind == "binary" else v.lb for v in variables]),
-                   ub=np.array([1.0 if v.kind == "binary" else v.ub for v in variables]),
+                   ub=np.array([upper(v) for v in variables]),
                    integrality=np.array([0 if v.kind == "continuous" else 1 for v in variables]),
                    row_names=[con.name for con in tree.model.constraints])
 
@@ -165,6 +181,14 @@ def agree(a: float | None, b: float | None, rtol: float = 1e-6) -> bool:
 
 def solve_tree(tree: ProblemTree, solver: str = "highs", values: dict[str, float] | None = None) -> Solution:
     return tree.to_model(values).solve(solver)
+
+
+def bounds_bind(tree: ProblemTree, objective: float, rtol: float = 1e-9) -> bool:
+    """Whether an unstated bound or a big-M constant changes the optimum: the tree's optimum
+    ``objective`` differs from the optimum without those bounds and with every big-M widened
+    (:meth:`MILP.from_tree` with ``loose=True``; an unbounded or failed loose solve counts as binding)."""
+    loose = MILP.from_tree(tree, loose=True).solve_highs()
+    return not (loose.optimal and agree(loose.objective, objective, rtol))
 
 
 def verify(tree: ProblemTree, rtol: float = 1e-6) -> tuple[bool, Solution, Solution]:

@@ -4,7 +4,12 @@
 a scenario with one technique, then (with the given probabilities) a union with a second
 scenario, a technique transferred from a donor problem, and knowledge fogging. Every instance is
 solved with HiGHS and CBC and kept only when both find an optimum (feasible, bounded) and agree
-within ``rtol``; otherwise the instance is drawn again with the next attempt's generator.
+within ``rtol``, and when its optimum stays the same without the bounds its text does not state and
+with every big-M constant widened tenfold; otherwise the instance is drawn again with the next
+attempt's generator. Every upper bound of a scenario variable is either stated in the text (a
+parameter sentence) or implied by a stated constraint (a lane ships at most its source's supply, a
+depot serves at most its capacity), so what the text says is the whole model
+(:mod:`~.validate` rebuilds it from the text to check).
 
 :func:`scripted_modeller` is a rule-based stand-in for a modelling agent, used to measure
 knowledge gaps: it knows the tree's structure but must read every number from the problem text
@@ -25,9 +30,12 @@ from icml26.errors import input_error
 
 from .operators import fog, transfer, union
 from .retrieval import Document
-from .solve import agree, verify
+from .solve import agree, bounds_bind, verify
 from .templates import SCENARIOS, TECHNIQUES, apply_technique, distractor_documents, new_scenario
 from .tree import ProblemTree, read_param
+
+
+STAT_KEYS = ("attempts", "rejected_operator", "rejected_solver", "rejected_unstated_bound")
 
 
 @dataclass
@@ -79,10 +87,21 @@ def draw_tree(rng, *, union_prob: float = 0.3, transfer_prob: float = 0.3, fog_p
     return tree
 
 
-def make_instance(tree: ProblemTree, instance_id: str, rtol: float = 1e-6) -> Instance | None:
-    """Solve with both solvers; an :class:`Instance` when valid, else ``None``."""
+def make_instance(tree: ProblemTree, instance_id: str, rtol: float = 1e-6, stats: dict | None = None
+                  ) -> Instance | None:
+    """Solve with both solvers; an :class:`Instance` when valid, else ``None`` (counted in ``stats``).
+
+    Valid: HiGHS and CBC agree on an optimum, and that optimum does not depend on a bound the text
+    leaves unstated or on the size of a big-M constant (:func:`~.solve.bounds_bind`).
+    """
     ok, highs, cbc = verify(tree, rtol)
     if not ok:
+        if stats is not None:
+            stats["rejected_solver"] += 1
+        return None
+    if bounds_bind(tree, highs.objective):
+        if stats is not None:
+            stats["rejected_unstated_bound"] += 1
         return None
     tree = dataclasses.replace(tree, id=instance_id)
     return Instance(id=instance_id, text=tree.render_text(), documents=[d.to_dict() for d in tree.documents()],
@@ -94,7 +113,7 @@ def make_instance(tree: ProblemTree, instance_id: str, rtol: float = 1e-6) -> In
 def _draw_valid(job: tuple) -> tuple[Instance, dict]:
     """Instance ``i``: the first valid draw among generators ``default_rng([seed, i, attempt])``."""
     seed, i, probs, rtol, max_attempts = job
-    stats = {"attempts": 0, "rejected_operator": 0, "rejected_solver": 0}
+    stats = dict.fromkeys(STAT_KEYS, 0)
     for attempt in range(max_attempts):
         rng = np.random.default_rng([seed, i, attempt])
         stats["attempts"] += 1
@@ -103,10 +122,9 @@ def _draw_valid(job: tuple) -> tuple[Instance, dict]:
         except ValueError:
             stats["rejected_operator"] += 1
             continue
-        inst = make_instance(tree, f"om-{seed}-{i}", rtol)
+        inst = make_instance(tree, f"om-{seed}-{i}", rtol, stats)
         if inst is not None:
             return inst, stats
-        stats["rejected_solver"] += 1
     raise RuntimeError(f"instance {i}: no valid draw in {max_attempts} attempts")
 
 
@@ -144,7 +162,7 @@ def synthesize(n: int, seed: int = 0, *, union_prob: float = 0.3, transfer_prob:
                 results.append(result)
                 bar.update()
     bar.close()
-    stats = {"attempts": 0, "rejected_operator": 0, "rejected_solver": 0}
+    stats = dict.fromkeys(STAT_KEYS, 0)
     for _, s in results:
         for key in stats:
             stats[key] += s[key]

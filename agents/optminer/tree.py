@@ -102,11 +102,16 @@ def read_param(param: Param, *texts: str) -> float | None:
 
 @dataclass
 class Term:
-    """``coef * params[param] * var`` (or ``coef * var`` when ``param`` is None)."""
+    """``coef * params[param] * var`` (or ``coef * var`` when ``param`` is None).
+
+    ``big_m``: the coefficient is a big-M constant (a bound of another variable that the text
+    implies), which synthesis loosens to check that it never binds.
+    """
 
     var: str
     coef: float = 1.0
     param: str | None = None
+    big_m: bool = False
 
 
 @dataclass
@@ -119,10 +124,15 @@ class Rhs:
 
 @dataclass
 class Variable:
+    """A decision variable. ``ub_param``: the parameter whose sentence states the upper bound; None when
+    the bound is not stated but implied (by a constraint, or by optimality for an auxiliary
+    variable), which synthesis checks by solving without it (:func:`~.solve.verify`)."""
+
     name: str
     kind: str
     lb: float = 0.0
     ub: float = 1.0
+    ub_param: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in VARIABLE_KINDS:
