@@ -459,3 +459,29 @@ def test_eval_on_the_shared_benchmarks_oracle_and_variable_dump(tmp_path, limit)
     dump = _oracle_run(folder, tmp_path / "dump", _dump_only, limit)
     for name, s in dump.items():  # no label, no structured line: unparsed, never credited
         assert s["correct"] == 0 and s["statuses"] == {"unparsed": s["n"]}, (name, s)
+
+
+# -- stemming and the fogged-document retrieval rate ---------------------------------------------------
+def test_bm25_stems_plurals_both_ways():
+    corpus = BM25Corpus([Document("p", "Deviation rule", "each unit costs a penalty of $4"),
+                         Document("f", "Peak tariff", "the peak fees are charged per unit"),
+                         Document("o", "Other", "a lot size of 7 applies to oats")], k=1)
+    assert corpus.search("penalties")[0].id == "p" and corpus.search("fee")[0].id == "f"
+    plain = BM25Corpus(corpus.documents, k=1, stemmer=None)  # negative control: without stemming nothing matches
+    assert plain.search("penalties") == [] and plain.search("fee") == []
+    with pytest.raises(ValueError, match="BM25Corpus: stemmer: expected None or one of"):
+        BM25Corpus(corpus.documents, stemmer="klingon")
+
+
+def test_fogged_document_is_in_the_top_3_for_at_least_90_percent():
+    from icml26.agents.optminer.synth import build_corpus, synthesize
+
+    instances, _ = synthesize(60, seed=2, fog_prob=1.0, progress=False)
+    corpus = BM25Corpus(build_corpus(instances, 2), k=3)
+    hits = total = 0
+    for inst in instances:
+        tree = inst.problem_tree()
+        for t in (t for t in tree.techniques if t.fogged):
+            total += 1
+            hits += any(d.text == t.document.text for d in corpus.search(t.fog_text))
+    assert total >= 50 and hits / total >= 0.9, (hits, total)
