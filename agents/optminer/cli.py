@@ -1,4 +1,4 @@
-"""``icml26 optminer synthesize|validate|eval``: Opt-Miner's data synthesis and benchmark evaluation.
+"""``icml26 optminer synthesize|validate|decontaminate|eval``: Opt-Miner's data synthesis and benchmark evaluation.
 
 Light at import time (argparse only); the work is imported inside :func:`run`.
 """
@@ -13,6 +13,7 @@ from icml26.argtypes import non_negative_float, number, positive_float, positive
 
 _EVAL = "eval"
 _non_negative_int = number(int, "a non-negative integer", lambda v: v >= 0)
+_fraction = number(float, "a number in [0, 1)", lambda v: 0 <= v < 1)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,6 +43,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("dir", metavar="DIR", help="a `synthesize --out` folder (or its dataset/ folder)")
     p.add_argument("--limit", type=positive_int, default=None, help="first N instances only")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the full report as JSON to FILE")
+
+    p = sub.add_parser("decontaminate", help="report (and optionally drop) training items whose 13-gram overlap "
+                                             "with a benchmark question exceeds a threshold; also the overlap "
+                                             "between the benchmark files")
+    p.add_argument("train", metavar="TRAIN", help="a `synthesize --out` folder, a datasets folder (column text) or "
+                                                  "a .jsonl/.json file of en_question records")
+    p.add_argument("bench", metavar="BENCH", nargs="+", help="benchmark files or folders of them")
+    p.add_argument("--threshold", type=_fraction, default=0.5,
+                   help="overlap (share of the shorter text's 13-grams found in the other) above which an item "
+                        "counts as contaminated (0.5)")
+    p.add_argument("--drop", default=None, metavar="OUT",
+                   help="write the training items that stay to OUT (a datasets folder, or a .jsonl for a .jsonl TRAIN)")
+    p.add_argument("--json", default=None, metavar="FILE", help="write the full report as JSON to FILE")
 
     p = sub.add_parser("eval", help="evaluate a chat backend on optimisation-modelling benchmarks")
     add_backend_arguments(p, temperature=0.0, max_new_tokens=4096)
@@ -186,9 +200,31 @@ def _eval(args) -> int:
         except (ValueError, FileNotFoundError) as exc:
             raise InputError(str(exc)) from None
     print(format_summary(summary))
-    print(f"generations and summary.json in {args.out}")
+    _report_overlap(folder, list(summary), args.out)
+    print(f"generations, summary.json and overlap.json in {args.out}")
     failure = infra_failure(summary)
     return _infra_failure(f"{failure}; rerun to resume") if failure else 0
+
+
+def _report_overlap(folder, names, out) -> None:
+    """Questions the benchmark files share (13-grams, :mod:`~icml26.agents.optminer.decontaminate`): overlap.json."""
+    from pathlib import Path
+
+    from icml26.agents.optminer.bench import discover, load_benchmark
+    from icml26.agents.optminer.decontaminate import benchmark_overlap
+    from icml26.utils import atomic_write_json
+
+    found = discover(folder)
+    rows = benchmark_overlap({n: load_benchmark(found[n]) for n in names if n in found})
+    atomic_write_json(Path(out) / "overlap.json", rows)
+    for row in rows:
+        print(f"overlap: {_overlap_line(row)}")
+
+
+def _overlap_line(row: dict) -> str:
+    where = "within itself" if row["benchmark"] == row["overlaps"] else f"in {row['overlaps']}"
+    return (f"{row['benchmark']}: {row['overlapping']} of {row['questions']} questions also {where}, "
+            f"{row['different_answers']} with a different answer")
 
 
 def _infra_failure(reason: str) -> int:
@@ -199,6 +235,55 @@ def _infra_failure(reason: str) -> int:
     return 1
 
 
+def _benchmarks(paths) -> dict:
+    """Benchmark name -> items, from files and folders (``InputError`` for anything else)."""
+    from pathlib import Path
+
+    from icml26.agents.optminer.bench import discover, load_benchmark
+    from icml26.errors import input_error
+
+    found = {}
+    for raw in paths:
+        path = Path(raw)
+        files = discover(path) if path.is_dir() else {path.stem: path} if path.is_file() else None
+        if files is None:
+            raise input_error("decontaminate", "BENCH", "benchmark files or folders", raw)
+        for name, file in files.items():
+            found[name] = load_benchmark(file)
+    return found
+
+
+def _decontaminate(args) -> int:
+    import os
+
+    from icml26.agents.optminer.decontaminate import (benchmark_overlap, contaminated, load_training_texts,
+                                                      save_kept)
+    from icml26.errors import input_error
+    from icml26.utils import atomic_write_json
+
+    texts, source = load_training_texts(args.train)
+    benchmarks = _benchmarks(args.bench)
+    if args.drop and os.path.exists(args.drop):
+        raise input_error("decontaminate", "--drop", "a path that does not exist yet", args.drop)
+    hits = contaminated(texts, benchmarks, args.threshold)
+    cross = benchmark_overlap(benchmarks, args.threshold)
+    per_bench = {name: sum(h.benchmark == name for h in hits) for name in benchmarks}
+    print(f"{len(hits)} of {len(texts)} training items overlap a benchmark question above {args.threshold:g} "
+          f"(13-grams): " + ", ".join(f"{n} {c}" for n, c in per_bench.items()))
+    for row in cross:
+        print(_overlap_line(row))
+    report = {"threshold": args.threshold, "ngram": 13, "training_items": len(texts), "contaminated": len(hits),
+              "by_benchmark": per_bench, "items": [h.__dict__ for h in hits], "benchmark_overlap": cross}
+    if args.drop:
+        dropped = {h.index for h in hits}
+        save_kept(source, [k for k in range(len(texts)) if k not in dropped], args.drop)
+        report["kept"] = len(texts) - len(dropped)
+        print(f"kept {report['kept']} items in {args.drop}")
+    if args.json:
+        atomic_write_json(args.json, report)
+    return 0
+
+
 def run(args) -> int:
     if args.optminer_command == "synthesize":
         return _synthesize(args)
@@ -206,4 +291,6 @@ def run(args) -> int:
         return _eval(args)
     if args.optminer_command == "validate":
         return _validate(args)
+    if args.optminer_command == "decontaminate":
+        return _decontaminate(args)
     raise AssertionError(f"unknown optminer sub-command {args.optminer_command!r}")  # pragma: no cover

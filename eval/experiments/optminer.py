@@ -297,6 +297,12 @@ def run_experiment(config, settings: OptMinerSettings | None = None, *, bench_fo
         sample = settings.harness_sample
         with phase("harness check"):
             harness, tables["harness"] = _harness_check(folder, sample, seed)
+        from icml26.agents.optminer.bench import discover, load_benchmark
+        from icml26.agents.optminer.decontaminate import benchmark_overlap
+
+        overlap = benchmark_overlap({name: load_benchmark(path) for name, path in discover(folder).items()})
+        if overlap:
+            tables["benchmark overlap (13-grams)"] = overlap
         metrics.update(harness)
         claims.append(Claim.at_least("harness check: submitting the reference answer scores 100% on every benchmark "
                                      "found (worst benchmark; judged in-process on all items and in the sandbox on "
