@@ -432,7 +432,7 @@ def _add_rows(prob, xs, rows) -> None:
 def _highs(mip: bool = True):
     import pulp
 
-    return pulp.HiGHS(msg=False, mip=mip, gapRel=0.0, gapAbs=0.0, threads=1)
+    return pulp.HiGHS(msg=False, mip=mip, gapRel=0.0, gapAbs=0.0, threads=1, mip_heuristic_run_feasibility_jump=False)
 
 
 def build_and_solve(text: str, documents: Sequence[dict]) -> tuple[str, float | None]:
