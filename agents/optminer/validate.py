@@ -178,13 +178,11 @@ W, A, O, R_, H = r"(?P<name>\w+ Works)", r"(?P<name>\w+ Clinic)", r"(?P<name>\w+
 L = r"(?P<name>\w+ Logistics)"
 SCENARIO_SENTENCES = [
     (rf"{W} makes (?P<a>.+) from (?P<b>.+); quantities may be fractional\.", _production),
-    (rf"At {W}, each unit of (?P<p>.+) yields a profit of \${V}\.",
-     _value("production", _x("name", "p"))),
+    (rf"At {W}, each unit of (?P<p>.+) yields a profit of \${V}\.", _value("production", _x("name", "p"))),
     (rf"At {W}, at most {V} units of (?P<p>.+) can be sold\.", _bound("production", _x("name", "p"))),
     (rf"At {W}, one unit of (?P<p>.+?) needs {V} (?P<u>.+?) of (?P<r>.+)\.",
      _data("production", "use", lambda m: (m["r"], m["p"]))),
-    (rf"At {W}, at most {V} (?P<u>.+?) of (?P<r>.+) are available\.",
-     _data("production", "cap", lambda m: m["r"])),
+    (rf"At {W}, at most {V} (?P<u>.+?) of (?P<r>.+) are available\.", _data("production", "cap", lambda m: m["r"])),
     (rf"{A} plans a daily menu from (?P<a>.+); servings may be fractional\.", _diet),
     (rf"At {A}, a serving of (?P<f>.+?) costs \${V}\.", _value("diet", _x("name", "f"))),
     (rf"At {A}, at most {V} servings of (?P<f>.+) fit in the daily menu\.", _bound("diet", _x("name", "f"))),
@@ -203,8 +201,7 @@ SCENARIO_SENTENCES = [
     (rf"At {O}, the cargo limit of the shipment is {V} kg\.", _data("knapsack", "cargo", lambda m: "")),
     (rf"{R_} decides which depots to open among (?P<a>.+) to serve (?P<b>.+); a closed depot serves nothing and "
      r"shipped amounts may be fractional\.", _facility),
-    (rf"{R_} can open a depot at (?P<f>.+) for a fixed cost of \${V}\.",
-     _data("facility", "fixed", lambda m: m["f"])),
+    (rf"{R_} can open a depot at (?P<f>.+) for a fixed cost of \${V}\.", _data("facility", "fixed", lambda m: m["f"])),
     (rf"{R_} serves one unit of (?P<z>.+)'s demand from (?P<f>.+) for \${V}\.",
      _value("facility", _x("name", "f", "z"))),
     (rf"A depot of {R_} at (?P<f>.+) can serve at most {V} units\.", _data("facility", "cap", lambda m: m["f"])),
@@ -215,8 +212,7 @@ SCENARIO_SENTENCES = [
      _value("staffing", _x("name", "t"))),
     (rf"At {H}, at least {V} nurses must be on duty in period (?P<t>\d+)\.",
      _data("staffing", "req", lambda m: int(m["t"]))),
-    (rf"At {H}, at most {V} nurses can start a shift in any one period\.",
-     _data("staffing", "most", lambda m: "")),
+    (rf"At {H}, at most {V} nurses can start a shift in any one period\.", _data("staffing", "most", lambda m: "")),
 ]
 
 
