@@ -57,3 +57,11 @@ def test_optminer_experiment_with_toy_over_three_seeds(tmp_path):
                             replace(SETTINGS["full"], n_instances=40, toy=True))
     assert all(c.holds for c in result.claims), [c.to_dict() for c in result.claims if not c.holds]
     assert len(result.tables["toy"]) == 3
+
+
+def test_optminer_metrics_keep_the_synthesis_wall_time_and_its_phases(tmp_path):
+    from icml26.eval.experiments.optminer import SETTINGS, run_experiment
+
+    m = run_experiment(RunConfig(out_dir=tmp_path), replace(SETTINGS["quick"], n_instances=8, unions=2)).metrics
+    assert isinstance(m["synthesis_seconds"], float) and m["synthesis_seconds"] > 0
+    assert {"highs", "cbc_wait", "draw"} <= set(m["synthesis_phase_seconds"])
