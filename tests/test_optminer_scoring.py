@@ -388,6 +388,11 @@ def test_cli_eval_with_the_server_down_exits_non_zero_with_one_line(tmp_path, ca
     assert "\n" not in captured.err.strip() and "infra_error: 1 infrastructure failure(s) in toy" in captured.err
     summary = json.loads((tmp_path / "b" / "summary.json").read_text())["toy"]
     assert summary["infra_errors"] == 1 and summary["scored"] == 0 and summary["tolerance"]["rule"] == DEFAULT_RULE
+    # --rtol/--atol replace the default rule, and summary.json says so
+    assert main(base + ["--model", "m", "--out", str(tmp_path / "c"), "--rtol", "1e-4", "--atol", "0.01"]) == 1
+    capsys.readouterr()
+    rule = json.loads((tmp_path / "c" / "summary.json").read_text())["toy"]["tolerance"]
+    assert rule["rule"] == "rel-0.0001-or-abs-0.01" and not rule["printed_decimals"]
 
 
 def test_bad_eval_command_lines_get_one_line_and_exit_2(tmp_path, capsys):
