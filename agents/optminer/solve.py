@@ -7,6 +7,7 @@ when both report an optimum and the two objectives agree (:func:`agree`).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -174,9 +175,9 @@ class MILP:
         import tempfile
 
         solver = cbc_solver(time_limit)
-        prob, _ = self.to_pulp()
         folder = tempfile.mkdtemp(prefix="icml26-cbc-")
         mps, sol = f"{folder}/model.mps", f"{folder}/model.sol"
+        prob, _ = self.to_pulp()
         prob.writeMPS(mps, rename=1)
         args = [solver.path, mps] + (["-max"] if self.sense == "max" else []) + [
             "-sec", str(time_limit), "-ratio", "0", "-threads", "1", "-solve", "-printingOptions", "all",
@@ -240,6 +241,14 @@ def _highs():
             _HIGHS.setOptionValue(key, value)
     return _HIGHS
 
+
+def _forget_highs() -> None:  # a forked worker process builds its own HiGHS object
+    global _HIGHS
+    _HIGHS = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_highs)
 
 HIGHS_OPTIONS = {"output_flag": False, "mip_rel_gap": 0.0, "mip_abs_gap": 0.0, "threads": 1, "presolve": "on",
                  "mip_heuristic_run_feasibility_jump": False}
