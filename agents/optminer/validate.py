@@ -61,6 +61,8 @@ class _Reader:
         self.pending: list = []                 # technique constraints needing a big-M, built after reading
         self.objective: tuple[str, list[tuple[str, float]]] | None = None
         self._total: tuple[str, list[str]] | None = None  # the last "total number of ..." (its site, its vars)
+        self._deviation: tuple[str, str] | None = None  # that total's deviation variables, until their penalty
+        self._breakpoint: tuple[str, float] | None = None  # the last breakpoint stated, until its rate beyond
         self._fresh = 0
 
     # -- helpers ------------------------------------------------------------------------------------
@@ -281,7 +283,7 @@ def _level(r: _Reader, m) -> None:
 
 
 def _penalty(r: _Reader, m) -> None:
-    if r._total is None or r._total[0] != m["site"] or getattr(r, "_deviation", None) is None:
+    if r._total is None or r._total[0] != m["site"] or r._deviation is None:
         raise TextError(f"a deviation penalty at {m['site']} with no reference level stated before it")
     above, below = r._deviation
     r.costs[above] += float(m["v"])
@@ -302,7 +304,7 @@ def _breakpoint(r: _Reader, m) -> None:
 
 def _beyond(r: _Reader, m) -> None:
     x = r.label(m["l"])
-    if getattr(r, "_breakpoint", None) is None or r._breakpoint[0] != x:
+    if r._breakpoint is None or r._breakpoint[0] != x:
         raise TextError(f"a rate beyond a breakpoint for {m['l']!r} with no breakpoint stated before it")
     brk = r._breakpoint[1]
     r._breakpoint = None
@@ -467,7 +469,7 @@ def build_and_solve(text: str, documents: Sequence[dict]) -> tuple[str, float | 
     sense, goals = r.objective
     coef: dict[str, float] = defaultdict(float)
     for name, sign in goals:
-        for var, c in {**r.scenarios[name].value}.items():
+        for var, c in r.scenarios[name].value.items():
             coef[var] += sign * c
         for var, c in r.extra_value[name].items():
             coef[var] += sign * c
