@@ -490,3 +490,69 @@ def test_fogged_document_is_in_the_top_3_for_at_least_90_percent():
             total += 1
             hits += any(d.text == t.document.text for d in corpus.search(t.fog_text))
     assert total >= 50 and hits / total >= 0.9, (hits, total)
+
+
+class _OracleServer:
+    """A loopback OpenAI-compatible server whose "model" answers each benchmark question with a program that
+    prints what ``answer_line(item)`` says (the same question may carry different answers in different files,
+    so it serves one benchmark file)."""
+
+    def __init__(self, items, answer_line):
+        import http.server
+        import threading
+
+        refs = {i.question: i for i in items}
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _send(self, body):
+                data = json.dumps(body).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                self._send({"object": "list", "data": [{"id": "oracle", "object": "model"}]})
+
+            def do_POST(self):
+                request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                question = request["messages"][-1]["content"]
+                message = {"role": "assistant", "content": fenced(answer_line(refs[question]))}
+                self._send({"id": "c", "object": "chat.completion", "model": "oracle",
+                            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_cli_eval_on_the_shared_benchmarks_oracle_scores_100_and_a_dump_scores_by_the_rule(tmp_path, capsys):
+    from icml26.agents.optminer.decontaminate import benchmark_overlap
+    from icml26.cli import main
+
+    folder = shared_bench()
+    for name, path in discover(folder).items():
+        items = load_benchmark(path)[:3]
+        for answer_line, expected in ((_structured, 3), (_dump_only, 0)):
+            server = _OracleServer(items, answer_line)
+            out = tmp_path / f"{name}-{expected}"
+            try:
+                code = main(["optminer", "eval", "--backend", server.url, "--bench-dir", str(folder), "--benchmarks",
+                             name, "--limit", "3", "--out", str(out), "--no-progress", "--time-limit", "30"])
+            finally:
+                server.close()
+            assert code == 0, capsys.readouterr().err
+            s = json.loads((out / "summary.json").read_text())[name]
+            assert s["correct"] == expected and s["scored"] == 3 and s["infra_errors"] == 0, (name, s)
+            if expected == 0:
+                assert s["statuses"] == {"unparsed": 3}
+            assert json.loads((out / "overlap.json").read_text()) == benchmark_overlap({name: load_benchmark(path)})
