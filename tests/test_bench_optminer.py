@@ -16,6 +16,7 @@ def test_bench_optminer_reports_rates_and_phase_shares(tmp_path):
     m = result.metrics
     for workers in (1, 2):
         assert m[f"synthesis_instances_per_s_{workers}_workers"] > 0
+        assert m[f"synthesis_cpu_ms_per_instance_{workers}_workers"] > 1.0  # CBC runs and workers counted
         shares = m[f"synthesis_phase_share_{workers}_workers"]
         assert set(shares) == {"draw", "highs", "bound_check", "render", "cbc_start", "cbc_wait"}
         assert sum(shares.values()) == pytest.approx(1.0, abs=0.01)
