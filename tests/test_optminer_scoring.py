@@ -456,8 +456,8 @@ def _dump_only(item):  # the reference appears only inside a variable dump, with
     return f"print('x[1] = {value}')\nprint('x[2] = 0')"
 
 
-@pytest.mark.parametrize("limit", [pytest.param(4, id="sample"), pytest.param(None, id="all", marks=pytest.mark.slow)])
-def test_eval_on_the_shared_benchmarks_oracle_and_variable_dump(tmp_path, limit):
+@pytest.mark.slow  # every item of every file; the default run has the CLI test below on 3 items a file
+def test_eval_on_the_shared_benchmarks_oracle_and_variable_dump(tmp_path, limit=None):
     folder = shared_bench()
     oracle = _oracle_run(folder, tmp_path / "oracle", _structured, limit)
     assert oracle and all(s["accuracy"] == 1.0 and s["scored"] == s["n"] for s in oracle.values()), oracle
