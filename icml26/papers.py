@@ -51,7 +51,8 @@ PAPERS: tuple[Paper, ...] = (
     Paper("optminer", "Opt-Miner",
           "Opt-Miner: Empowering Information-Seeking Agent with Tree-Guided Data Synthesis for Optimization Modeling",
           ("agents/optminer/", "training/rgrpo.py", "eval/tasks/optminer_toy.py"),
-          "icml26 optminer synthesize; icml26 optminer eval; icml26 reproduce optminer", status="working"),
+          "icml26 optminer synthesize; icml26 optminer validate; icml26 optminer decontaminate; "
+          "icml26 optminer eval; icml26 bench optminer; icml26 reproduce optminer", status="working"),
     Paper("rhi", "Robust Halpern Iteration",
           "Model-Free Robust Average-Reward Reinforcement Learning with Sample Complexity Analysis",
           ("training/robust_rl.py", "training/robust_rl_oracles.py"), "icml26 reproduce rhi", status="working"),

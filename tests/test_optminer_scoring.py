@@ -9,7 +9,8 @@ import pytest
 from icml26.agents.optminer.bench import (ENV_FOLDER, bench_folder, discover, evaluate, load_benchmark,
                                           solve_problem)
 from icml26.agents.optminer.retrieval import BM25Corpus, Document, make_search_tool
-from icml26.agents.optminer.scorer import Scorer, extract_code, parse_answer, parse_objective
+from icml26.agents.optminer.scorer import (DEFAULT_RULE, Scorer, Tolerance, extract_code, parse_answer,
+                                           parse_objective, printed_decimals, read_answer)
 
 LP_CODE = """
 import pulp
@@ -20,7 +21,7 @@ prob += 3 * x + 2 * y
 prob += x + y <= 4
 prob += x + 3 * y <= 6
 prob.solve(pulp.PULP_CBC_CMD(msg=False))
-print("Optimal objective:", pulp.value(prob.objective))
+print("OBJECTIVE:", pulp.value(prob.objective))
 """
 
 
@@ -35,11 +36,11 @@ def scorer():
 
 
 def test_scorer_on_hand_built_lp(scorer):
-    assert scorer.score(fenced("print('Optimal objective:', 12.0)"), 12).reward == 1.0
-    wrong = scorer.score(fenced("print('Optimal objective:', 11.9)"), "12")
+    assert scorer.score(fenced("print('OBJECTIVE:', 12.0)"), 12).reward == 1.0
+    wrong = scorer.score(fenced("print('OBJECTIVE:', 11.9)"), "12")
     assert wrong.reward == 0.0 and wrong.status == "wrong" and wrong.predicted == pytest.approx(11.9)
     solved = scorer.score(fenced(LP_CODE), 12.0)
-    assert solved.correct and solved.predicted == pytest.approx(12.0), solved.output
+    assert solved.correct and solved.predicted == pytest.approx(12.0) and solved.answer_source == "structured"
 
 
 def test_runaway_crash_and_missing_code_score_zero(scorer):
@@ -51,41 +52,121 @@ def test_runaway_crash_and_missing_code_score_zero(scorer):
     assert hog.reward == 0.0 and hog.status in ("memory", "error")
     assert scorer.score("the answer is 12", 12).status == "no_code"
     # the scorer still works after all of that
-    assert scorer.score(fenced("print(12)"), 12).correct
+    assert scorer.score(fenced("print('OBJECTIVE: 12')"), 12).correct
 
 
-def test_tolerance_format_reward_and_no_optimum():
-    with Scorer(rtol=1e-2, format_weight=0.1, require_think=True, time_limit=5.0) as loose:
-        assert loose.judge("Optimal objective: 11.95", 12.0)[0]  # |0.05| / 13 < 1e-2
-        done = loose.score("<think>ok</think>" + fenced("print(11.95)"), 12.0)
-        assert done.correct and done.reward == pytest.approx(1.1)
-        assert loose.score(fenced("print(11.95)"), 12.0).reward == pytest.approx(1.0)  # no <think>: no bonus
+# -- the fooling cases of the structured reader ----------------------------------------------------------
+def test_objective_label_is_word_bounded():
+    assert read_answer("object count = 3").kind is None  # "object" is not "objective"
+    assert parse_objective("object count = 3\nObjective value: 12") == 12.0
+    assert parse_objective("objects: 4\nOBJECTIVE: 12") == 12.0
+    assert read_answer("subobjective = 4").kind is None
+    assert parse_objective("best_objective_value = 7") == 7.0
+
+
+def test_no_bare_last_number_is_taken():
+    scorer = Scorer()
+    # a program that printed its objective 225 unlabelled and then its plan: nothing is credited
+    ok, status, predicted, _ = scorer.judge("225\nplan: make 500 chairs", 500.0)
+    assert (ok, status, predicted) == (False, "unparsed", None)
+    # a stray number equal to the reference is not an answer either
+    assert scorer.judge("iterations 12\nx = 12", 12.0)[:2] == (False, "unparsed")
+    # ... and does not beat a labelled objective that is wrong
+    assert scorer.judge("x = 12\nObjective value: 11", 12.0)[:2] == (False, "wrong")
+    assert parse_objective("x=4 y=0 total 12") is None
+
+
+def test_structured_line_wins_and_the_last_one_counts():
+    assert read_answer("Objective value: 9\nOBJECTIVE: 5\nobjective = 9").value == 5.0  # structured beats labels
+    assert read_answer("OBJECTIVE: 5\nretrying\nOBJECTIVE: 6").value == 6.0
+    answer = read_answer("OBJECTIVE: INFEASIBLE")
+    assert answer.kind == "infeasible" and answer.source == "structured"
+    assert read_answer("OBJECTIVE: unbounded").kind == "unbounded"
+    # fallbacks: the later of the last label and the last no-optimum word
+    assert read_answer("Status: Infeasible\nafter relaxing: Objective value: 4").value == 4.0
+    assert read_answer("Objective value: 4\nStatus: Infeasible").kind == "infeasible"
+    assert read_answer("x = 4 is feasible").kind is None  # "feasible" inside no word of the list
+    assert read_answer("OBJECTIVE: 1,234.5").value == 1234.5
+
+
+def test_no_optimum_answers():
+    scorer = Scorer()
+    assert scorer.judge("OBJECTIVE: INFEASIBLE", None)[0]
+    assert scorer.judge("Status: Infeasible\nNo Best Solution", None)[0]
+    assert not scorer.judge("OBJECTIVE: 3", None)[0]
+    assert scorer.judge("OBJECTIVE: UNBOUNDED", 12.0)[:2] == (False, "wrong")
+    assert scorer.judge("nothing", None)[:2] == (False, "unparsed")
+
+
+def test_answer_line_is_kept_whatever_the_output_size(scorer):
+    # a long solver log, the result line, then a variable dump: far beyond what the sandbox keeps
+    code = ("for i in range(3000):\n    print(f'Cbc0010I After {i} nodes, objective 41 (best possible 40)')\n"
+            "print('OBJECTIVE: 42')\n"
+            "for i in range(3000):\n    print(f'x[{i}] = 500')\n")
+    score = scorer.score(fenced(code), 42)
+    assert score.correct and score.answer_source == "structured", score.output[-300:]
+    assert "OBJECTIVE: 42" not in score.output and len(score.output) < 10_000  # the stored output lost it
+    # negative control: read from what was kept, the answer is a log line's
+    assert read_answer(score.output).value != 42.0
+    # labelled fallback lines are scanned the same way
+    labelled = scorer.score(fenced("print('Objective value: 7')\nfor i in range(5000):\n    print('x', i)"), 7)
+    assert labelled.correct and labelled.answer_source == "labelled"
+
+
+def test_tolerance_follows_the_printed_reference():
+    rule = Tolerance()
+    assert rule.name == DEFAULT_RULE and Scorer().tolerance == rule
+    assert [printed_decimals(r) for r in ("3.140", "57.0", "12", "1.5e3", "1,234.57", 2.25, 12.0, 7)] == \
+        [3, 1, 0, 0, 2, 2, 0, 0]
+    # a reference rounded to 2 decimals: the exact optimum 1234.5678 is right by the rule, wrong by rtol alone
+    assert rule.accepts(1234.5678, 1234.57, "1234.57")
+    assert not Tolerance(1e-6, printed_decimals=False).accepts(1234.5678, 1234.57, "1234.57")
+    assert rule.accepts(3.1449, 3.14, "3.14") and not rule.accepts(3.1451, 3.14, "3.14")
+    # an integer reference is never widened to +-0.5
+    assert not rule.accepts(12.4, 12.0, "12") and not rule.accepts(12.0001, 12.0, "12")
+    assert rule.accepts(12.000001, 12.0, "12")  # 1e-6 / 13 < 1e-6
     strict = Scorer()
-    assert not strict.judge("Optimal objective: 12.0001", 12.0)[0]  # 1e-4 / 13 > 1e-6
-    assert strict.judge("Optimal objective: 12.000001", 12.0)[0]  # 1e-6 / 13 < 1e-6
-    assert strict.judge("Status: Infeasible\nNo Best Solution", None)[0]
-    assert not strict.judge("Optimal objective: 3", None)[0]
-    assert Scorer(atol=1e-2).judge("Optimal objective: 12.009", 12.0)[0]
+    assert not strict.judge("OBJECTIVE: 12.0001", 12.0)[0]  # a float reference 12.0 counts as an integer
+    assert strict.judge("OBJECTIVE: 12.0001", 12.0, "12.0")[0]  # printed "12.0": one decimal, +-0.05
+    assert strict.score_code("print('OBJECTIVE: 1234.5678')", "1234.57").correct
+    assert not Scorer(rtol=1e-6).score_code("print('OBJECTIVE: 1234.5678')", "1234.57").correct
+
+
+def test_explicit_tolerances_and_format_reward():
+    with Scorer(rtol=1e-2, format_weight=0.1, require_think=True, time_limit=5.0) as loose:
+        assert loose.tolerance.name == "rel-0.01" and not loose.tolerance.printed_decimals
+        assert loose.judge("OBJECTIVE: 11.95", 12.0)[0]  # |0.05| / 13 < 1e-2
+        done = loose.score("<think>ok</think>" + fenced("print('OBJECTIVE: 11.95')"), 12.0)
+        assert done.correct and done.reward == pytest.approx(1.1)
+        assert loose.score(fenced("print('OBJECTIVE: 11.95')"), 12.0).reward == pytest.approx(1.0)  # no <think>
+    assert Scorer(atol=1e-2).judge("OBJECTIVE: 12.009", 12.0)[0]
+    assert not Scorer(atol=1e-2).judge("OBJECTIVE: 12.011", 12.0)[0]
+    assert Scorer(atol=1e-2).tolerance.to_dict()["rule"] == "rel-1e-06-or-abs-0.01"
     with pytest.raises(ValueError, match="Scorer: rtol: expected a number > 0"):
         Scorer(rtol=0)
+    with pytest.raises(ValueError, match="Scorer: atol: expected a number >= 0"):
+        Scorer(atol=-1)
+    with pytest.raises(ValueError, match="Tolerance: rtol: expected a number > 0"):
+        Tolerance(rtol=float("nan"))
 
 
 def test_parsing_helpers():
     assert parse_objective("x = 4\nObjective value: 1,234.5\nnodes 3") == 1234.5
     assert parse_objective("Result - Optimal solution found\nObjective value:   12.00000000\nnodes: 0") == 12.0
-    assert parse_objective("x=4 y=0 total 12") == 12.0
     assert parse_objective("nothing here") is None
     assert parse_answer(" 172666.667") == pytest.approx(172666.667)
     assert parse_answer("No Best Solution") is None
-    with pytest.raises(ValueError, match="number or 'No Best Solution'"):
-        parse_answer("about twelve")
+    for bad in ("about twelve", float("nan"), float("inf"), "nan", "-inf", True):
+        with pytest.raises(ValueError, match="finite number or 'No Best Solution'"):
+            parse_answer(bad)
     assert extract_code("a\n```python\nprint(1)\n```\nb\n```python\nprint(2)\n```") == "print(2)"
     assert extract_code("<python>print(3)</python>") == "print(3)"
 
 
 def test_reward_function_for_trl(scorer):
     reward = scorer.reward_function()
-    completions = [[{"role": "assistant", "content": fenced("print(12.0)")}], fenced("print(5)")]
+    completions = [[{"role": "assistant", "content": fenced("print('OBJECTIVE: 12.0')")}],
+                   fenced("print('OBJECTIVE: 5')")]
     assert reward(completions, answer=["12", "12"]) == [1.0, 0.0]
 
 
@@ -158,25 +239,38 @@ def test_load_benchmark_formats_and_errors(tmp_path):
         load_benchmark(tmp_path / "data.csv")
     with pytest.raises(ValueError, match="missing the 'en_answer' field"):
         load_benchmark(write_jsonl(tmp_path / "bad.jsonl", [{"en_question": "q", "answer": "3"}]))
-    with pytest.raises(ValueError, match="record 1: en_answer: expected a number"):
+    with pytest.raises(ValueError, match="record 1: en_answer: expected a finite number"):
         load_benchmark(write_jsonl(tmp_path / "bad2.jsonl", [{"en_question": "q", "en_answer": "lots"}]))
+    for i, bad in enumerate(("NaN", "Infinity", "-Infinity", '"nan"', '"inf"')):  # invalid references refused at load
+        path = tmp_path / f"nan{i}.jsonl"
+        path.write_text('{"en_question": "q", "en_answer": 1}\n{"en_question": "q", "en_answer": ' + bad + "}\n")
+        with pytest.raises(ValueError, match="record 2: en_answer: expected a finite number"):
+            load_benchmark(path)
     other = load_benchmark(write_jsonl(tmp_path / "own.jsonl", [{"q": "x", "a": 3}]), question_field="q",
                            answer_field="a")
     assert other[0].answer == 3.0
     assert set(discover(tmp_path)) >= {"mine", "arr", "lines"}
 
 
-def test_shared_benchmarks_load_and_reference_answers_score():
-    folder = bench_folder()
-    if folder is None or not folder.is_dir():
+SHARED_BENCH = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "optbench"
+
+
+def shared_bench() -> Path:
+    """The benchmark folder: $ICML26_OPTBENCH, else the shared data beside the repository; skip without one."""
+    folder = bench_folder() or SHARED_BENCH
+    if not folder.is_dir():
         pytest.skip(f"set {ENV_FOLDER} to a folder with the optimisation benchmarks (NL4OPT.jsonl, ...) to run this")
-    found = discover(folder)
+    return folder
+
+
+def test_shared_benchmarks_load_and_reference_answers_score():
+    found = discover(shared_bench())
     scorer = Scorer()
     for name, path in found.items():
         items = load_benchmark(path)
         assert items, name
-        assert all(scorer.judge(f"Optimal objective: {i.raw_answer}" if i.answer is not None
-                                else "No Best Solution", i.answer)[0] for i in items), name
+        assert all(scorer.judge(f"OBJECTIVE: {i.raw_answer}" if i.answer is not None
+                                else "OBJECTIVE: INFEASIBLE", i.answer, i.raw_answer)[0] for i in items), name
     sizes = {n: len(load_benchmark(p)) for n, p in found.items()}
     expected = {"NL4OPT": 245, "MAMO_EasyLP_fixed": 642, "MAMO_ComplexLP_fixed": 203, "IndustryOR_fixedV2": 100}
     for name, size in expected.items():
@@ -198,7 +292,7 @@ def test_agent_searches_then_answers_and_eval_resumes(tmp_path, scorer):
                 {"id": "c1", "type": "function", "function": {"name": "search",
                                                               "arguments": json.dumps({"query": "QX-4821 setup"})}}]}
         seen.append(messages[-1]["content"])
-        return fenced("print('Optimal objective:', 740)")
+        return fenced("print('OBJECTIVE:', 740)")
 
     text, messages, usage = solve_problem(ScriptedBackend(policy), "Uses schedule QX-4821.",
                                           search=make_search_tool(corpus, k=1))
@@ -207,10 +301,10 @@ def test_agent_searches_then_answers_and_eval_resumes(tmp_path, scorer):
 
     items = load_benchmark(write_jsonl(tmp_path / "toy.jsonl", [
         {"en_question": "p1", "en_answer": "12"}, {"en_question": "p2", "en_answer": "5"}]))
-    backend = ScriptedBackend(lambda m, t: fenced("print('Optimal objective:', 12)"))
+    backend = ScriptedBackend(lambda m, t: fenced("print('OBJECTIVE:', 12)"))
     summary = evaluate(backend, items, tmp_path / "out" / "toy.jsonl", scorer=scorer, progress=False)
     assert summary["n"] == 2 and summary["correct"] == 1 and summary["accuracy"] == 0.5
-    assert summary["rtol"] == 1e-6
+    assert summary["tolerance"]["rule"] == DEFAULT_RULE and summary["infra_errors"] == 0
     lines = (tmp_path / "out" / "toy.jsonl").read_text().splitlines()
     assert len(lines) == 2 and json.loads(lines[0])["completion"]
     again = ScriptedBackend([])  # would raise if asked anything
@@ -233,3 +327,232 @@ def test_cli_eval_errors(tmp_path, capsys, monkeypatch):
         main(["optminer", "eval", "--backend", "http://127.0.0.1:9", "--atol", "-0.1", "--out", str(tmp_path)])
     assert info.value.code == 2
     assert os.environ.get(ENV_FOLDER) is None
+
+
+# -- honest failures -------------------------------------------------------------------------------------
+def test_backend_failure_is_an_infra_error_outside_accuracy(tmp_path, scorer):
+    from icml26.agents.backends import BackendError, ScriptedBackend
+
+    items = load_benchmark(write_jsonl(tmp_path / "toy.jsonl", [
+        {"en_question": f"p{i}", "en_answer": "12"} for i in range(3)]))
+    calls = []
+
+    def flaky(messages, tools):
+        calls.append(1)
+        if len(calls) == 2:
+            raise BackendError("server went away")
+        return fenced("print('OBJECTIVE: 12')")
+
+    out = tmp_path / "out" / "toy.jsonl"
+    summary = evaluate(ScriptedBackend(flaky), items, out, scorer=scorer, progress=False)
+    assert summary["infra_errors"] == 1 and summary["scored"] == 1 and summary["accuracy"] == 1.0
+    assert "server went away" in summary["stopped"] and len(calls) == 2  # stopped at the failure
+    record = json.loads(out.read_text().splitlines()[-1])
+    assert record["status"] == "infra_error" and record["error"].startswith("backend:")
+    # resuming asks the failed item again, not the scored one
+    again = evaluate(ScriptedBackend(lambda m, t: fenced("print('OBJECTIVE: 12')")), items, out, scorer=scorer,
+                     progress=False)
+    assert again["infra_errors"] == 0 and again["scored"] == 3 and again["correct"] == 3
+
+
+def test_sandbox_failure_is_an_infra_error(tmp_path):
+    from icml26.agents.backends import ScriptedBackend
+    from icml26.agents.sandbox import SandboxError
+
+    class BrokenSandbox(Scorer):  # the failure a machine without working isolation gives
+        def run_program(self, code):
+            raise SandboxError("the sandbox could not be set up for the command")
+
+    items = load_benchmark(write_jsonl(tmp_path / "toy.jsonl", [{"en_question": "p", "en_answer": "1"}]))
+    summary = evaluate(ScriptedBackend(lambda m, t: fenced("print('OBJECTIVE: 1')")), items, tmp_path / "o.jsonl",
+                       scorer=BrokenSandbox(), progress=False)
+    assert summary["statuses"] == {"infra_error": 1} and summary["scored"] == 0
+    assert summary["stopped"].startswith("toy/1: sandbox:")
+
+
+def test_cli_eval_with_the_server_down_exits_non_zero_with_one_line(tmp_path, capsys):
+    from icml26.cli import main
+
+    (tmp_path / "bench").mkdir()
+    write_jsonl(tmp_path / "bench" / "toy.jsonl",
+                [{"en_question": "p", "en_answer": "1"}, {"en_question": "q", "en_answer": "2"}])
+    base = ["optminer", "eval", "--backend", "http://127.0.0.1:9", "--bench-dir", str(tmp_path / "bench"),
+            "--no-progress", "--allow-unisolated"]
+    # without --model the backend asks the server for its models: one line, no traceback
+    assert main(base + ["--out", str(tmp_path / "a")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("icml26 optminer eval: infra_error: the chat backend is unavailable") and "\n" not in err
+    # with --model the first chat call fails: recorded, reported, exit 1
+    assert main(base + ["--model", "m", "--out", str(tmp_path / "b")]) == 1
+    captured = capsys.readouterr()
+    assert "\n" not in captured.err.strip() and "infra_error: 1 infrastructure failure(s) in toy" in captured.err
+    summary = json.loads((tmp_path / "b" / "summary.json").read_text())["toy"]
+    assert summary["infra_errors"] == 1 and summary["scored"] == 0 and summary["tolerance"]["rule"] == DEFAULT_RULE
+    # --rtol/--atol replace the default rule, and summary.json says so
+    assert main(base + ["--model", "m", "--out", str(tmp_path / "c"), "--rtol", "1e-4", "--atol", "0.01"]) == 1
+    capsys.readouterr()
+    rule = json.loads((tmp_path / "c" / "summary.json").read_text())["toy"]["tolerance"]
+    assert rule["rule"] == "rel-0.0001-or-abs-0.01" and not rule["printed_decimals"]
+
+
+def test_bad_eval_command_lines_get_one_line_and_exit_2(tmp_path, capsys):
+    from icml26.cli import main
+
+    for argv in (["--rtol", "0"], ["--atol", "-1"], ["--limit", "0"], ["--retriever", "nope"], ["--bogus"]):
+        with pytest.raises(SystemExit) as info:
+            main(["optminer", "eval", "--backend", "http://127.0.0.1:9", "--out", str(tmp_path)] + argv)
+        err = capsys.readouterr().err.strip()
+        assert info.value.code == 2 and len(err.splitlines()) == 1, (argv, err)
+    assert main(["optminer", "eval", "--backend", "http://127.0.0.1:9", "--bench-dir", str(tmp_path / "none"),
+                 "--out", str(tmp_path)]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+# -- the solvers the prompt names, and the shared benchmarks end to end ---------------------------------
+SOLVER_PROGRAMS = {  # max 3x + 2y, x + y <= 4, x + 3y <= 6: optimum 12
+    "PuLP (its bundled CBC)": LP_CODE,
+    "scipy.optimize (milp / linprog, HiGHS)": (
+        "from scipy.optimize import linprog\n"
+        "r = linprog([-3, -2], A_ub=[[1, 1], [1, 3]], b_ub=[4, 6], method='highs')\nprint('OBJECTIVE:', -r.fun)"),
+    "highspy (HiGHS)": (
+        "import highspy\nh = highspy.Highs()\nh.setOptionValue('output_flag', False)\n"
+        "x = h.addVariable(lb=0)\ny = h.addVariable(lb=0)\nh.addConstr(x + y <= 4)\nh.addConstr(x + 3 * y <= 6)\n"
+        "h.maximize(3 * x + 2 * y)\nprint('OBJECTIVE:', h.getInfo().objective_function_value)"),
+}
+
+
+def test_every_solver_the_prompt_names_runs_in_the_sandbox(scorer):
+    from icml26.agents.optminer.bench import PROMPT_SOLVERS, SYSTEM_PROMPT
+
+    assert set(PROMPT_SOLVERS) == set(SOLVER_PROGRAMS)  # a solver added to the prompt needs a program here
+    assert all(name in SYSTEM_PROMPT for name in PROMPT_SOLVERS) and "OBJECTIVE: <value>" in SYSTEM_PROMPT
+    for name, code in SOLVER_PROGRAMS.items():
+        score = scorer.score_code(code, "12")
+        assert score.correct, (name, score.output)
+
+
+def _oracle_run(folder, out, answer_line, limit):
+    """evaluate_folder with a backend that knows each benchmark's references (one backend per file: the same
+    question can carry different answers in different files)."""
+    from icml26.agents.backends import ScriptedBackend
+    from icml26.agents.optminer.bench import evaluate_folder
+
+    summary = {}
+    with Scorer(time_limit=30.0) as scorer:
+        for name, path in discover(folder).items():
+            refs = {i.question: i for i in load_benchmark(path)[:limit]}
+            backend = ScriptedBackend(lambda m, t, refs=refs: fenced(answer_line(refs[m[-1]["content"]])))
+            summary.update(evaluate_folder(backend, folder, out / name, benchmarks=[name], limit=limit,
+                                           scorer=scorer, progress=False))
+    return summary
+
+
+def _structured(item):
+    return f"print('OBJECTIVE: {item.raw_answer if item.answer is not None else 'INFEASIBLE'}')"
+
+
+def _dump_only(item):  # the reference appears only inside a variable dump, with no label
+    value = item.raw_answer if item.answer is not None else 0
+    return f"print('x[1] = {value}')\nprint('x[2] = 0')"
+
+
+@pytest.mark.slow  # every item of every file; the default run has the CLI test below on 3 items a file
+def test_eval_on_the_shared_benchmarks_oracle_and_variable_dump(tmp_path, limit=None):
+    folder = shared_bench()
+    oracle = _oracle_run(folder, tmp_path / "oracle", _structured, limit)
+    assert oracle and all(s["accuracy"] == 1.0 and s["scored"] == s["n"] for s in oracle.values()), oracle
+    dump = _oracle_run(folder, tmp_path / "dump", _dump_only, limit)
+    for name, s in dump.items():  # no label, no structured line: unparsed, never credited
+        assert s["correct"] == 0 and s["statuses"] == {"unparsed": s["n"]}, (name, s)
+
+
+# -- stemming and the fogged-document retrieval rate ---------------------------------------------------
+def test_bm25_stems_plurals_both_ways():
+    corpus = BM25Corpus([Document("p", "Deviation rule", "each unit costs a penalty of $4"),
+                         Document("f", "Peak tariff", "the peak fees are charged per unit"),
+                         Document("o", "Other", "a lot size of 7 applies to oats")], k=1)
+    assert corpus.search("penalties")[0].id == "p" and corpus.search("fee")[0].id == "f"
+    plain = BM25Corpus(corpus.documents, k=1, stemmer=None)  # negative control: without stemming nothing matches
+    assert plain.search("penalties") == [] and plain.search("fee") == []
+    with pytest.raises(ValueError, match="BM25Corpus: stemmer: expected None or one of"):
+        BM25Corpus(corpus.documents, stemmer="klingon")
+
+
+def test_fogged_document_is_in_the_top_3_for_at_least_90_percent():
+    from icml26.agents.optminer.synth import build_corpus, synthesize
+
+    instances, _ = synthesize(60, seed=2, fog_prob=1.0, progress=False)
+    corpus = BM25Corpus(build_corpus(instances, 2), k=3)
+    hits = total = 0
+    for inst in instances:
+        tree = inst.problem_tree()
+        for t in (t for t in tree.techniques if t.fogged):
+            total += 1
+            hits += any(d.text == t.document.text for d in corpus.search(t.fog_text))
+    assert total >= 50 and hits / total >= 0.9, (hits, total)
+
+
+class _OracleServer:
+    """A loopback OpenAI-compatible server whose "model" answers each benchmark question with a program that
+    prints what ``answer_line(item)`` says (the same question may carry different answers in different files,
+    so it serves one benchmark file)."""
+
+    def __init__(self, items, answer_line):
+        import http.server
+        import threading
+
+        refs = {i.question: i for i in items}
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _send(self, body):
+                data = json.dumps(body).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                self._send({"object": "list", "data": [{"id": "oracle", "object": "model"}]})
+
+            def do_POST(self):
+                request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                question = request["messages"][-1]["content"]
+                message = {"role": "assistant", "content": fenced(answer_line(refs[question]))}
+                self._send({"id": "c", "object": "chat.completion", "model": "oracle",
+                            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_cli_eval_on_the_shared_benchmarks_oracle_scores_100_and_a_dump_scores_by_the_rule(tmp_path, capsys):
+    from icml26.agents.optminer.decontaminate import benchmark_overlap
+    from icml26.cli import main
+
+    folder = shared_bench()
+    for name, path in discover(folder).items():
+        items = load_benchmark(path)[:3]
+        for answer_line, expected in ((_structured, 3), (_dump_only, 0)):
+            server = _OracleServer(items, answer_line)
+            out = tmp_path / f"{name}-{expected}"
+            try:
+                code = main(["optminer", "eval", "--backend", server.url, "--bench-dir", str(folder), "--benchmarks",
+                             name, "--limit", "3", "--out", str(out), "--no-progress", "--time-limit", "30"])
+            finally:
+                server.close()
+            assert code == 0, capsys.readouterr().err
+            s = json.loads((out / "summary.json").read_text())[name]
+            assert s["correct"] == expected and s["scored"] == 3 and s["infra_errors"] == 0, (name, s)
+            if expected == 0:
+                assert s["statuses"] == {"unparsed": 3}
+            assert json.loads((out / "overlap.json").read_text()) == benchmark_overlap({name: load_benchmark(path)})

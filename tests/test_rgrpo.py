@@ -78,6 +78,27 @@ def test_tool_mask_guard_issue_5144():
         check_tool_mask([[1, 1, 1, 1]], [turns])
 
 
+@pytest.mark.parametrize("explicit", [True, False])
+def test_explicit_use_vllm_wins_over_auto(tmp_path, explicit):
+    cfg = RGRPOConfig(output_dir=str(tmp_path), use_cpu=True, use_vllm=explicit)
+    assert cfg.generation_backend == "auto" and cfg.use_vllm is explicit
+    from transformers import HfArgumentParser
+
+    (parsed,) = HfArgumentParser(RGRPOConfig).parse_args_into_dataclasses(
+        ["--output_dir", str(tmp_path), "--use_cpu", "true", "--use_vllm", str(explicit).lower()])
+    assert parsed.use_vllm is explicit
+
+
+def test_auto_decides_use_vllm_only_when_unset(tmp_path):
+    import importlib.util
+
+    import torch
+
+    expected = bool(importlib.util.find_spec("vllm")) and torch.cuda.is_available()
+    assert RGRPOConfig(output_dir=str(tmp_path), use_cpu=True).use_vllm is expected
+    assert RGRPOConfig(output_dir=str(tmp_path), use_cpu=True, generation_backend="transformers").use_vllm is False
+
+
 def test_config_from_hf_argument_parser(tmp_path):
     from transformers import HfArgumentParser
 
@@ -96,6 +117,8 @@ def test_config_from_hf_argument_parser(tmp_path):
     ({"format_reward": float("nan")}, "format_reward"),
     ({"tool_mask_mismatch": "ignore"}, "tool_mask_mismatch: expected one of"),
     ({"generation_backend": "tpu"}, "generation_backend: expected one of"),
+    ({"generation_backend": "transformers", "use_vllm": True}, "use_vllm: expected False"),
+    ({"generation_backend": "vllm", "use_vllm": False}, "use_vllm: expected True"),
 ])
 def test_bad_config_is_rejected_clearly(tmp_path, kwargs, match):
     with pytest.raises(ValueError, match=match):

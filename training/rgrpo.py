@@ -71,7 +71,9 @@ class RGRPOConfig(GRPOConfig):
             (tokens of unknown origin get no gradient).
         verify_tool_mask: check on every batch that each tool turn left exactly one masked span.
         generation_backend: ``"auto"`` uses vLLM (colocated) when it is installed and a GPU is present, else
-            transformers; ``"transformers"`` or ``"vllm"`` force one. Overrides ``use_vllm``.
+            transformers, but only when ``use_vllm`` was left unset (None): an explicit ``use_vllm`` wins over
+            ``auto``. ``"transformers"`` or ``"vllm"`` force one and contradict an explicit opposite ``use_vllm``.
+        use_vllm: TRL's switch, kept when set explicitly; None (the default here) lets ``generation_backend`` decide.
     """
 
     reward_tolerance: float = field(default=1e-4, metadata={"help": "relative tolerance of the answer reward"})
@@ -82,6 +84,8 @@ class RGRPOConfig(GRPOConfig):
     tool_mask_mismatch: str = field(default="raise", metadata={"help": "raise | repair (TRL issue #5144)"})
     verify_tool_mask: bool = field(default=True, metadata={"help": "check one masked span per tool turn"})
     generation_backend: str = field(default="auto", metadata={"help": "auto | transformers | vllm"})
+    use_vllm: bool | None = field(default=None, metadata={
+        "help": "generate with vLLM (TRL's switch); unset: decided by generation_backend"})
 
     def __post_init__(self):
         for name in ("reward_tolerance", "format_reward", "retrieval_bonus"):
@@ -96,11 +100,15 @@ class RGRPOConfig(GRPOConfig):
         if self.generation_backend not in GENERATION_BACKENDS:
             raise input_error("RGRPOConfig", "generation_backend", f"one of {list(GENERATION_BACKENDS)}",
                               self.generation_backend)
-        if self.generation_backend == "vllm":
-            self.use_vllm = True
-        elif self.generation_backend == "transformers":
-            self.use_vllm = False
-        else:
+        if self.use_vllm is not None and not isinstance(self.use_vllm, bool):
+            raise input_error("RGRPOConfig", "use_vllm", "True, False or None (unset)", self.use_vllm)
+        forced = {"vllm": True, "transformers": False}.get(self.generation_backend)
+        if forced is not None and self.use_vllm is not None and self.use_vllm != forced:
+            raise input_error("RGRPOConfig", "use_vllm", f"{forced} (or unset) with generation_backend="
+                              f"{self.generation_backend!r}", self.use_vllm)
+        if forced is not None:
+            self.use_vllm = forced
+        elif self.use_vllm is None:  # auto, and the user left it to us
             import importlib.util
 
             self.use_vllm = bool(importlib.util.find_spec("vllm")) and torch.cuda.is_available()

@@ -21,15 +21,18 @@ from typing import Callable, Sequence
 
 from icml26.errors import described, input_error
 
-from .scorer import DEFAULT_RTOL, Scorer, parse_answer
+from .scorer import Scorer, parse_answer
 
 ENV_FOLDER = "ICML26_OPTBENCH"
 SUFFIXES = (".jsonl", ".json")
+PROMPT_SOLVERS = ("PuLP (its bundled CBC)", "scipy.optimize (milp / linprog, HiGHS)", "highspy (HiGHS)")
+"""The solvers the system prompt names; each is a dependency of icml26, and a test runs each in the sandbox."""
 SYSTEM_PROMPT = (
     "You are an expert in operations research. Read the optimisation problem, write its mathematical model "
     "(decision variables, objective, constraints), then write one self-contained Python program in a ```python "
-    "code block that solves it with PuLP (CBC), scipy.optimize or highspy and prints the optimal objective value "
-    "as `Optimal objective: <value>`. If the problem is infeasible or unbounded, print `No Best Solution`.")
+    f"code block that solves it with {', '.join(PROMPT_SOLVERS[:-1])} or {PROMPT_SOLVERS[-1]}. The program's last "
+    "line of output must be `OBJECTIVE: <value>` with the optimal objective value as a plain number, or "
+    "`OBJECTIVE: INFEASIBLE` / `OBJECTIVE: UNBOUNDED` when the problem has no optimum.")
 SEARCH_HINT = (" A `search` tool looks up technical documents (standards, schedules, modelling techniques); "
                "use it when the problem refers to knowledge it does not state.")
 
@@ -96,7 +99,7 @@ def load_benchmark(path: str | os.PathLike, *, question_field: str = "en_questio
             answer = parse_answer(record[answer_field])
         except ValueError as exc:
             raise input_error("load_benchmark", f"{path.name} record {number}: {answer_field}",
-                              "a number or 'No Best Solution'", record[answer_field]) from None
+                              "a finite number or 'No Best Solution'", record[answer_field]) from None
         item_id = str(record.get("id", number))
         items.append(BenchItem(f"{name}/{item_id}", str(record[question_field]), answer,
                                str(record[answer_field]).strip(), name))
@@ -152,6 +155,9 @@ def solve_problem(backend, question: str, *, search: Callable[[str], str] | None
     return "\n".join(t for t in texts if t), messages, usage.to_dict()
 
 
+INFRA_ERROR = "infra_error"
+
+
 def _done_ids(path: Path) -> dict[str, dict]:
     done = {}
     if path.exists():
@@ -160,60 +166,87 @@ def _done_ids(path: Path) -> dict[str, dict]:
                 record = json.loads(line)
             except json.JSONDecodeError:
                 continue  # a line cut off by an interrupted run
-            if record.get("status") != "backend_error":
+            if record.get("status") not in (INFRA_ERROR, "backend_error"):  # those are asked again
                 done[record["id"]] = record
     return done
 
 
 def evaluate(backend, items: Sequence[BenchItem], out_path: str | os.PathLike, *, scorer: Scorer,
              search: Callable[[str], str] | None = None, sampling: dict | None = None, max_turns: int = 4,
-             resume: bool = True, progress: bool = True) -> dict:
+             resume: bool = True, progress: bool = True, stop_on_infra_error: bool = True) -> dict:
     """Run the agent on ``items``, score each answer, append every generation to ``out_path`` (JSONL).
 
-    With ``resume`` the items already in ``out_path`` are not asked again (backend errors are).
-    Returns ``{"n", "correct", "accuracy", "rtol", "statuses"}``.
+    A backend, network or sandbox failure is recorded with status ``infra_error``: it is not the
+    model's answer, so it counts in neither ``correct`` nor ``scored`` (the accuracy's denominator),
+    and with ``stop_on_infra_error`` it ends the run (``"stopped"`` holds the reason). With
+    ``resume`` the items already in ``out_path`` are not asked again (infrastructure failures are).
+    Returns ``{"n", "scored", "correct", "accuracy" (None when nothing was scored), "infra_errors",
+    "tolerance", "widened_references", "statuses"}`` (plus ``"stopped"``).
     """
     from tqdm.auto import tqdm
 
     from icml26.agents.backends import BackendError
+    from icml26.agents.sandbox import SandboxError
 
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     done = _done_ids(out_path) if resume else {}
     if not resume and out_path.exists():
         out_path.unlink()
+    stopped = None
     with out_path.open("a", encoding="utf-8") as log:
         for item in tqdm(items, desc=items[0].benchmark if items else "eval", disable=not progress, unit="q"):
             if item.id in done:
                 continue
             record = {"id": item.id, "benchmark": item.benchmark, "question": item.question,
-                      "reference": item.raw_answer, "rtol": scorer.rtol, "atol": scorer.atol}
+                      "reference": item.raw_answer, "tolerance": scorer.tolerance.name}
             try:
                 text, messages, usage = solve_problem(backend, item.question, search=search, max_turns=max_turns,
                                                       sampling=sampling)
             except BackendError as exc:
-                record.update(status="backend_error", correct=False, reward=0.0, error=str(exc))
+                record.update(status=INFRA_ERROR, correct=False, reward=0.0, error=f"backend: {exc}")
             else:
-                score = scorer.score(text, item.answer)
-                record.update(completion=text, messages=messages, usage=usage, status=score.status,
-                              correct=score.correct, reward=score.reward, predicted=score.predicted,
-                              relative_error=score.relative_error, program_output=score.output[-2000:])
+                record.update(completion=text, messages=messages, usage=usage)
+                try:
+                    score = scorer.score(text, item.raw_answer)
+                except (SandboxError, OSError) as exc:
+                    record.update(status=INFRA_ERROR, correct=False, reward=0.0, error=f"sandbox: {exc}")
+                else:
+                    record.update(status=score.status, correct=score.correct, reward=score.reward,
+                                  predicted=score.predicted, answer_source=score.answer_source,
+                                  relative_error=score.relative_error, program_output=score.output[-2000:])
             log.write(json.dumps(record, ensure_ascii=False) + "\n")
             log.flush()
             done[item.id] = record
+            if record["status"] == INFRA_ERROR and stop_on_infra_error:
+                stopped = f"{item.id}: {record['error']}"
+                break
     records = [done[i.id] for i in items if i.id in done]
     statuses: dict[str, int] = {}
     for r in records:
         statuses[r["status"]] = statuses.get(r["status"], 0) + 1
     correct = sum(bool(r["correct"]) for r in records)
-    return {"n": len(records), "correct": correct, "accuracy": correct / len(records) if records else float("nan"),
-            "rtol": scorer.rtol, "atol": scorer.atol, "statuses": statuses}
+    infra = statuses.get(INFRA_ERROR, 0)
+    scored = len(records) - infra
+    summary = {"n": len(items), "scored": scored, "correct": correct,
+               "accuracy": correct / scored if scored else None, "infra_errors": infra,
+               "tolerance": scorer.tolerance.to_dict(),
+               "widened_references": sum(i.answer is not None and scorer.tolerance.half_unit(i.raw_answer) > 0
+                                         for i in items),
+               "statuses": statuses}
+    if stopped:
+        summary["stopped"] = stopped
+    return summary
 
 
 def evaluate_folder(backend, folder: str | os.PathLike, out_dir: str | os.PathLike, *,
-                    benchmarks: Sequence[str] | None = None, limit: int | None = None, rtol: float = DEFAULT_RTOL,
+                    benchmarks: Sequence[str] | None = None, limit: int | None = None,
                     scorer: Scorer | None = None, **kwargs) -> dict:
-    """:func:`evaluate` on every benchmark file in ``folder`` (or those named); ``summary.json`` in ``out_dir``."""
+    """:func:`evaluate` on every benchmark file in ``folder`` (or those named); ``summary.json`` in ``out_dir``.
+
+    Without ``scorer`` a default one (the default tolerance rule) is built. Stops after a benchmark
+    that :func:`evaluate` stopped on an infrastructure failure.
+    """
     from icml26.utils import atomic_write_json
 
     found = discover(folder)
@@ -224,22 +257,35 @@ def evaluate_folder(backend, folder: str | os.PathLike, out_dir: str | os.PathLi
                           unknown)
     out_dir = Path(out_dir)
     own = scorer is None
-    scorer = scorer or Scorer(rtol)
+    scorer = scorer or Scorer()
     summary = {}
     try:
         for name in names:
             items = load_benchmark(found[name])[:limit] if limit else load_benchmark(found[name])
             summary[name] = evaluate(backend, items, out_dir / f"{name}.jsonl", scorer=scorer, **kwargs)
             atomic_write_json(out_dir / "summary.json", summary)
+            if "stopped" in summary[name]:
+                break
     finally:
         if own:
             scorer.close()
     return summary
 
 
-def format_summary(summary: dict) -> str:
-    lines = ["| benchmark | n | correct | accuracy | rtol | atol |", "| --- | --- | --- | --- | --- | --- |"]
+def infra_failure(summary: dict) -> str | None:
+    """One line naming the first infrastructure failure of an :func:`evaluate_folder` summary, else None."""
     for name, s in summary.items():
-        lines.append(f"| {name} | {s['n']} | {s['correct']} | {100 * s['accuracy']:.1f}% | {s['rtol']:g} "
-                     f"| {s.get('atol', 0.0):g} |")
+        if s.get("infra_errors"):
+            return (f"{s['infra_errors']} infrastructure failure(s) in {name}, first: "
+                    f"{s.get('stopped', 'see ' + name + '.jsonl')}").replace("\n", " ")
+    return None
+
+
+def format_summary(summary: dict) -> str:
+    lines = ["| benchmark | n | scored | correct | accuracy | infra errors | unparsed | tolerance |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for name, s in summary.items():
+        accuracy = "n/a" if not s["scored"] else f"{100 * s['accuracy']:.1f}%"
+        lines.append(f"| {name} | {s['n']} | {s['scored']} | {s['correct']} | {accuracy} | {s['infra_errors']} "
+                     f"| {s['statuses'].get('unparsed', 0)} | {s['tolerance']['rule']} |")
     return "\n".join(lines)

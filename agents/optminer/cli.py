@@ -1,4 +1,4 @@
-"""``icml26 optminer synthesize|eval``: Opt-Miner's data synthesis and benchmark evaluation.
+"""``icml26 optminer synthesize|validate|decontaminate|eval``: Opt-Miner's data synthesis and benchmark evaluation.
 
 Light at import time (argparse only); the work is imported inside :func:`run`.
 """
@@ -13,6 +13,7 @@ from icml26.argtypes import non_negative_float, number, positive_float, positive
 
 _EVAL = "eval"
 _non_negative_int = number(int, "a non-negative integer", lambda v: v >= 0)
+_fraction = number(float, "a number in [0, 1)", lambda v: 0 <= v < 1)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,6 +34,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=positive_int, default=1, help="worker processes (1); same output for any value")
     p.add_argument("--overwrite", action="store_true", help="replace an existing dataset/ and corpus/ in --out")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="hide the progress bar")
+    p.add_argument("--no-validate", dest="validate", action="store_false",
+                   help="skip rebuilding every instance from its text and documents (validation.json); "
+                        "by default a differing instance makes the command exit 1")
+
+    p = sub.add_parser("validate", help="rebuild each synthesised instance's model from its text and documents "
+                                        "alone and compare optima, per template (exit 1 when any differ)")
+    p.add_argument("dir", metavar="DIR", help="a `synthesize --out` folder (or its dataset/ folder)")
+    p.add_argument("--limit", type=positive_int, default=None, help="first N instances only")
+    p.add_argument("--json", default=None, metavar="FILE", help="also write the full report as JSON to FILE")
+
+    p = sub.add_parser("decontaminate", help="report (and optionally drop) training items whose 13-gram overlap "
+                                             "with a benchmark question exceeds a threshold; also the overlap "
+                                             "between the benchmark files")
+    p.add_argument("train", metavar="TRAIN", help="a `synthesize --out` folder, a datasets folder (column text) or "
+                                                  "a .jsonl/.json file of en_question records")
+    p.add_argument("bench", metavar="BENCH", nargs="+", help="benchmark files or folders of them")
+    p.add_argument("--threshold", type=_fraction, default=0.5,
+                   help="overlap (share of the shorter text's 13-grams found in the other) above which an item "
+                        "counts as contaminated (0.5)")
+    p.add_argument("--drop", default=None, metavar="OUT",
+                   help="write the training items that stay to OUT (a datasets folder, or a .jsonl for a .jsonl TRAIN)")
+    p.add_argument("--json", default=None, metavar="FILE", help="write the full report as JSON to FILE")
 
     p = sub.add_parser("eval", help="evaluate a chat backend on optimisation-modelling benchmarks")
     add_backend_arguments(p, temperature=0.0, max_new_tokens=4096)
@@ -43,10 +66,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="benchmark file stems to run (default: every file in the folder)")
     p.add_argument("--out", required=True, help="output folder: <benchmark>.jsonl generations and summary.json")
     p.add_argument("--limit", type=positive_int, default=None, help="first N problems of each benchmark")
-    p.add_argument("--rtol", type=positive_float, default=1e-6,
-                   help="relative tolerance |pred-ref|/(|ref|+1) (default 1e-6, as SIRL)")
-    p.add_argument("--atol", type=non_negative_float, default=0.0,
-                   help="also accept |pred-ref| <= ATOL (default 0 = off; some papers use 1e-2)")
+    p.add_argument("--rtol", type=positive_float, default=None,
+                   help="replace the default tolerance rule (relative 1e-6, or within half a unit of the "
+                        "reference's last printed decimal) by: relative error |pred-ref|/(|ref|+1) < RTOL")
+    p.add_argument("--atol", type=non_negative_float, default=None,
+                   help="replace the default tolerance rule by: relative error < RTOL (1e-6 unless given) "
+                        "or |pred-ref| <= ATOL")
     p.add_argument("--time-limit", type=positive_float, default=60.0, help="seconds per program (60)")
     p.add_argument("--memory-mb", type=positive_int, default=4096, help="memory limit per program, MB (4096)")
     p.add_argument("--allow-unisolated", action="store_true",
@@ -86,22 +111,62 @@ def _synthesize(args) -> int:
     atomic_write_json(out / "stats.json", stats)
     print(json.dumps(stats))
     print(f"wrote {out / 'dataset'} (datasets.load_from_disk) and {len(corpus)} documents in {out / 'corpus'}")
-    return 0
+    if not args.validate:
+        return 0
+    import dataclasses
+
+    from icml26.agents.optminer.validate import format_report, validate
+
+    report = validate(dataclasses.asdict(i) for i in instances)
+    atomic_write_json(out / "validation.json", report)
+    print(format_report(report))
+    return 1 if report["differ"] else 0
+
+
+def _validate(args) -> int:
+    from pathlib import Path
+
+    from icml26.agents.optminer.validate import format_report, validate
+    from icml26.errors import input_error
+    from icml26.utils import atomic_write_json
+
+    folder = Path(args.dir)
+    folder = folder / "dataset" if (folder / "dataset").is_dir() else folder
+    if not (folder / "dataset_info.json").is_file():
+        raise input_error("validate", "DIR", "a `synthesize --out` folder or its dataset/ folder", str(args.dir))
+    from datasets import load_from_disk
+
+    data = load_from_disk(str(folder))
+    missing = [c for c in ("id", "text", "documents", "objective") if c not in data.column_names]
+    if missing:
+        raise input_error("validate", "DIR", "a dataset with columns id, text, documents, objective",
+                          f"{folder} without {missing}")
+    if args.limit:
+        data = data.select(range(min(args.limit, len(data))))
+    report = validate(data)
+    if args.json:
+        atomic_write_json(args.json, report)
+    print(format_report(report))
+    return 1 if report["differ"] else 0
 
 
 def _eval(args) -> int:
     from icml26.errors import InputError, input_error
 
-    from icml26.agents.optminer.bench import ENV_FOLDER, bench_folder, evaluate_folder, format_summary
+    from icml26.agents.optminer.bench import (ENV_FOLDER, bench_folder, evaluate_folder, format_summary,
+                                              infra_failure)
 
     folder = bench_folder(args.bench_dir)
     if folder is None:
         raise input_error(_EVAL, "--bench-dir", f"a folder of benchmark files (or set {ENV_FOLDER})", None)
     if not folder.is_dir():
         raise input_error(_EVAL, "--bench-dir", "an existing folder", str(folder))
-    from icml26.agents.backends import backend_from_args, sampling_from_args
+    from icml26.agents.backends import BackendError, backend_from_args, sampling_from_args
 
-    backend = backend_from_args(args, command=_EVAL)
+    try:
+        backend = backend_from_args(args, command=_EVAL)
+    except BackendError as exc:
+        return _infra_failure(f"the chat backend is unavailable: {exc}")
     search = None
     if args.corpus:
         from icml26.agents.optminer.retrieval import BM25Corpus, EmbeddingCorpus, make_search_tool
@@ -126,7 +191,7 @@ def _eval(args) -> int:
     try:
         scorer.sandbox  # build it now: a machine without isolation fails here, before any generation
     except SandboxError as exc:
-        raise InputError(f"{exc} (or pass --allow-unisolated)") from None
+        return _infra_failure(f"{exc} (or pass --allow-unisolated)")
     with scorer:
         try:
             summary = evaluate_folder(backend, folder, args.out, benchmarks=args.benchmarks, limit=args.limit,
@@ -135,7 +200,87 @@ def _eval(args) -> int:
         except (ValueError, FileNotFoundError) as exc:
             raise InputError(str(exc)) from None
     print(format_summary(summary))
-    print(f"generations and summary.json in {args.out}")
+    _report_overlap(folder, list(summary), args.out)
+    print(f"generations, summary.json and overlap.json in {args.out}")
+    failure = infra_failure(summary)
+    return _infra_failure(f"{failure}; rerun to resume") if failure else 0
+
+
+def _report_overlap(folder, names, out) -> None:
+    """Questions the benchmark files share (13-grams, :mod:`~icml26.agents.optminer.decontaminate`): overlap.json."""
+    from pathlib import Path
+
+    from icml26.agents.optminer.bench import discover, load_benchmark
+    from icml26.agents.optminer.decontaminate import benchmark_overlap
+    from icml26.utils import atomic_write_json
+
+    found = discover(folder)
+    rows = benchmark_overlap({n: load_benchmark(found[n]) for n in names if n in found})
+    atomic_write_json(Path(out) / "overlap.json", rows)
+    for row in rows:
+        print(f"overlap: {_overlap_line(row)}")
+
+
+def _overlap_line(row: dict) -> str:
+    where = "within itself" if row["benchmark"] == row["overlaps"] else f"in {row['overlaps']}"
+    return (f"{row['benchmark']}: {row['overlapping']} of {row['questions']} questions also {where}, "
+            f"{row['different_answers']} with a different answer")
+
+
+def _infra_failure(reason: str) -> int:
+    """One line on stderr and exit status 1: the run failed for a reason that is not the model's answers."""
+    import sys
+
+    print(f"icml26 optminer {_EVAL}: infra_error: {' '.join(reason.split())}", file=sys.stderr)
+    return 1
+
+
+def _benchmarks(paths) -> dict:
+    """Benchmark name -> items, from files and folders (``InputError`` for anything else)."""
+    from pathlib import Path
+
+    from icml26.agents.optminer.bench import discover, load_benchmark
+    from icml26.errors import input_error
+
+    found = {}
+    for raw in paths:
+        path = Path(raw)
+        files = discover(path) if path.is_dir() else {path.stem: path} if path.is_file() else None
+        if files is None:
+            raise input_error("decontaminate", "BENCH", "benchmark files or folders", raw)
+        for name, file in files.items():
+            found[name] = load_benchmark(file)
+    return found
+
+
+def _decontaminate(args) -> int:
+    import os
+
+    from icml26.agents.optminer.decontaminate import (benchmark_overlap, contaminated, load_training_texts,
+                                                      save_kept)
+    from icml26.errors import input_error
+    from icml26.utils import atomic_write_json
+
+    texts, source = load_training_texts(args.train)
+    benchmarks = _benchmarks(args.bench)
+    if args.drop and os.path.exists(args.drop):
+        raise input_error("decontaminate", "--drop", "a path that does not exist yet", args.drop)
+    hits = contaminated(texts, benchmarks, args.threshold)
+    cross = benchmark_overlap(benchmarks, args.threshold)
+    per_bench = {name: sum(h.benchmark == name for h in hits) for name in benchmarks}
+    print(f"{len(hits)} of {len(texts)} training items overlap a benchmark question above {args.threshold:g} "
+          f"(13-grams): " + ", ".join(f"{n} {c}" for n, c in per_bench.items()))
+    for row in cross:
+        print(_overlap_line(row))
+    report = {"threshold": args.threshold, "ngram": 13, "training_items": len(texts), "contaminated": len(hits),
+              "by_benchmark": per_bench, "items": [h.__dict__ for h in hits], "benchmark_overlap": cross}
+    if args.drop:
+        dropped = {h.index for h in hits}
+        save_kept(source, [k for k in range(len(texts)) if k not in dropped], args.drop)
+        report["kept"] = len(texts) - len(dropped)
+        print(f"kept {report['kept']} items in {args.drop}")
+    if args.json:
+        atomic_write_json(args.json, report)
     return 0
 
 
@@ -144,4 +289,8 @@ def run(args) -> int:
         return _synthesize(args)
     if args.optminer_command == "eval":
         return _eval(args)
+    if args.optminer_command == "validate":
+        return _validate(args)
+    if args.optminer_command == "decontaminate":
+        return _decontaminate(args)
     raise AssertionError(f"unknown optminer sub-command {args.optminer_command!r}")  # pragma: no cover

@@ -12,13 +12,12 @@ work is InfoAgent, arXiv 2509.25189, with its entity trees, sub-tree sampling an
 - :func:`fog` takes a technique's key parameter out of the problem text, leaving only the name of
   the standard that holds it, so its knowledge document becomes necessary to solve the problem.
 
-Every operator returns a new tree and leaves its inputs untouched; they raise ``ValueError`` when
+Every operator returns a new tree (:meth:`~.tree.ProblemTree.copy`) and leaves its inputs untouched; they raise ``ValueError`` when
 they cannot apply (synthesis then draws again).
 """
 
 from __future__ import annotations
 
-import copy
 import re
 
 from icml26.errors import described, input_error
@@ -33,7 +32,7 @@ def _total(tree: ProblemTree, values: dict[str, float]) -> float:
 
 def union(a: ProblemTree, b: ProblemTree, rng) -> ProblemTree:
     """Subtree union of ``a`` and ``b``: a two-domain problem with a binding linking constraint."""
-    a, b = copy.deepcopy(a), copy.deepcopy(b)
+    a, b = a.copy(), b.copy()
     clash = {v.name for v in a.model.variables} & {v.name for v in b.model.variables}
     sites = {s.site for s in a.scenarios} & {s.site for s in b.scenarios}
     if clash or set(a.params) & set(b.params) or sites:
@@ -66,7 +65,7 @@ def union(a: ProblemTree, b: ProblemTree, rng) -> ProblemTree:
                                 f"{{v}} times the total number of {s2.noun}.", lid)
         con = Constraint(f"{lid}.total", [Term(x) for x in s1.primary] + [Term(x, -1.0, key) for x in s2.primary],
                          "<=", Rhs(0.0), "link", lid)
-        candidate = copy.deepcopy(merged)
+        candidate = merged.copy()
         candidate.params[key] = param
         candidate.model.constraints.append(con)
         candidate.links.append(Link(lid, [s1.id, s2.id], con.name))
@@ -87,7 +86,7 @@ def transfer(a: ProblemTree, b: ProblemTree, rng, tag: str | None = None,
     elif tag not in tags:
         raise input_error("transfer", "tag", f"a technique of tree {a.id} ({tags})",
                           described(f"{tag!r}: tree {a.id} has no technique {tag!r}"))
-    out = copy.deepcopy(b)
+    out = b.copy()
     technique = apply_technique(out, tag, rng, scenario)
     out.history[-1] = f"transfer:{tag}:{a.id}->{technique.scenario}"
     return out
@@ -103,7 +102,7 @@ def fog(tree: ProblemTree, rng, technique: str | None = None) -> ProblemTree:
     ``technique`` picks the technique id (default: a random unfogged technique whose key value
     does not occur anywhere else in the text). The hidden number is absent from the new text.
     """
-    out = copy.deepcopy(tree)
+    out = tree.copy()
     pool = [t for t in out.techniques if not t.fogged and (technique is None or t.id == technique)]
     if technique is not None and not pool:
         raise input_error("fog", "technique", f"an unfogged technique of tree {tree.id}", technique)

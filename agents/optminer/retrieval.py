@@ -1,7 +1,7 @@
 """Local document search for Opt-Miner's information-seeking agent (Reconstruction: a local corpus for the web).
 
 The paper retrieves "technical documents on the web"; offline we substitute a local corpus
-searched with BM25 (the ``bm25s`` library). The corpus holds the knowledge documents that
+searched with BM25 (the ``bm25s`` library, with PyStemmer's Snowball stemming). The corpus holds the knowledge documents that
 fogging moved out of the problem texts plus distractors, or any folder of ``.txt``/``.md`` files
 a user points it at (:meth:`BM25Corpus.from_folder`). An optional dense backend
 (:class:`EmbeddingCorpus`) uses a sentence-embedding model when one is installed locally.
@@ -87,21 +87,37 @@ def read_folder(path: str | Path, suffixes: Sequence[str] = DOCUMENT_SUFFIXES) -
     return documents
 
 
+def snowball_stemmer(language: str | None):
+    """PyStemmer's Snowball stemmer for ``language`` (what ``bm25s.tokenize(stemmer=...)`` takes), or None."""
+    if language is None:
+        return None
+    import Stemmer
+
+    if language not in Stemmer.algorithms():
+        raise input_error("BM25Corpus", "stemmer", f"None or one of {sorted(Stemmer.algorithms())}", language)
+    return Stemmer.Stemmer(language)
+
+
 class BM25Corpus:
     """BM25 search over documents (title + text indexed), backed by ``bm25s``.
+
+    Documents and queries are stemmed with PyStemmer's Snowball stemmer (``stemmer="english"``;
+    None turns it off), so "penalties" finds "penalty" and "fee" finds "fees".
 
     >>> corpus = BM25Corpus([Document("a", "Big-M", "fixed charge ..."), ...], k=3)
     >>> corpus.search("fixed charge setup cost")  # -> list[Document], best first
     """
 
-    def __init__(self, documents: Iterable[Document], k: int = 3, *, stopwords: str | None = "english"):
+    def __init__(self, documents: Iterable[Document], k: int = 3, *, stopwords: str | None = "english",
+                 stemmer: str | None = "english"):
         import bm25s
 
         self.documents = _check_documents(documents)
         self.k = _check_k(k)
         self._stopwords = stopwords
+        self._stemmer = snowball_stemmer(stemmer)
         tokens = bm25s.tokenize([f"{d.title}\n{d.text}" for d in self.documents], stopwords=stopwords,
-                                return_ids=False, show_progress=False)
+                                stemmer=self._stemmer, return_ids=False, show_progress=False)
         self._vocab = {t for doc in tokens for t in doc}
         self._index = bm25s.BM25()
         self._index.index(tokens, show_progress=False)
@@ -125,8 +141,8 @@ class BM25Corpus:
         if not isinstance(query, str):
             raise TypeError(f"query must be a string, got {type(query).__name__}")
         k = min(_check_k(self.k if k is None else k), len(self.documents))
-        terms = [t for t in bm25s.tokenize([query], stopwords=self._stopwords, return_ids=False,
-                                           show_progress=False)[0] if t in self._vocab]
+        terms = [t for t in bm25s.tokenize([query], stopwords=self._stopwords, stemmer=self._stemmer,
+                                           return_ids=False, show_progress=False)[0] if t in self._vocab]
         if not terms:
             return []
         results, scores = self._index.retrieve([terms], k=k, show_progress=False, n_threads=1)

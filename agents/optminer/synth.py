@@ -4,7 +4,12 @@
 a scenario with one technique, then (with the given probabilities) a union with a second
 scenario, a technique transferred from a donor problem, and knowledge fogging. Every instance is
 solved with HiGHS and CBC and kept only when both find an optimum (feasible, bounded) and agree
-within ``rtol``; otherwise the instance is drawn again with the next attempt's generator.
+within ``rtol``, and when its optimum stays the same without the bounds its text does not state and
+with every big-M constant widened tenfold; otherwise the instance is drawn again with the next
+attempt's generator. Every upper bound of a scenario variable is either stated in the text (a
+parameter sentence) or implied by a stated constraint (a lane ships at most its source's supply, a
+depot serves at most its capacity), so what the text says is the whole model
+(:mod:`~.validate` rebuilds it from the text to check).
 
 :func:`scripted_modeller` is a rule-based stand-in for a modelling agent, used to measure
 knowledge gaps: it knows the tree's structure but must read every number from the problem text
@@ -14,7 +19,9 @@ taken as 0 (the technique treated as absent).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -25,9 +32,12 @@ from icml26.errors import input_error
 
 from .operators import fog, transfer, union
 from .retrieval import Document
-from .solve import agree, verify
+from .solve import agree, bounds_bind, verify
 from .templates import SCENARIOS, TECHNIQUES, apply_technique, distractor_documents, new_scenario
 from .tree import ProblemTree, read_param
+
+
+STAT_KEYS = ("attempts", "rejected_operator", "rejected_solver", "rejected_unstated_bound")
 
 
 @dataclass
@@ -79,41 +89,91 @@ def draw_tree(rng, *, union_prob: float = 0.3, transfer_prob: float = 0.3, fog_p
     return tree
 
 
-def make_instance(tree: ProblemTree, instance_id: str, rtol: float = 1e-6) -> Instance | None:
-    """Solve with both solvers; an :class:`Instance` when valid, else ``None``."""
-    ok, highs, cbc = verify(tree, rtol)
-    if not ok:
+class _Clock:
+    """Seconds per phase, added into ``seconds`` (a dict; None: not timed)."""
+
+    def __init__(self, seconds: dict | None):
+        self.seconds = seconds
+
+    @contextlib.contextmanager
+    def __call__(self, phase: str):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            if self.seconds is not None:
+                self.seconds[phase] = self.seconds.get(phase, 0.0) + time.perf_counter() - start
+
+
+def make_instance(tree: ProblemTree, instance_id: str, rtol: float = 1e-6, stats: dict | None = None,
+                  seconds: dict | None = None) -> Instance | None:
+    """Solve with both solvers; an :class:`Instance` when valid, else ``None`` (counted in ``stats``).
+
+    Valid: HiGHS and CBC agree on an optimum, and that optimum does not depend on a bound the text
+    leaves unstated or on the size of a big-M constant (:func:`~.solve.bounds_bind`). CBC runs as a
+    subprocess started first, so it solves while this process does the HiGHS solves and the
+    rendering; ``seconds`` collects the time of each phase (``cbc_start``: writing its model file and
+    starting it; ``cbc_wait``: what is left to wait for it).
+    """
+    clock = _Clock(seconds)
+    model = tree.to_model()
+    with clock("cbc_start"):
+        cbc_run = model.start_cbc()
+    with clock("highs"):
+        highs = model.solve_highs()
+    binds = inst = None
+    if highs.optimal:
+        with clock("bound_check"):
+            binds = bounds_bind(tree, highs.objective)
+        if not binds:
+            with clock("render"):
+                named = tree.copy(id=instance_id)
+                inst = Instance(id=instance_id, text=named.render_text(),
+                                documents=[d.to_dict() for d in named.documents()], objective=highs.objective,
+                                cbc_objective=float("nan"), sense=named.model.objective.sense,
+                                fogged=bool(named.fogged_params()), techniques=[t.tag for t in named.techniques],
+                                scenarios=[s.template for s in named.scenarios], operators=list(named.history),
+                                tree=named.to_json())
+    with clock("cbc_wait"):
+        cbc = cbc_run.result()
+    if not (highs.optimal and cbc.optimal and agree(highs.objective, cbc.objective, rtol)):
+        if stats is not None:
+            stats["rejected_solver"] += 1
         return None
-    tree = dataclasses.replace(tree, id=instance_id)
-    return Instance(id=instance_id, text=tree.render_text(), documents=[d.to_dict() for d in tree.documents()],
-                    objective=highs.objective, cbc_objective=cbc.objective, sense=tree.model.objective.sense,
-                    fogged=bool(tree.fogged_params()), techniques=[t.tag for t in tree.techniques],
-                    scenarios=[s.template for s in tree.scenarios], operators=list(tree.history), tree=tree.to_json())
+    if binds:
+        if stats is not None:
+            stats["rejected_unstated_bound"] += 1
+        return None
+    inst.cbc_objective = cbc.objective
+    return inst
 
 
 def _draw_valid(job: tuple) -> tuple[Instance, dict]:
     """Instance ``i``: the first valid draw among generators ``default_rng([seed, i, attempt])``."""
     seed, i, probs, rtol, max_attempts = job
-    stats = {"attempts": 0, "rejected_operator": 0, "rejected_solver": 0}
+    stats: dict = dict.fromkeys(STAT_KEYS, 0)
+    stats["seconds"] = seconds = {}
+    clock = _Clock(seconds)
     for attempt in range(max_attempts):
         rng = np.random.default_rng([seed, i, attempt])
         stats["attempts"] += 1
         try:
-            tree = draw_tree(rng, **probs)
+            with clock("draw"):  # templates and operators, with the solves union makes of its parents
+                tree = draw_tree(rng, **probs)
         except ValueError:
             stats["rejected_operator"] += 1
             continue
-        inst = make_instance(tree, f"om-{seed}-{i}", rtol)
+        inst = make_instance(tree, f"om-{seed}-{i}", rtol, stats, seconds)
         if inst is not None:
             return inst, stats
-        stats["rejected_solver"] += 1
     raise RuntimeError(f"instance {i}: no valid draw in {max_attempts} attempts")
 
 
 def synthesize(n: int, seed: int = 0, *, union_prob: float = 0.3, transfer_prob: float = 0.3, fog_prob: float = 0.6,
                rtol: float = 1e-6, max_attempts: int = 20, workers: int = 1,
                progress: bool = True) -> tuple[list[Instance], dict]:
-    """``n`` verified instances and statistics (attempts, rejections by cause).
+    """``n`` verified instances and statistics (attempts, rejections by cause, ``seconds`` per phase summed
+    over workers).
 
     Instance ``i`` depends only on ``(seed, i)``, so the output is the same for any ``workers``
     (processes; 1 runs in this process).
@@ -144,10 +204,14 @@ def synthesize(n: int, seed: int = 0, *, union_prob: float = 0.3, transfer_prob:
                 results.append(result)
                 bar.update()
     bar.close()
-    stats = {"attempts": 0, "rejected_operator": 0, "rejected_solver": 0}
+    stats = dict.fromkeys(STAT_KEYS, 0)
+    seconds: dict[str, float] = {}
     for _, s in results:
-        for key in stats:
+        for key in STAT_KEYS:
             stats[key] += s[key]
+        for phase, value in s["seconds"].items():
+            seconds[phase] = seconds.get(phase, 0.0) + value
+    stats["seconds"] = {k: round(v, 4) for k, v in sorted(seconds.items())}
     return [inst for inst, _ in results], stats
 
 

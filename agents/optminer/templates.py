@@ -71,9 +71,11 @@ class _Build:
         self.params[key] = Param(key, float(value), phrase, self.sid)
         return key
 
-    def v(self, name: str, kind: str, ub: float) -> str:
+    def v(self, name: str, kind: str, ub: float, ub_param: str | None = None) -> str:
+        """A variable with upper bound ``ub``: stated by parameter ``ub_param``, else implied by the
+        scenario's constraints (never a bound the text leaves out)."""
         full = f"{self.sid}.{name}"
-        self.variables.append(Variable(full, kind, 0.0, float(ub)))
+        self.variables.append(Variable(full, kind, 0.0, float(ub), ub_param))
         return full
 
     def c(self, name: str, terms: list[Term], sense: str, rhs: Rhs) -> None:
@@ -92,7 +94,7 @@ def production(rng, sid: str, site: str) -> ProblemTree:
     prods, res = _pick(rng, PRODUCTS, int(rng.integers(2, 5))), _pick(rng, RESOURCES, int(rng.integers(2, 4)))
     profit, demand = _ints(rng, 20, 90, len(prods)), _ints(rng, 20, 80, len(prods))
     use = [_ints(rng, 1, 9, len(prods)) for _ in res]
-    x = [b.v(f"x[{p}]", "continuous", d) for p, d in zip(prods, demand)]
+    x = [b.v(f"x[{p}]", "continuous", d, f"{sid}.demand[{p}]") for p, d in zip(prods, demand)]
     for p, xi, pr, d in zip(prods, x, profit, demand):
         b.objective.append(Term(xi, 1.0, b.p(f"profit[{p}]", pr, f"At {name}, each unit of {p} yields a profit of ${{v}}.")))
         b.c(f"demand[{p}]", [Term(xi)], "<=", Rhs(1.0, b.p(f"demand[{p}]", d, f"At {name}, at most {{v}} units of {p} can be sold.")))
@@ -112,7 +114,7 @@ def diet(rng, sid: str, site: str) -> ProblemTree:
     b, name = _Build(sid), f"{site} Clinic"
     foods, nuts = _pick(rng, FOODS, int(rng.integers(3, 6))), _pick(rng, NUTRIENTS, int(rng.integers(2, 4)))
     cost, most = _ints(rng, 2, 15, len(foods)), _ints(rng, 5, 12, len(foods))
-    x = [b.v(f"x[{f}]", "continuous", m) for f, m in zip(foods, most)]
+    x = [b.v(f"x[{f}]", "continuous", m, f"{sid}.most[{f}]") for f, m in zip(foods, most)]
     for f, xi, c, m in zip(foods, x, cost, most):
         b.objective.append(Term(xi, 1.0, b.p(f"cost[{f}]", c, f"At {name}, a serving of {f} costs ${{v}}.")))
         b.c(f"most[{f}]", [Term(xi)], "<=", Rhs(1.0, b.p(f"most[{f}]", m, f"At {name}, at most {{v}} servings of {f} fit in the daily menu.")))
@@ -140,7 +142,7 @@ def transportation(rng, sid: str, site: str) -> ProblemTree:
     x, labels = {}, []
     for s, sup in zip(srcs, supply):
         for d, dem in zip(dsts, demand):
-            x[s, d] = b.v(f"x[{s},{d}]", "continuous", min(sup, dem))
+            x[s, d] = b.v(f"x[{s},{d}]", "continuous", sup)  # implied: one lane carries at most its source's supply
             labels.append(f"units shipped by {name} from {s} to {d}")
             b.objective.append(Term(x[s, d], 1.0, b.p(f"cost[{s},{d}]", int(rng.integers(2, 21)),
                                                       f"{name} ships from {s} to {d} at ${{v}} per unit.")))
@@ -161,7 +163,7 @@ def knapsack(rng, sid: str, site: str) -> ProblemTree:
     b, name = _Build(sid), f"{site} Outfitters"
     items = _pick(rng, ITEMS, int(rng.integers(3, 6)))
     value, weight, avail = _ints(rng, 10, 60, len(items)), _ints(rng, 2, 15, len(items)), _ints(rng, 2, 6, len(items))
-    x = [b.v(f"x[{i}]", "integer", u) for i, u in zip(items, avail)]
+    x = [b.v(f"x[{i}]", "integer", u, f"{sid}.avail[{i}]") for i, u in zip(items, avail)]
     cap_terms = []
     for i, xi, val, w, u in zip(items, x, value, weight, avail):
         b.objective.append(Term(xi, 1.0, b.p(f"value[{i}]", val, f"At {name}, each of the {i} is worth {{v}} points.")))
@@ -184,11 +186,11 @@ def facility(rng, sid: str, site: str) -> ProblemTree:
         cap = [c + int(np.ceil((1.3 * sum(demand) - sum(cap)) / len(facs))) for c in cap]
     y = {f: b.v(f"open[{f}]", "binary", 1) for f in facs}
     x, labels = {}, []
-    for f in facs:
+    for f, c in zip(facs, cap):
         b.objective.append(Term(y[f], 1.0, b.p(f"fixed[{f}]", int(rng.integers(100, 401)),
                                                f"{name} can open a depot at {f} for a fixed cost of ${{v}}.")))
-        for z, dem in zip(zones, demand):
-            x[f, z] = b.v(f"x[{f},{z}]", "continuous", dem)
+        for z in zones:
+            x[f, z] = b.v(f"x[{f},{z}]", "continuous", c)  # implied: a depot serves at most its capacity
             labels.append(f"units sent by {name} from {f} to {z}")
             b.objective.append(Term(x[f, z], 1.0, b.p(f"cost[{f},{z}]", int(rng.integers(1, 13)),
                                                       f"{name} serves one unit of {z}'s demand from {f} for ${{v}}.")))
@@ -210,7 +212,8 @@ def staffing(rng, sid: str, site: str) -> ProblemTree:
     b, name = _Build(sid), f"{site} Hospital"
     periods = int(rng.integers(4, 7))
     req = _ints(rng, 3, 15, periods)
-    x = [b.v(f"x[{t + 1}]", "integer", max(req)) for t in range(periods)]
+    most = b.p("most", max(req), f"At {name}, at most {{v}} nurses can start a shift in any one period.")
+    x = [b.v(f"x[{t + 1}]", "integer", max(req), most) for t in range(periods)]
     for t, xt in enumerate(x):
         b.objective.append(Term(xt, 1.0, b.p(f"wage[{t + 1}]", int(rng.integers(80, 161)),
                                              f"At {name}, a nurse on the shift starting in period {t + 1} is paid ${{v}}.")))
@@ -321,7 +324,7 @@ def apply_technique(tree: ProblemTree, tag: str, rng, scenario: str | None = Non
         setup = max(1, round(float(rng.uniform(0.2, 0.6)) * scale * ub))
         key = p("setup", setup, f"At {site}, having any {label} at all incurs a one-time setup cost of ${{v}}.")
         y = var("on", "binary", 1)
-        con("bigM", [Term(x), Term(y, -ub)], "<=", Rhs(0.0))
+        con("bigM", [Term(x), Term(y, -ub, big_m=True)], "<=", Rhs(0.0))
         tree.model.objective.terms.append(Term(y, cost, key))
         fog = f"At {site}, having any {label} at all incurs the one-time setup cost of setup-cost schedule {code}."
     elif tag == "either_or":
@@ -330,8 +333,8 @@ def apply_technique(tree: ProblemTree, tag: str, rng, scenario: str | None = Non
         key = p("limit", limit, f"At {site}, either the number of {label} or the number of {labels[1]} must not exceed {{v}}.")
         z, zc = var("first", "binary", 1), var("second", "binary", 1)
         con("choose", [Term(z), Term(zc)], "==", Rhs(1.0))
-        con("first", [Term(x), Term(z, -ub)], "<=", Rhs(1.0, key))
-        con("second", [Term(x2), Term(zc, -tree.var(x2).ub)], "<=", Rhs(1.0, key))
+        con("first", [Term(x), Term(z, -ub, big_m=True)], "<=", Rhs(1.0, key))
+        con("second", [Term(x2), Term(zc, -tree.var(x2).ub, big_m=True)], "<=", Rhs(1.0, key))
         targets, labels = targets[:2], labels[:2]
         fog = f"At {site}, the numbers of {label} and {labels[1]} are restricted by exclusivity rule {code}."
     elif tag == "absolute_value":
@@ -368,7 +371,7 @@ def apply_technique(tree: ProblemTree, tag: str, rng, scenario: str | None = Non
         con("split", [Term(x), Term(s1, -1.0), Term(s2, -1.0)], "==", Rhs(0.0))
         con("first_cap", [Term(s1)], "<=", Rhs(1.0, brk))
         con("first_full", [Term(s1), Term(w, -1.0, brk)], ">=", Rhs(0.0))
-        con("beyond_on", [Term(s2), Term(w, -ub)], "<=", Rhs(0.0))
+        con("beyond_on", [Term(s2), Term(w, -ub, big_m=True)], "<=", Rhs(0.0))
         tree.model.objective.terms += [Term(s2, sign, key), Term(s2, -sign, base_key)]
         fog = f"At {site}, each of the {label} beyond that point is valued by volume schedule {code}."
     tree.params.update(new_params)

@@ -102,11 +102,16 @@ def read_param(param: Param, *texts: str) -> float | None:
 
 @dataclass
 class Term:
-    """``coef * params[param] * var`` (or ``coef * var`` when ``param`` is None)."""
+    """``coef * params[param] * var`` (or ``coef * var`` when ``param`` is None).
+
+    ``big_m``: the coefficient is a big-M constant (a bound of another variable that the text
+    implies), which synthesis loosens to check that it never binds.
+    """
 
     var: str
     coef: float = 1.0
     param: str | None = None
+    big_m: bool = False
 
 
 @dataclass
@@ -119,10 +124,15 @@ class Rhs:
 
 @dataclass
 class Variable:
+    """A decision variable. ``ub_param``: the parameter whose sentence states the upper bound; None when
+    the bound is not stated but implied (by a constraint, or by optimality for an auxiliary
+    variable), which synthesis checks by solving without it (:func:`~.solve.verify`)."""
+
     name: str
     kind: str
     lb: float = 0.0
     ub: float = 1.0
+    ub_param: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in VARIABLE_KINDS:
@@ -279,12 +289,39 @@ class ProblemTree:
 
         return MILP.from_tree(self, values)
 
+    def copy(self, **changes) -> ProblemTree:
+        """A copy whose containers (and technique nodes, which fogging flips) are new: the operators grow
+        and edit those, never a variable, term, constraint or parameter in place, so those are shared.
+        Much cheaper than ``copy.deepcopy``; ``changes`` replace fields (``id=...``)."""
+        import dataclasses
+
+        m = self.model
+        fields = dict(id=self.id, scenarios=list(self.scenarios),
+                      model=ModelSubtree(list(m.variables), Objective(m.objective.sense, list(m.objective.terms),
+                                                                      m.objective.text), list(m.constraints)),
+                      techniques=[dataclasses.replace(t) for t in self.techniques], links=list(self.links),
+                      params=dict(self.params), history=list(self.history))
+        fields.update(changes)
+        return ProblemTree(**fields)
+
     # -- serialisation --------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict())  # key order matters: parameters render in insertion order
+        """``to_dict()`` as JSON (key order matters: parameters render in insertion order), built without
+        ``asdict``'s deep copies: every node here holds plain values and lists of them."""
+        m = self.model
+        data = {"id": self.id, "scenarios": [vars(s) for s in self.scenarios],
+                "model": {"variables": [vars(v) for v in m.variables],
+                          "objective": {"sense": m.objective.sense, "terms": [vars(t) for t in m.objective.terms],
+                                        "text": m.objective.text},
+                          "constraints": [{**vars(c), "terms": [vars(t) for t in c.terms], "rhs": vars(c.rhs)}
+                                          for c in m.constraints]},
+                "techniques": [{**vars(t), "document": t.document.to_dict()} for t in self.techniques],
+                "links": [vars(link) for link in self.links], "params": {k: vars(p) for k, p in self.params.items()},
+                "history": self.history}
+        return json.dumps(data)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ProblemTree:
