@@ -96,19 +96,20 @@ def test_two_processes_match_one_with_the_same_global_batch_and_rank_0_alone_wri
 
 
 @pytest.mark.slow
-def test_saisa_and_tfmixer_trainers_under_torchrun_match_one_process(tmp_path):
+@pytest.mark.parametrize("launcher", sorted(LAUNCHERS))
+def test_saisa_and_tfmixer_trainers_under_two_processes_match_one_process(launcher, tmp_path):
     """SAISA's two ``Trainer`` stages and TFMixer in a plain ``Trainer``: two processes (batch 2 / 4 per
     device) against one with gradient accumulation 2; about 50 s on 2 cores, so kept out of the default run."""
     def launch(prefix, out, ga):
         out.mkdir(parents=True)
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
-        done = subprocess.run([*prefix, WORKER, "-", str(out), str(ga), "saisa"], capture_output=True, text=True,
+        done = subprocess.run([*prefix, WORKER, "no-model", str(out), str(ga), "saisa"], capture_output=True, text=True,
                               env=env, timeout=300)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
         return [json.loads(p.read_text()) for p in sorted((out / "ranks").glob("rank*.json"))]
 
     (one,) = launch([sys.executable], tmp_path / "single", 2)
-    ranks = launch(LAUNCHERS["torchrun"](_port()), tmp_path / "ddp", 1)
+    ranks = launch(LAUNCHERS[launcher](_port()), tmp_path / "ddp", 1)
     assert one["world_size"] == 1 and [r["world_size"] for r in ranks] == [2, 2]
     for rank in ranks:
         for stage in ("stage1", "stage2"):
@@ -117,15 +118,16 @@ def test_saisa_and_tfmixer_trainers_under_torchrun_match_one_process(tmp_path):
         assert rank["tfmixer"] == pytest.approx(one["tfmixer"], rel=1e-5)
 
 
-def test_rgrpo_under_torchrun_trains_one_model_in_two_processes(model_path, tmp_path):
-    """R-GRPO's trainer (TRL's GRPO with a tool) under ``torchrun --nproc-per-node 2`` on CPU: real DDP
-    (the replicas end equal and differ from the start), both ranks see the scripted group rewards, and
-    rank 0 alone saves the model."""
+@pytest.mark.parametrize("launcher", ["torchrun", pytest.param("accelerate", marks=pytest.mark.slow)])
+def test_rgrpo_under_two_processes_trains_one_model(launcher, model_path, tmp_path):
+    """R-GRPO's trainer (TRL's GRPO with a tool) in two processes on CPU: real DDP (the replicas end
+    equal and differ from the start), both ranks see the scripted group rewards, and rank 0 alone saves
+    the model. ``accelerate launch`` only in the slow run (30 s more)."""
     out = tmp_path / "run"
     out.mkdir()
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     env.pop("ACCELERATE_USE_CPU", None)
-    done = subprocess.run([*LAUNCHERS["torchrun"](_port()), WORKER, model_path, str(out), "1", "rgrpo"], capture_output=True,
+    done = subprocess.run([*LAUNCHERS[launcher](_port()), WORKER, model_path, str(out), "1", "rgrpo"], capture_output=True,
                           text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     ranks = [json.loads(p.read_text()) for p in sorted((out / "ranks").glob("rank*.json"))]
