@@ -44,6 +44,7 @@ from typing import Any
 from icml26.errors import input_error
 from icml26.eval.parallel import map_jobs
 from icml26.registry import experiment
+from icml26.utils import atomic_write_text
 
 from ._r2g_p31 import P31_SETTINGS, P31Settings, run_p31
 
@@ -148,10 +149,7 @@ def _train(job: dict) -> dict:
     out = {"name": job["name"], "arm": job["arm"], "seed": job["seed"], "train": job["train"],
            "settings": _job_key(job), "history": history.to_dict()}
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(out))
-        tmp.replace(path)  # a killed run never leaves half a file that a rerun would trust
+        atomic_write_text(path, json.dumps(out))  # a killed run never leaves half a file that a rerun would trust
         checkpoint.unlink(missing_ok=True)
     return out
 

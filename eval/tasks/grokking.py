@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import dataclasses
+import io
 import math
 import time
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from icml26.errors import described, input_error
-from icml26.utils import IGNORE_INDEX
+from icml26.utils import IGNORE_INDEX, atomic_write_bytes
 
 __all__ = [
     "OPS", "fourier_sparsity", "modular_dataset", "modular_tensors", "accuracy", "operand_geometry",
@@ -590,11 +591,9 @@ def train_anchor(model, data: AnchorData, *, steps: int, r2g: dict[str, Any] | N
                  "scheduler": scheduler.state_dict(), "ema": filt.ema if filt else None,
                  "shuffler": shuffler.get_state(), "pairing": pairing.get_state(), "x_train": x_train,
                  "y_train": y_train, "history": history.to_dict(), "counters": (step, epoch, train_seconds)}
-        path = Path(checkpoint)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        torch.save(state, tmp)
-        tmp.replace(path)  # a run killed while saving keeps its previous checkpoint
+        buffer = io.BytesIO()
+        torch.save(state, buffer)
+        atomic_write_bytes(checkpoint, buffer.getvalue())  # a run killed while saving keeps its previous one
 
     if checkpoint is not None and Path(checkpoint).is_file():
         state = torch.load(checkpoint, map_location=device, weights_only=False)
