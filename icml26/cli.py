@@ -44,6 +44,9 @@ def _add_run_options(p: argparse.ArgumentParser, kind: str) -> None:
     p.add_argument("--out", metavar="DIR",
                    help=f"run folder (default: runs/{'' if kind == 'experiment' else 'bench-'}<timestamp>/)")
     p.add_argument("--device", type=_device, default="auto", help="auto (default), cpu, cuda or cuda:N")
+    p.add_argument("--data", metavar="PATH",
+                   help="a data file or folder for the ones that read one (tfmixer: PhysioNet 2012's set-a.tar.gz; "
+                        "default: ICML26_PHYSIONET, else the repository's ../shared/data)")
     p.add_argument("--strict", action="store_true", help="also exit non-zero when a claim does not hold")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="hide the progress bar")
 
@@ -168,7 +171,7 @@ def _cmd_run(args: argparse.Namespace, kind: str, argv: Sequence[str]) -> int:
     previous_int = signal.signal(signal.SIGINT, signal.default_int_handler) if in_main_thread else None
     try:
         outcome = run_all(kind, selected, mode=args.mode, seeds=seeds, run_dir=run_dir, device=args.device,
-                          command="icml26 " + " ".join(argv), progress=args.progress)
+                          data=args.data, command="icml26 " + " ".join(argv), progress=args.progress)
     finally:
         if in_main_thread:
             signal.signal(signal.SIGTERM, previous)

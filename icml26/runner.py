@@ -37,13 +37,16 @@ class RunConfig:
     - ``mode``: ``"quick"`` (about a minute on 2 CPU cores) or ``"full"`` (closer to the paper);
     - ``seeds``: the seeds to run; the runner has already called ``set_seed(seeds[0])``;
     - ``out_dir``: this experiment's own folder inside the run folder (checkpoints, extra files);
-    - ``device``: ``"auto"``, ``"cpu"``, ``"cuda"``, ``"cuda:1"``...; :meth:`torch_device` resolves it.
+    - ``device``: ``"auto"``, ``"cpu"``, ``"cuda"``, ``"cuda:1"``...; :meth:`torch_device` resolves it;
+    - ``data``: a data file or folder for the experiments that read one (``--data``; each says which,
+      and None means its environment variable or the repository's shared data folder).
     """
 
     mode: str = "quick"
     seeds: tuple[int, ...] = (0,)
     out_dir: Path = field(default_factory=lambda: Path("."))
     device: str = "auto"
+    data: str | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -244,6 +247,7 @@ def run_all(
     seeds: Sequence[int] | None = None,
     run_dir: Path,
     device: str = "auto",
+    data: str | None = None,
     command: str = "",
     progress: bool = True,
     echo=print,
@@ -327,7 +331,7 @@ def run_all(
             if bar is not None:
                 bar.set_postfix_str(entry.key)
             exp_dir = run_dir / entry.key
-            config = RunConfig(mode=mode, seeds=seeds, out_dir=exp_dir, device=device)
+            config = RunConfig(mode=mode, seeds=seeds, out_dir=exp_dir, device=device, data=data)
             slot["status"] = "running"
             write()  # a killed run then shows which experiment was in flight
             start = time.perf_counter()

@@ -83,12 +83,15 @@ def build_model(name: str, num_channels: int):
 
 @dataclass
 class ForecasterTraining:
-    """What :func:`train_forecaster` returns: the best validation MSE, the steps run and the
-    training throughput (series per second of optimiser steps, validation excluded)."""
+    """What :func:`train_forecaster` returns: the best validation MSE, the steps run, the
+    training throughput (series per second of optimiser steps, validation excluded) and the
+    validation curve."""
 
     val_mse: float
     steps: int
     series_per_second: float
+    #: (step, validation MSE) at every evaluation
+    val_history: list = dataclasses.field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -107,13 +110,16 @@ def train_forecaster(model, splits, *, steps: int, batch_size: int, lr: float, e
 
     from icml26.eval.tasks.imts import IMTSCollator, evaluate_forecaster
     from icml26.progress import phase
+    from icml26.utils import fix_malloc_mmap_threshold
 
+    if torch.device(device).type == "cpu":
+        fix_malloc_mmap_threshold()  # variable batch shapes fragment glibc's heap otherwise
     gen = torch.Generator().manual_seed(seed)
     collate = IMTSCollator()
     model.to(device).train()
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
     schedule = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.1)
-    best, best_state, stale, train_seconds, step = math.inf, None, 0, 0.0, 0
+    best, best_state, stale, train_seconds, step, curve = math.inf, None, 0, 0.0, 0, []
     with phase(phase_name, total=steps) as bar:
         for step in range(1, steps + 1):
             start = time.perf_counter()
@@ -129,6 +135,7 @@ def train_forecaster(model, splits, *, steps: int, batch_size: int, lr: float, e
             bar.update()
             if step % eval_every == 0 or step == steps:
                 val = evaluate_forecaster(model, splits.validation, device=device)["mse"]
+                curve.append((step, val))
                 if val < best:
                     best, best_state, stale = val, copy.deepcopy(model.state_dict()), 0
                 else:
@@ -138,7 +145,7 @@ def train_forecaster(model, splits, *, steps: int, batch_size: int, lr: float, e
     if best_state is not None:
         model.load_state_dict(best_state)
     return ForecasterTraining(val_mse=best, steps=step,
-                              series_per_second=step * batch_size / max(train_seconds, 1e-9))
+                              series_per_second=step * batch_size / max(train_seconds, 1e-9), val_history=curve)
 
 
 def frequency_distance(cycles, true_frequencies) -> float:

@@ -23,14 +23,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import torch
+from torch.nn.utils.rnn import pad_sequence
 from torch import nn
 
 from icml26.errors import described, input_error
-from icml26.models.tfmixer import TFMixerForecastOutput, TimeEncoding, check_imts_inputs, masked_mse
+from icml26.models.tfmixer import (LOSS_REDUCTIONS, TFMixerForecastOutput, TimeEncoding, check_imts_inputs,
+                                   masked_mse)
 from icml26.utils import IGNORE_INDEX
 
 KEYS = ("values", "times", "mask", "query_times", "targets", "target_mask")
@@ -99,21 +101,20 @@ class IMTSCollator:
             if missing:
                 raise input_error("IMTSCollator", f"sample {i}", f"keys {KEYS}", described(f"{missing} missing"))
         c = samples[0]["values"].shape[-1]
-        length = self._round(max(s["values"].shape[0] for s in samples))
-        horizon = self._round(max(s["query_times"].shape[0] for s in samples))
-        b = len(samples)
-        out = {"values": torch.zeros(b, length, c), "times": torch.zeros(b, length),
-               "mask": torch.zeros(b, length, c, dtype=torch.bool), "query_times": torch.zeros(b, horizon),
-               "targets": torch.zeros(b, horizon, c), "target_mask": torch.zeros(b, horizon, c, dtype=torch.bool)}
         for i, s in enumerate(samples):
             if s["values"].shape[-1] != c or s["targets"].shape[-1] != c:
                 raise input_error("IMTSCollator", f"sample {i}", f"{c} channels like sample 0",
                                   described(f"values {tuple(s['values'].shape)} and targets "
                                             f"{tuple(s['targets'].shape)}"))
-            n, h = s["values"].shape[0], s["query_times"].shape[0]
-            for key, size in (("values", n), ("times", n), ("mask", n), ("query_times", h), ("targets", h),
-                              ("target_mask", h)):
-                out[key][i, :size] = s[key]
+        length = self._round(max(s["values"].shape[0] for s in samples))
+        horizon = self._round(max(s["query_times"].shape[0] for s in samples))
+        out = {}
+        for key in KEYS:  # one padding call per key, not a copy per sample and key
+            padded = pad_sequence([s[key] for s in samples], batch_first=True)
+            size = length if key in ("values", "times", "mask") else horizon
+            if padded.shape[1] < size:
+                padded = torch.cat([padded, padded.new_zeros((len(samples), size - padded.shape[1], *padded.shape[2:]))], 1)
+            out[key] = padded.bool() if key.endswith("mask") else padded.float()
         out["values"] = torch.where(out["mask"], out["values"], 0.0)
         out["targets"] = torch.where(out["target_mask"], out["targets"], 0.0)
         return out
@@ -339,11 +340,13 @@ def compute_forecast_metrics(eval_pred, metric: str = "pooled") -> dict[str, flo
 
 @torch.no_grad()
 def evaluate_forecaster(model: nn.Module, dataset: IMTSDataset, batch_size: int = 128, device=None,
-                        metric: str | None = None) -> dict[str, float]:
+                        metric: str | None = None, per_channel: bool = False) -> dict[str, Any]:
     """MSE and MAE of ``model`` over every observed target of ``dataset``.
 
     ``metric`` (see :func:`reduce_forecast_errors`): ``"pooled"`` or ``"per_variable"``; None takes
     the dataset's protocol (``dataset.info["metric"]``, as :func:`load_physionet2012` sets it), else pooled.
+    ``per_channel``: add ``"channel_mse"``, ``"channel_mae"`` and ``"channel_count"``, one entry per
+    channel (NaN errors where a channel has no target).
     """
     metric = metric or dataset.info.get("metric", "pooled")
     if metric not in METRICS:
@@ -362,14 +365,23 @@ def evaluate_forecaster(model: nn.Module, dataset: IMTSDataset, batch_size: int 
         for key, value in errors.items():
             total[key] = total[key] + value
     model.train(was_training)
-    return reduce_forecast_errors(total, metric)
+    result: dict[str, Any] = reduce_forecast_errors(total, metric)
+    if per_channel:
+        count = np.asarray(total["count"], np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            result.update(channel_mse=(np.asarray(total["se"]) / count).tolist(),
+                          channel_mae=(np.asarray(total["ae"]) / count).tolist(), channel_count=count.astype(int).tolist())
+    return result
 
 
 # ---------------------------------------------------------------------------------------------
 # Baselines
 # ---------------------------------------------------------------------------------------------
 class _Baseline(nn.Module):
-    """Shared forward: validate, predict ``[B, H, C]``, masked MSE loss with targets."""
+    """Shared forward: validate, predict ``[B, H, C]``, masked MSE loss with targets
+    (``loss_reduction`` as :class:`~icml26.models.tfmixer.TFMixerConfig`'s)."""
+
+    loss_reduction = "pooled"
 
     def predict(self, values, times, mask, query_times):  # pragma: no cover - abstract
         raise NotImplementedError
@@ -379,7 +391,7 @@ class _Baseline(nn.Module):
                                               function=type(self).__name__)
         forecasts = self.predict(torch.where(mask, values, 0.0), torch.where(mask.any(-1), times, 0.0), mask,
                                  torch.where(torch.isfinite(query_times), query_times, 0.0))
-        loss = masked_mse(forecasts, targets, target_mask) if targets is not None else None
+        loss = masked_mse(forecasts, targets, target_mask, self.loss_reduction) if targets is not None else None
         return TFMixerForecastOutput(loss=loss, forecasts=forecasts, forecast_loss=loss)
 
 
@@ -422,7 +434,7 @@ class HistoryMeanForecaster(_FillBaseline):
         return mean[:, None].expand(-1, query_times.shape[1], -1)
 
 
-class MTANForecaster(_Baseline):
+class MTANForecaster(_FillBaseline):
     """mTAN (Shukla & Marlin, "Multi-Time Attention Networks for Irregularly Sampled Time Series",
     ICLR 2021), deterministic encoder-decoder (mTAND-Enc + mTAND-Dec, no VAE), small.
 
@@ -432,13 +444,18 @@ class MTANForecaster(_Baseline):
     ``num_reference`` reference points by multi-time attention (a softmax over that channel's
     observed times only), a bidirectional GRU runs over the reference points, and the decoder
     attends from each query time to them. ``instance_norm`` removes the channel's history mean,
-    as TFMixer does, for a like-for-like comparison.
+    as TFMixer does, for a like-for-like comparison; ``fill_value`` is then the level of a channel
+    with no history (as TFMixer's ``channel_fallback``, here fixed), and ``loss_reduction`` as
+    TFMixer's.
     """
 
     def __init__(self, num_channels: int, hidden_size: int = 32, num_reference: int = 16, time_dim: int = 16,
-                 num_heads: int = 1, instance_norm: bool = True):
-        super().__init__()
-        self.num_heads, self.instance_norm = num_heads, instance_norm
+                 num_heads: int = 1, instance_norm: bool = True,
+                 fill_value: float | Sequence[float] | torch.Tensor | np.ndarray = 0.0, loss_reduction: str = "pooled"):
+        super().__init__(fill_value)
+        if loss_reduction not in LOSS_REDUCTIONS:
+            raise input_error("MTANForecaster", "loss_reduction", f"one of {LOSS_REDUCTIONS}", loss_reduction)
+        self.num_heads, self.instance_norm, self.loss_reduction = num_heads, instance_norm, loss_reduction
         self.encoding = TimeEncoding(time_dim, max_cycles=num_reference)
         self.register_buffer("reference", torch.linspace(0, 1, num_reference), persistent=False)
         self.enc_q, self.enc_k = nn.Linear(time_dim, time_dim * num_heads), nn.Linear(time_dim, time_dim * num_heads)
@@ -455,8 +472,10 @@ class MTANForecaster(_Baseline):
         h, e = self.num_heads, self.encoding.periodic.out_features + 1
         level = values.new_zeros(b, c)
         if self.instance_norm:
-            level = values.sum(1) / mask.sum(1).clamp(min=1)
+            count = mask.sum(1)
+            level = values.sum(1) / count.clamp(min=1)
             values = torch.where(mask, values - level[:, None], 0.0)
+            level = self._fill(level, count > 0)
         ref = self.encoding(self.reference)  # [R, E]
         q = self.enc_q(ref).view(-1, h, e).transpose(0, 1)  # [h, R, E]
         k = self.enc_k(self.encoding(times)).view(b, length, h, e).permute(0, 2, 3, 1)  # [B, h, E, L]

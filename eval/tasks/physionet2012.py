@@ -38,6 +38,15 @@ PHYSIONET_VARIABLES = (
     "MAP", "MechVent", "Na", "NIDiasABP", "NIMAP", "NISysABP", "PaCO2", "PaO2", "pH", "Platelets", "RespRate",
     "SaO2", "SysABP", "Temp", "TroponinI", "TroponinT", "Urine", "WBC")
 PHYSIONET_STATIC = ("RecordID", "Age", "Gender", "Height", "ICUType", "Weight")
+#: Channel groups for per-group results (our grouping, after the challenge's description): the general
+#: descriptors, the bedside signals charted about hourly, and the blood tests (labs, a few a day).
+PHYSIONET_GROUPS = {
+    "descriptors": ("Age", "Gender", "Height", "ICUType", "Weight"),
+    "vitals": ("DiasABP", "FiO2", "GCS", "HR", "MAP", "MechVent", "NIDiasABP", "NIMAP", "NISysABP", "RespRate",
+               "SaO2", "SysABP", "Temp", "Urine"),
+    "labs": ("Albumin", "ALP", "ALT", "AST", "Bilirubin", "BUN", "Cholesterol", "Creatinine", "Glucose", "HCO3",
+             "HCT", "K", "Lactate", "Mg", "Na", "PaCO2", "PaO2", "pH", "Platelets", "TroponinI", "TroponinT", "WBC"),
+}
 #: The 36 time series PyOmniTS forecasts on P12 (no descriptor, no Weight).
 APN_VARIABLES = tuple(v for v in PHYSIONET_VARIABLES if v not in PHYSIONET_STATIC)
 HEADER = "Time,Parameter,Value"
@@ -462,7 +471,7 @@ def _reorder(rows, order: Sequence[int]) -> dict[str, np.ndarray]:
     return out
 
 
-__all__ = ["APN_VARIABLES", "PHYSIONET_PROTOCOLS", "PHYSIONET_STATIC", "PHYSIONET_VARIABLES", "PhysioNetProtocol",
+__all__ = ["APN_VARIABLES", "PHYSIONET_GROUPS", "PHYSIONET_PROTOCOLS", "PHYSIONET_STATIC", "PHYSIONET_VARIABLES", "PhysioNetProtocol",
            "default_physionet_path",
            "load_physionet2012", "physionet_rows", "read_physionet_record",
            "train_test_split_indices"]
