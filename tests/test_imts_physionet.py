@@ -236,3 +236,45 @@ def test_trainer_metrics_take_the_per_variable_metric_and_the_cli_prints_baselin
     assert physionet2012.main(["--data", str(physionet_folder), "--protocol", "tpatchgnn"]) == 0
     out = capsys.readouterr().out
     assert "per_variable metric" in out and "LOCF       test: MSE" in out
+
+
+def test_groups_cover_every_variable_once():
+    from icml26.eval.tasks.physionet2012 import PHYSIONET_GROUPS
+
+    members = [v for group in PHYSIONET_GROUPS.values() for v in group]
+    assert sorted(members) == sorted(PHYSIONET_VARIABLES) and len(members) == len(set(members))
+
+
+@pytest.mark.slow
+def test_experiment_physionet_part_reduced(set_a, tmp_path):
+    """The experiment's real-data part, shrunk to a few steps: its table, per-group errors, claim and figure
+    (the direction of the claim is checked by the quick experiment itself, at its own budget)."""
+    import dataclasses
+
+    from icml26.eval.experiments import tfmixer as exp
+    from icml26.runner import RunConfig
+
+    small = dataclasses.replace(exp.SETTINGS["quick"], physionet_steps=6, physionet_eval_every=3,
+                                physionet_models=("tfmixer", "mtan"))
+    out = exp._physionet(RunConfig(mode="quick", seeds=(0,), out_dir=tmp_path), small, torch.device("cpu"))
+    rows = {r["model"]: r for r in out["table"]}
+    assert set(rows) == {"TFMixer", "mTAN", "LOCF", "history mean"}
+    assert float(f"{rows['LOCF']['test MSE (median)']:.4g}") == 6.671e-3  # the protocol's reference figure
+    assert rows["TFMixer"]["steps"] == [6] and all(np.isfinite(rows["TFMixer"][f"{g} MSE (median)"])
+                                                   for g in ("vitals", "labs"))
+    assert np.isnan(rows["LOCF"]["descriptors MSE (median)"]) or rows["LOCF"]["descriptors MSE (median)"] >= 0
+    (claim,) = out["claims"]
+    assert claim.reference == out["median"]["locf"] and claim.measured == out["median"]["tfmixer"]
+    assert [s for s, _ in out["curves"]["tfmixer"]] == [3, 6]
+
+
+def test_experiment_physionet_part_skips_without_the_file(tmp_path, monkeypatch):
+    import dataclasses
+
+    from icml26.eval.experiments import tfmixer as exp
+    from icml26.runner import RunConfig
+
+    monkeypatch.setattr(physionet2012, "default_physionet_path", lambda: None)
+    small = dataclasses.replace(exp.SETTINGS["quick"], physionet_steps=6)
+    out = exp._physionet(RunConfig(mode="quick", seeds=(0,), out_dir=tmp_path), small, torch.device("cpu"))
+    assert "not found" in out["skipped"]

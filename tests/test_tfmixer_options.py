@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from icml26.errors import InputError  # noqa: E402
-from icml26.eval.tasks.imts import LOCFForecaster, MTANForecaster  # noqa: E402
+from icml26.eval.tasks.imts import HistoryMeanForecaster, LOCFForecaster, MTANForecaster  # noqa: E402
 from icml26.models.tfmixer import (  # noqa: E402
     TFMixerConfig,
     TFMixerForForecasting,
@@ -87,6 +87,28 @@ def test_forecast_level_last_with_a_silent_decoder_is_locf_with_the_fallback():
     mean_model.load_state_dict(model.state_dict())
     other = mean_model(batch["values"], batch["times"], batch["mask"], batch["query_times"]).forecasts
     assert not torch.allclose(other, locf.forecasts)
+
+
+def test_blend_level_starts_as_locf_and_spans_the_history_and_population_means():
+    batch = _batch()
+    fallback = [0.25, -0.5, 0.75]
+    model = _model(use_gfm=False, forecast_level="blend", channel_fallback=fallback)
+    with torch.no_grad():
+        model.decoder.mlp[-1].weight.zero_()
+        model.decoder.mlp[-1].bias.zero_()
+    args = (batch["values"], batch["times"], batch["mask"], batch["query_times"])
+    torch.testing.assert_close(model(*args).forecasts, LOCFForecaster(fill_value=fallback)(*args).forecasts)
+    with torch.no_grad():
+        model.level_mix.copy_(torch.tensor([[1.0, 0.0, 0.0]] * 3))  # all the way to the stay's mean
+    torch.testing.assert_close(model(*args).forecasts, HistoryMeanForecaster(fill_value=fallback)(*args).forecasts)
+    with torch.no_grad():
+        model.level_mix.copy_(torch.tensor([[0.0, 1.0, 0.1]] * 3))  # to the population's, plus an offset
+    expected = torch.tensor(fallback) + 0.1
+    torch.testing.assert_close(model(*args).forecasts[0], expected.expand(6, 3))
+    assert torch.allclose(model(*args).forecasts[1, :, 2], torch.tensor(0.75))  # empty: the fallback alone
+    out = model(**batch)
+    out.loss.backward()
+    assert model.level_mix.grad is not None and model.level_mix.grad.abs().sum() > 0
 
 
 def test_channel_fallback_is_learnt_and_saved(tmp_path):
@@ -176,3 +198,26 @@ def test_fix_malloc_mmap_threshold_keeps_memory_flat():
     out = subprocess.run([sys.executable, "-c", script, "fix"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert int(out.stdout.split()[-1]) < 16e6
+
+
+def test_mean_reversion_baseline_recovers_known_coefficients():
+    from icml26.eval.tasks.imts import IMTSDataset, MeanReversionForecaster, _last_and_mean
+
+    batch = _batch(b=40, seed=5, density=0.5)
+    batch["mask"][:, 0, :] = True  # every channel observed
+    values = torch.where(batch["mask"], torch.randn(batch["mask"].shape, generator=torch.Generator().manual_seed(1)), 0.0)
+    last, mean = _last_and_mean(values, batch["times"], batch["mask"])
+    fill = torch.tensor([0.3, -0.2, 0.1])
+    truth = torch.tensor([[0.5, 0.0, 0.0], [0.2, 0.3, 0.05], [0.0, 0.0, -0.1]])
+    level = last + truth[:, 0] * (mean - last) + truth[:, 1] * (fill - last) + truth[:, 2]
+    targets = level[:, None].expand(-1, 6, -1).clone()
+    samples = [{"values": values[i], "times": batch["times"][i], "mask": batch["mask"][i],
+                "query_times": batch["query_times"][i], "targets": targets[i],
+                "target_mask": torch.ones(6, 3, dtype=torch.bool)} for i in range(40)]
+    data = IMTSDataset(samples, ["a", "b", "c"])
+    model = MeanReversionForecaster(fill_value=fill)
+    args = (values, batch["times"], batch["mask"], batch["query_times"])
+    torch.testing.assert_close(model(*args).forecasts, LOCFForecaster(fill_value=fill)(*args).forecasts)  # unfitted
+    model.fit(data, batch_size=16)  # in batches: the same normal equations
+    torch.testing.assert_close(model.coef, truth, atol=1e-4, rtol=0)
+    torch.testing.assert_close(model(*args).forecasts, targets, atol=1e-5, rtol=0)
