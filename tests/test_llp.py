@@ -351,9 +351,9 @@ def test_mom_tournament_picks_the_good_model_from_bags(logistic_bags):
 # ----------------------------------------------------------------------------------------------
 def test_llp_trainer_trains_a_tiny_hf_classifier_on_proportions(tmp_path):
     from sklearn.metrics import roc_auc_score
-    from transformers import BertConfig, BertForSequenceClassification, TrainingArguments
+    from transformers import BertConfig, BertForSequenceClassification, HfArgumentParser
 
-    from icml26.training.llp import LLPTrainer
+    from icml26.training.llp import LLPTrainer, LLPTrainingArguments
 
     rng = np.random.default_rng(0)
     vocab, length, k = 30, 6, 8
@@ -371,11 +371,12 @@ def test_llp_trainer_trains_a_tiny_hf_classifier_on_proportions(tmp_path):
     config = BertConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                         intermediate_size=64, max_position_embeddings=16, num_labels=2)
     model = BertForSequenceClassification(config)
-    args = TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=16, per_device_eval_batch_size=16,
-                             num_train_epochs=6, learning_rate=3e-3, report_to=[], save_strategy="no",
-                             logging_steps=5, use_cpu=True, seed=0, disable_tqdm=True, gradient_accumulation_steps=1)
-    trainer = LLPTrainer(model=model, args=args, train_dataset=bags, eval_dataset=bags[:32],
-                         llp_loss=LLPLoss("lowvar"))
+    (args,) = HfArgumentParser(LLPTrainingArguments).parse_args_into_dataclasses(
+        ["--output_dir", str(tmp_path), "--per_device_train_batch_size", "16", "--per_device_eval_batch_size", "16",
+         "--num_train_epochs", "6", "--learning_rate", "3e-3", "--report_to", "none", "--save_strategy", "no",
+         "--logging_steps", "5", "--use_cpu", "--seed", "0", "--disable_tqdm", "true", "--llp_method", "lowvar"])
+    trainer = LLPTrainer(model=model, args=args, train_dataset=bags, eval_dataset=bags[:32])
+    assert trainer.llp_loss.method == "lowvar" and trainer.llp_loss.base == "log"
     assert trainer.llp_loss.prior is not None and abs(float(trainer.llp_loss.prior[1]) - y.mean()) < 1e-6
     before = trainer.evaluate()["eval_loss"]
     trainer.train()
@@ -417,6 +418,10 @@ def test_clear_errors():
         LLPLoss("proportion")
     with pytest.raises(InputError, match="LLPLoss: base"):
         LLPLoss(base="cubic")
+    from icml26.training.llp import LLPConfig
+
+    with pytest.raises(InputError, match="LLPLoss: mu: expected 'loo' or 'ema'"):
+        LLPConfig(llp_mu="median")
     X = np.zeros((6, 2), np.float32)
     with pytest.raises(InputError, match="LLPClassifier.fit: bag_index: expected bag ids covering 0..2"):
         LLPClassifier().fit(X, np.array([0, 0, 1, 1, 3, 3]), np.full((3, 2), 0.5))

@@ -54,7 +54,8 @@ from icml26.errors import check_finite, describe, described, input_error
 from icml26.kernels import values_checked
 
 __all__ = [
-    "BASE_LOSSES", "METHODS", "LLPClassifier", "LLPDataCollator", "LLPLoss", "LLPTrainer", "TournamentResult",
+    "BASE_LOSSES", "METHODS", "LLPClassifier", "LLPConfig", "LLPDataCollator", "LLPLoss", "LLPTrainer",
+    "LLPTrainingArguments", "TournamentResult", "tournament_from_estimates",
     "bag_estimates", "bag_means", "dllp_loss", "easyllp_loss", "leave_one_bag_out_mean", "lowvar_llp_loss", "mom_tournament",
     "per_class_losses", "random_bags",
 ]
@@ -484,8 +485,10 @@ def pad_bags(X: np.ndarray, bag_index: np.ndarray, m: int) -> tuple[np.ndarray, 
 # The trainer, estimator and tournament, importable from here. Lazy: the estimators above need only
 # torch, the trainer transformers.
 _ELSEWHERE = {
-    **dict.fromkeys(("LLPTrainer", "LLPDataCollator"), "icml26.training.llp_trainer"),
-    **dict.fromkeys(("LLPClassifier", "TournamentResult", "mom_tournament"), "icml26.training.llp_estimator"),
+    **dict.fromkeys(("LLPConfig", "LLPDataCollator", "LLPTrainer", "LLPTrainingArguments"),
+                    "icml26.training.llp_trainer"),
+    **dict.fromkeys(("LLPClassifier", "TournamentResult", "mom_tournament", "tournament_from_estimates"),
+                    "icml26.training.llp_estimator"),
 }
 
 

@@ -11,17 +11,53 @@ trainers override ``compute_loss``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
-from transformers import Trainer, default_data_collator
+from transformers import Trainer, TrainingArguments, default_data_collator
 
 from icml26.errors import described, input_error
+from icml26.training.distributed import use_cpu_when_launched_without_gpu
 
 from .llp import LLPLoss
 
-__all__ = ["LLPDataCollator", "LLPTrainer", "logits_to_bags"]
+__all__ = ["LLPConfig", "LLPDataCollator", "LLPTrainer", "LLPTrainingArguments", "logits_to_bags"]
+
+
+@dataclass
+class LLPConfig:
+    """LLP settings; every field is prefixed ``llp_`` so it merges with ``TrainingArguments``
+    (``HfArgumentParser((TrainingArguments, LLPConfig))`` or the merged :class:`LLPTrainingArguments`)."""
+
+    llp_method: str = field(default="lowvar", metadata={"help": "lowvar (the paper's estimator, reconstructed), "
+                                                                "easyllp or dllp"})
+    llp_base: str = field(default="log", metadata={"help": "instance loss: log, squared, brier, hinge or focal"})
+    llp_prob_clip: float = field(default=1e-3, metadata={"help": "probability clip of the log and focal losses"})
+    llp_mu: str = field(default="loo", metadata={"help": "loo (leave-one-bag-out in the batch) or ema"})
+    llp_ema_decay: float = field(default=0.99, metadata={"help": "decay of the running mean when llp_mu=ema"})
+    llp_prior: list[float] | None = field(default=None, metadata={"help": "class prior (default: the mean of the "
+                                                                          "training bags' proportions)"})
+
+    def __post_init__(self) -> None:
+        self.llp_loss()  # validates the fields
+
+    def llp_loss(self) -> LLPLoss:
+        """The :class:`~icml26.training.llp.LLPLoss` these settings describe."""
+        prior = None if self.llp_prior is None else torch.tensor(self.llp_prior, dtype=torch.float64)
+        return LLPLoss(self.llp_method, base=self.llp_base, prob_clip=self.llp_prob_clip, prior=prior, mu=self.llp_mu,
+                       ema_decay=self.llp_ema_decay)
+
+
+@dataclass
+class LLPTrainingArguments(TrainingArguments, LLPConfig):
+    """``TrainingArguments`` with the :class:`LLPConfig` fields merged in (one HfArgumentParser class)."""
+
+    def __post_init__(self) -> None:
+        LLPConfig.__post_init__(self)
+        use_cpu_when_launched_without_gpu(self)
+        super().__post_init__()
 
 BAG_COLUMNS = ("proportions", "bag_sizes")
 
@@ -77,7 +113,8 @@ class LLPTrainer(Trainer):
     """:class:`transformers.Trainer` on batches of bags, with an LLP loss on the model's logits.
 
     Args (besides ``Trainer``'s):
-        llp_loss: an :class:`~icml26.training.llp.LLPLoss` (default ``LLPLoss("lowvar")``). When it has no
+        llp_loss: an :class:`~icml26.training.llp.LLPLoss` (default: from ``args`` when it is an
+            :class:`LLPConfig` such as :class:`LLPTrainingArguments`, else ``LLPLoss("lowvar")``). When it has no
             prior, the instance-weighted mean of the training bags' proportions is used (when
             ``train_dataset`` has ``proportions`` and instance columns), else each batch's.
 
@@ -92,7 +129,7 @@ class LLPTrainer(Trainer):
             kwargs["data_collator"] = LLPDataCollator(collator)
         super().__init__(*args, **kwargs)
         if llp_loss is None:
-            llp_loss = LLPLoss("lowvar")
+            llp_loss = self.args.llp_loss() if isinstance(self.args, LLPConfig) else LLPLoss("lowvar")
         if not isinstance(llp_loss, LLPLoss):
             raise TypeError(f"LLPTrainer: llp_loss: expected an LLPLoss, got {type(llp_loss).__name__}")
         if llp_loss.prior is None and self.train_dataset is not None:
