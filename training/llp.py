@@ -344,7 +344,10 @@ class LLPLoss(torch.nn.Module):
             (``decay = d = 0.99``) of past batches' instance means (detached). The first batch starts
             the running mean from its own mean (so a constant predictor stays exact), which puts each
             bag's own losses into its ``mu``: slightly biased early on. With one bag per batch the
-            ``loo`` part is left out. Only ``"lowvar"`` uses ``mu``.
+            ``loo`` part is left out. Only ``"lowvar"`` uses ``mu``. The running mean is detached, so
+            the control variate acts on the loss's value but only its ``(1 - d)`` share acts on the
+            gradient: the gradient's variance then grows with ``k`` almost as EasyLLP's does. Prefer
+            ``"loo"`` whenever a batch holds two bags or more.
 
     ``forward(logits, proportions, mask=None, prior=None)``: ``logits`` ``[B, k, c]`` (``[B, k]`` or
     ``[B, k, 1]``: one binary logit). Returns the mean over bags.
