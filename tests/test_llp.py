@@ -307,6 +307,8 @@ def test_llp_classifier_learns_from_bags_and_lowvar_beats_easyllp(logistic_bags)
     np.testing.assert_allclose(proba.sum(1), 1, rtol=1e-12)
     assert set(est.predict(X_test)) <= {0, 1} and len(est.epoch_states_) == 2 and est.n_iter_ == 2
     assert abs(est.prior_[1] - alpha[:, 1].mean()) < 1e-6
+    given = LLPClassifier("lowvar", epochs=1, prior=0.25, random_state=0).fit(X, index, alpha)
+    np.testing.assert_allclose(given.prior_, [0.75, 0.25])
     first = est.at_epoch(1)
     assert not np.allclose(first.predict_proba(X_test), proba) and np.allclose(est.at_epoch(-1).predict_proba(X_test), proba)
     same = clone(est).fit(X, index, alpha)
@@ -433,6 +435,8 @@ def test_clear_errors():
         LLPClassifier().fit(X, np.zeros(6, int), np.full((1, 2), 0.5))
     with pytest.raises(InputError, match="LLPClassifier.fit: y: expected instance labels"):
         LLPClassifier("oracle").fit(X)
+    with pytest.raises(InputError, match=r"LLPClassifier: prior: expected class probabilities in \(0, 1\)"):
+        LLPClassifier(prior=1.5).fit(X, np.array([0, 0, 1, 1, 2, 2]), np.full((3, 2), 0.5))
     with pytest.raises(InputError, match="LLPClassifier: epochs: expected an int >= 1"):
         LLPClassifier(epochs=0).fit(X, np.array([0, 0, 1, 1, 2, 2]), np.full((3, 2), 0.5))
     with pytest.raises(InputError, match="random_bags: bag_size"):

@@ -125,8 +125,10 @@ def _prior(function: str, prior: Any, alpha: torch.Tensor, sizes: torch.Tensor) 
         prior = [1 - float(prior), float(prior)]
     p = torch.as_tensor(prior if isinstance(prior, torch.Tensor) else np.asarray(prior, dtype=np.float64))
     p = p.to(device=alpha.device, dtype=alpha.dtype)
-    if p.dim() == 1 and p.shape[0] == 1 and c == 2:
-        p = torch.cat([1 - p, p])
+    if p.dim() == 0 or (p.dim() == 1 and p.shape[0] == 1):
+        if c != 2:
+            raise input_error(function, "prior", f"a [c] = [{c}] vector (a number only when c = 2)", describe(p))
+        p = torch.cat([1 - p.reshape(1), p.reshape(1)])
     if p.shape != (c,):
         raise input_error(function, "prior", f"a vector of {c} class probabilities (a number when c = 2)", describe(p))
     if values_checked(p):

@@ -27,7 +27,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 
 from icml26.errors import check_finite, describe, described, input_error
 
-from .llp import BASE_LOSSES, METHODS, LLPLoss, check_bags, pad_bags, per_class_losses
+from .llp import BASE_LOSSES, METHODS, LLPLoss, _prior, check_bags, pad_bags, per_class_losses
 from .llp import bag_estimates as llp_bag_estimates
 
 __all__ = ["LLPClassifier", "TournamentResult", "candidate_bag_estimates", "mom_tournament", "tournament_from_estimates"]
@@ -133,8 +133,8 @@ class LLPClassifier(ClassifierMixin, BaseEstimator):
             c = alpha.shape[1]
             sizes = np.bincount(bag_index[bag_index >= 0], minlength=alpha.shape[0])
             prior = (alpha * sizes[:, None]).sum(0) / sizes.sum()
-            if self.prior is not None:
-                prior = self.prior
+            if self.prior is not None:  # validated as the losses will read it: [c], or P(y = 1) when binary
+                prior = _prior("LLPClassifier", self.prior, torch.zeros(1, c, dtype=torch.float64), torch.ones(1))
             if self.method == "lowvar" and alpha.shape[0] < 2:
                 raise input_error("LLPClassifier.fit", "bag_index", "two bags or more for method='lowvar'",
                                   described("1 bag"))
