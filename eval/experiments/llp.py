@@ -255,6 +255,27 @@ def selection_study(s: LLPSettings, seed: int) -> dict[str, Any]:
             "picks": selectors, "regret": regret, "hits": hits}
 
 
+def _timed(fn, *args) -> dict[str, Any]:
+    start = time.perf_counter()
+    out = fn(*args)
+    out["seconds"] = time.perf_counter() - start
+    return out
+
+
+#: The jobs of one seed: (kind, arguments) -> what the study returns.
+_WORK = {
+    "variance": lambda a: _timed(variance_study, a[0].variance_bag_sizes, a[0].variance_bags, a[1]),
+    "select": lambda a: _timed(selection_study, *a),
+    "learn": lambda a: learning_job(a),
+    "sklearn": lambda a: sklearn_job(a),
+}
+
+
+def _work(job: tuple) -> tuple[str, Any]:
+    kind, args = job
+    return kind, _WORK[kind](args)
+
+
 # ----------------------------------------------------------------------------------------------
 # the experiment
 # ----------------------------------------------------------------------------------------------
@@ -292,13 +313,23 @@ def _run_seed(config, s: LLPSettings, seed: int) -> Result:
     result = Result()
     metrics = result.metrics
     start = time.perf_counter()
+    # Every study is a job of one forked pool (one torch thread each), the long ones first.
+    jobs = [("select", (s, seed)), ("variance", (s, seed))]
+    jobs += [("learn", (s, seed, fm_index, rep, k, model)) for model in s.learn_models
+             for fm_index in range(len(s.feature_means)) for k in s.learn_bag_sizes for rep in range(s.learn_reps)]
+    jobs += [("sklearn", (s, seed, name, k)) for name in s.sklearn_tasks for k in s.sklearn_bag_sizes]
+    outputs = map_jobs(_work, jobs, torch.device("cpu"), phase_name="studies")
+    var = next(out for kind, out in outputs if kind == "variance")
+    sel = next(out for kind, out in outputs if kind == "select")
+    rows = [r for kind, out in outputs if kind == "learn" for r in out]
+    sk_rows = [r for kind, out in outputs if kind == "sklearn" for r in out]
+    metrics["wall_seconds_all_studies"] = time.perf_counter() - start
 
     # 1. variance
-    var = variance_study(s.variance_bag_sizes, s.variance_bags, seed)
     k_lo, k_hi = var["k"][0], var["k"][-1]
     ratio = {m: var["var"][m][-1] / var["var"][m][0] for m in ("lowvar", "easyllp")}
     metrics.update(variance_true_risk=var["risk"], variance_ratio_lowvar=ratio["lowvar"],
-                   variance_ratio_easyllp=ratio["easyllp"], variance_seconds=time.perf_counter() - start)
+                   variance_ratio_easyllp=ratio["easyllp"], variance_seconds=var["seconds"])
     result.tables["bag-estimate variance (logistic model, mean-one, fixed h)"] = [
         {"k": k, **{f"{m} var": round(var["var"][m][i], 4) for m in ("lowvar", "easyllp")},
          **{f"{m} mean": round(var["mean"][m][i], 4) for m in ("lowvar", "easyllp")},
@@ -308,15 +339,8 @@ def _run_seed(config, s: LLPSettings, seed: int) -> Result:
     result.add_claim(Claim.at_least(f"EasyLLP: Var(L_b) at k = {k_hi} / at k = {k_lo} (grows with k)",
                                     ratio["easyllp"], 5.0))
 
-    # 2. learning (logistic model and scikit-learn datasets), in forked workers
-    t = time.perf_counter()
-    jobs = [(s, seed, fm_index, rep, k, model) for model in s.learn_models for fm_index in range(len(s.feature_means))
-            for k in s.learn_bag_sizes for rep in range(s.learn_reps)]
-    sk_jobs = [(s, seed, name, k) for name in s.sklearn_tasks for k in s.sklearn_bag_sizes]
-    device = torch.device("cpu")
-    rows = [r for out in map_jobs(learning_job, jobs, device, phase_name="learning") for r in out]
-    sk_rows = [r for out in map_jobs(sklearn_job, sk_jobs, device, phase_name="datasets") for r in out]
-    metrics["learning_seconds"] = time.perf_counter() - t
+    # 2. learning (logistic model and scikit-learn datasets)
+    metrics["learning_fit_seconds_summed"] = sum(r["seconds"] for r in rows)  # over workers running side by side
     summary = []
     for model in s.learn_models:
         for features in dict.fromkeys(r["features"] for r in rows):
@@ -342,9 +366,7 @@ def _run_seed(config, s: LLPSettings, seed: int) -> Result:
                                    auc[("mean-1", "oracle")] - auc[("mean-1", "lowvar")], 0.06))
 
     # 3. model selection
-    t = time.perf_counter()
-    sel = selection_study(s, seed)
-    metrics.update(mom_candidate_risk_spread=sel["spread"], mom_hits=sel["hits"], mom_seconds=time.perf_counter() - t,
+    metrics.update(mom_candidate_risk_spread=sel["spread"], mom_hits=sel["hits"], mom_seconds=sel["seconds"],
                    mom_candidate_risks=sel["risks"])
     result.tables["selection candidates (exact test risk, clipped log-loss)"] = [
         {"candidate": n, "risk": round(r, 5)} for n, r in zip(sel["names"], sel["risks"])]
