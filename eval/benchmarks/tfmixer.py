@@ -65,9 +65,14 @@ def _time_steps(model, splits, steps: int, warmup: int, threads: int, sample_mem
     torch.set_num_threads(threads)
     collate = IMTSCollator()
     gen = torch.Generator().manual_seed(threads)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-4, fused=True)  # as train_forecaster
     model.train()
-    modules = {name: module for name, module in model.named_children() if name != "decoder"}
+    modules = {}
+    for name, child in model.named_children():  # the blocks of a ModuleList, the decoder's parts (decoder.at skips forward)
+        if isinstance(child, torch.nn.ModuleList) or name == "decoder":
+            modules.update({f"{name}.{sub}": m for sub, m in child.named_children()})
+        else:
+            modules[name] = child
     spent: dict[str, float] = {}
     hooks = []
     for name, module in modules.items():
@@ -88,6 +93,7 @@ def _time_steps(model, splits, steps: int, warmup: int, threads: int, sample_mem
             opt.zero_grad(set_to_none=True)
             loss.backward()
             t3 = time.perf_counter()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
             opt.step()
             t4 = time.perf_counter()
             for key, seconds in zip(parts, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
@@ -106,6 +112,21 @@ def _time_steps(model, splits, steps: int, warmup: int, threads: int, sample_mem
             "forward_share_by_module": forward_modules, "memory_samples_gb": memory}
 
 
+def _load(data: dict):
+    from icml26.eval.tasks.imts import SyntheticIMTSConfig, make_synthetic_imts
+    from icml26.eval.tasks.physionet2012 import load_physionet2012
+
+    if data["source"] == "physionet":
+        return load_physionet2012(data["path"], "tpatchgnn")
+    import torch
+
+    splits = make_synthetic_imts(tuple(data["sizes"]), SyntheticIMTSConfig(num_channels=data["channels"]), seed=0)
+    values = torch.cat([s["values"] for s in splits.train])
+    mask = torch.cat([s["mask"] for s in splits.train])
+    splits.info["train_mean"] = (torch.where(mask, values, 0).sum(0) / mask.sum(0).clamp(min=1)).numpy()
+    return splits
+
+
 def _child(job: dict) -> dict:
     """One model in its own process: throughput at 1 and 2 threads, the long run, peak memory."""
     import torch
@@ -113,10 +134,10 @@ def _child(job: dict) -> dict:
     from icml26.utils import fix_malloc_mmap_threshold
 
     malloc_fixed = fix_malloc_mmap_threshold() if job["fix_malloc"] else False
-    splits = job["splits"]
+    splits = _load(job["data"])
     model = _build(job["name"], splits)
     out = {"model": job["name"], "parameters": sum(p.numel() for p in model.parameters()),
-           "malloc_threshold_pinned": malloc_fixed, "data": job["data"]}
+           "malloc_threshold_pinned": malloc_fixed, "data": job["data"]["label"]}
     rows = [_time_steps(model, splits, job["steps"], job["warmup"], threads, False) for threads in (1, 2)]
     out["runs"] = rows
     if job["memory_steps"]:
@@ -130,35 +151,39 @@ def _child(job: dict) -> dict:
     return out
 
 
-def _splits(data):
-    from icml26.eval.tasks.physionet2012 import default_physionet_path, load_physionet2012
+def _data_spec(path) -> dict:
+    from icml26.eval.tasks.physionet2012 import default_physionet_path
 
-    if data is not None:
-        return data, "given"
-    path = default_physionet_path()
+    path = path or default_physionet_path()
     if path is not None:
-        return load_physionet2012(path, "tpatchgnn"), "physionet2012 tpatchgnn"
-    from icml26.eval.tasks.imts import SyntheticIMTSConfig, make_synthetic_imts
+        return {"source": "physionet", "path": str(path), "label": "physionet2012 tpatchgnn"}
+    return {"source": "synthetic", "sizes": [600, 100, 100], "channels": 41,
+            "label": "synthetic, 41 channels (PhysioNet file not found)"}
 
-    return make_synthetic_imts((600, 100, 100), SyntheticIMTSConfig(num_channels=41), seed=0), \
-        "synthetic (PhysioNet file not found)"
+
+def _run_child(job: dict) -> dict:
+    """``_child(job)`` in a fresh interpreter (``python -m``: its own memory and allocator state)."""
+    import json
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", __name__, json.dumps(job)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"bench tfmixer: the {job['name']} run failed:\n{proc.stderr[-4000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 @benchmark("tfmixer", title="TFMixer training on PhysioNet batches: series/s (1 and 2 threads), peak memory, "
            "step breakdown, beside mTAN", paper="tfmixer")
-def run(config, sizes: dict | None = None, data=None, models: tuple[str, ...] = ("tfmixer", "tfmixer-defaults", "mtan")):
-    import multiprocessing
-
+def run(config, sizes: dict | None = None, data: dict | None = None,
+        models: tuple[str, ...] = ("tfmixer", "tfmixer-defaults", "mtan")):
     size = (sizes or SIZES)["full" if config.mode == "full" else "quick"]
-    splits, source = _splits(data)
-    jobs = [{"name": name, "splits": splits, "data": source, "warmup": size["warmup"], "fix_malloc": True,
+    spec = data or _data_spec(config.data)
+    source = spec["label"]
+    jobs = [{"name": name, "data": spec, "warmup": size["warmup"], "fix_malloc": True,
              "steps": size["defaults_steps"] if name == "tfmixer-defaults" else size["steps"],
              "memory_steps": size["memory_steps"] if name == "tfmixer" else 0} for name in models]
-    context = multiprocessing.get_context("spawn")
-    rows = []
-    for job in jobs:  # one at a time: each owns the cores while it is timed
-        with context.Pool(1) as pool:
-            rows.append(pool.apply(_child, (job,)))
+    rows = [_run_child(job) for job in jobs]  # one at a time: each owns the cores while it is timed
     metrics = {}
     for row in rows:
         for run_ in row["runs"]:
@@ -189,3 +214,10 @@ def run(config, sizes: dict | None = None, data=None, models: tuple[str, ...] = 
                     "and of the forward time by top-level module. On a shared machine the rates fall with the "
                     "other load.")
     return result
+
+
+if __name__ == "__main__":  # the child of _run_child
+    import json
+    import sys
+
+    print(json.dumps(_child(json.loads(sys.argv[1]))))

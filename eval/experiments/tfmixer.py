@@ -106,8 +106,10 @@ class ForecasterTraining:
 
 
 def train_forecaster(model, splits, *, steps: int, batch_size: int, lr: float, eval_every: int, patience: int,
-                     seed: int, device, phase_name: str = "train_forecaster") -> ForecasterTraining:
-    """AdamW with a one-cycle schedule for ``steps`` steps; keeps the best-validation weights.
+                     seed: int, device, phase_name: str = "train_forecaster",
+                     validate_initial: bool = False) -> ForecasterTraining:
+    """AdamW with a one-cycle schedule for ``steps`` steps; keeps the best-validation weights
+    (``validate_initial``: the initial weights are a candidate too, evaluated at step 0).
 
     Batches are drawn with a local generator seeded by ``seed``; ``phase_name`` is the
     :func:`icml26.progress.phase` that reports the steps.
@@ -125,9 +127,13 @@ def train_forecaster(model, splits, *, steps: int, batch_size: int, lr: float, e
     gen = torch.Generator().manual_seed(seed)
     collate = IMTSCollator()
     model.to(device).train()
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
+    # fused: one kernel for all parameters (TFMixer's 102 tensors: 1.9 ms a step with clipping, 5.8 ms looped)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4, fused=True)
     schedule = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.1)
     best, best_state, stale, train_seconds, step, curve = math.inf, None, 0, 0.0, 0, []
+    if validate_initial:
+        best = evaluate_forecaster(model, splits.validation, device=device)["mse"]
+        best_state, curve = copy.deepcopy(model.state_dict()), [(0, best)]
     with phase(phase_name, total=steps) as bar:
         for step in range(1, steps + 1):
             start = time.perf_counter()
@@ -136,7 +142,7 @@ def train_forecaster(model, splits, *, steps: int, batch_size: int, lr: float, e
             loss = model(**batch).loss
             opt.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
             opt.step()
             schedule.step()
             train_seconds += time.perf_counter() - start
@@ -177,8 +183,14 @@ def build_physionet_model(name: str, splits):
 
     c, fallback = splits.train.num_channels, splits.info["train_mean"]
     if name in PHYSIONET_VARIANTS:
-        return TFMixerForForecasting(TFMixerConfig(num_channels=c, channel_fallback=[float(v) for v in fallback],
-                                                   **{**PHYSIONET_CONFIG, **PHYSIONET_VARIANTS[name]}))
+        import torch
+
+        model = TFMixerForForecasting(TFMixerConfig(num_channels=c, channel_fallback=[float(v) for v in fallback],
+                                                    **{**PHYSIONET_CONFIG, **PHYSIONET_VARIANTS[name]}))
+        if model.level_mix is not None:  # the blend head starts at its least-squares fit on the training stays
+            with torch.no_grad():
+                model.level_mix.copy_(MeanReversionForecaster(fill_value=fallback).fit(splits.train).coef)
+        return model
     if name == "mtan":
         return MTANForecaster(c, fill_value=fallback, loss_reduction="per_variable")
     if name == "locf":
@@ -229,7 +241,8 @@ def _fit_and_score(names, splits, settings: TFMixerSettings, seed, device, steps
             start = time.perf_counter()
             if any(p.requires_grad for p in model.parameters()):
                 row.update(train_forecaster(model, splits, steps=getattr(settings, steps_key), seed=seed,
-                                            device=device, phase_name=f"{task} {name}, seed {seed}", **train).to_dict())
+                                            device=device, phase_name=f"{task} {name}, seed {seed}",
+                                            validate_initial=task == "physionet", **train).to_dict())
             row["train_seconds"] = time.perf_counter() - start
             test = evaluate_forecaster(model.to(device), splits.test, device=device, per_channel=per_channel)
         row.update(test_mse=test["mse"], test_mae=test["mae"])
