@@ -35,7 +35,9 @@ class MinimaxPolicy:
     design=None)`` takes ``{"A": model, "B": model}`` (the general-election outcome models of A's and B's
     voters) and, with ``primaries=True``, optionally ``"A_primary"`` / ``"B_primary"`` (default: the party's
     own voters' model). ``method``: ``"extragradient"`` (default, as the reference's ``optimism="extragrad"``),
-    ``"ogda"`` or ``"gda"`` (simultaneous gradient ascent, which can cycle), on softmax logits with step ``lr``.
+    ``"ogda"`` or ``"gda"`` (simultaneous gradient ascent, which can cycle), on softmax logits with step ``lr``
+    (default 1 / (2 L), L the spectral norm of the Jacobian of the players' gradient field at the start); the
+    iteration stops when no probability moves by more than ``tol`` in a step, or after ``n_steps``.
 
     After fit: ``pi_A_``, ``pi_B_`` (per factor), ``value_A_``, ``value_B_ = 1 - value_A_``, ``divergence_``
     (mean per-factor TV; ``divergence_by_factor_``), their SEs (``*_se_``) from J Sigma J^T with J by implicit
@@ -46,7 +48,7 @@ class MinimaxPolicy:
 
     def __init__(self, group_shares=(0.5, 0.5), penalty: str = "L2", lam: float = 1.0,
                  method: str = "extragradient", primaries: bool = False, primary_strength: float = 1.0,
-                 n_monte: int | None = None, lr: float = 1.0, n_steps: int = 2000, tol: float = 1e-10,
+                 n_monte: int | None = None, lr: float | None = None, n_steps: int = 2000, tol: float = 1e-10,
                  conf_level: float = 0.90, random_state=None):
         name = "MinimaxPolicy"
         shares = np.atleast_1d(np.asarray(group_shares, dtype=float))
@@ -62,7 +64,8 @@ class MinimaxPolicy:
         self.group_shares, self.penalty, self.lam = shares, penalty, _check_lam(name, lam)
         self.method, self.primaries = method, bool(primaries)
         self.primary_strength = check_finite(name, "primary_strength", primary_strength, non_negative=True)
-        self.n_monte, self.lr = n_monte, check_finite(name, "lr", lr, positive=True)
+        self.n_monte = n_monte
+        self.lr = None if lr is None else check_finite(name, "lr", lr, positive=True)
         self.n_steps, self.tol, self.conf_level = int(n_steps), float(tol), float(conf_level)
         self.random_state = random_state
 
@@ -113,25 +116,37 @@ class MinimaxPolicy:
         i = self._index[role]
         return theta[self._offsets[i]:self._offsets[i + 1]]
 
-    def _nominee(self, profile_probs, theta, party):
+    def _matrices(self, theta):
+        """(S, K_A, K_B): S[t, u] = P(a nominee t beats a nominee u) over the electorate; K_party[t, t'] =
+        P(entrant t beats field candidate t') among the party's primary voters (None without primaries)."""
+        rho_A, rho_B = self.group_shares
+        S = (rho_A * self._roles["A"].win_matrix(self._coef(theta, "A"))
+             + rho_B * self._roles["B"].win_matrix(self._coef(theta, "B")))
         if not self.primaries:
+            return S, None, None
+        K = [self._roles[f"{party}_primary"].win_matrix(self._coef(theta, f"{party}_primary"), self.primary_strength)
+             for party in PLAYERS]
+        return S, K[0], K[1]
+
+    def _nominee(self, profile_probs, K):
+        if K is None:
             return profile_probs
-        K = self._roles[f"{party}_primary"].win_matrix(self._coef(theta, f"{party}_primary"), self.primary_strength)
         slate = self._slate
         return profile_probs * (K @ slate) + slate * (1 - K.T @ profile_probs)
 
-    def _electorate(self, theta):
-        rho_A, rho_B = self.group_shares
-        return (rho_A * self._roles["A"].win_matrix(self._coef(theta, "A"))
-                + rho_B * self._roles["B"].win_matrix(self._coef(theta, "B")))
+    def _win_A(self, pi_A, pi_B, S, K_A, K_B):
+        design = self.design_
+        nu_A = self._nominee(design.profile_probs(pi_A, self._grid), K_A)
+        nu_B = self._nominee(design.profile_probs(pi_B, self._grid), K_B)
+        return nu_A @ S @ nu_B
 
     def _game(self, pi_A, pi_B, theta):
         """(f_A, f_B, Q_A, Q_B): penalised payoffs and win probabilities, Q_B computed from B's side."""
         design = self.design_
-        nu_A = self._nominee(design.profile_probs(pi_A, self._grid), theta, "A")
-        nu_B = self._nominee(design.profile_probs(pi_B, self._grid), theta, "B")
-        S = self._electorate(theta)  # S[t, u] = P(a nominee t beats a nominee u)
-        Q_A, Q_B = nu_A @ S @ nu_B, nu_B @ S @ nu_A
+        S, K_A, K_B = self._matrices(theta)
+        nu_A = self._nominee(design.profile_probs(pi_A, self._grid), K_A)
+        nu_B = self._nominee(design.profile_probs(pi_B, self._grid), K_B)
+        Q_A, Q_B = nu_A @ S @ nu_B, nu_B @ S @ nu_A  # S[t, u] = P(a nominee t beats a nominee u)
         p = design.p_tensor()
         return (Q_A - self.lam * penalty(self.penalty, pi_A, p), Q_B - self.lam * penalty(self.penalty, pi_B, p),
                 Q_A, Q_B)
@@ -180,23 +195,34 @@ class MinimaxPolicy:
         rng = np.random.default_rng(self.random_state)
         a, b = _initial_logits(design, rng), _initial_logits(design, rng)
 
-        def grads_graph(a, b):
-            return torch.func.grad(lambda x: self._game(_softmax_split(design, x), _softmax_split(design, b),
-                                                        theta)[0])(a), \
-                torch.func.grad(lambda y: self._game(_softmax_split(design, a), _softmax_split(design, y),
-                                                     theta)[1])(b)
+        # The field (grad_a f_A, grad_b f_B) from one forward pass: with Q_B = 1 - Q_A and
+        # L = Q_A - lam Pen_A + lam Pen_B, grad_a f_A = grad_a L and grad_b f_B = -grad_b L. The electorate's
+        # and primaries' win matrices are fixed during the solve, so they are computed once.
+        with torch.no_grad():
+            mats = self._matrices(theta)
+        p = design.p_tensor()
+
+        def lagrangian(a, b):
+            pi_A, pi_B = _softmax_split(design, a), _softmax_split(design, b)
+            Q_A = self._win_A(pi_A, pi_B, *mats)
+            return Q_A - self.lam * penalty(self.penalty, pi_A, p) + self.lam * penalty(self.penalty, pi_B, p)
 
         def grads(a, b):
             a = a.detach().requires_grad_(True)
             b = b.detach().requires_grad_(True)
-            f_A, f_B, _, _ = self._game(_softmax_split(design, a), _softmax_split(design, b), theta)
-            return torch.autograd.grad(f_A, a)[0], torch.autograd.grad(f_B, b)[0]
+            g_a, g_b = torch.autograd.grad(lagrangian(a, b), (a, b))
+            return g_a, -g_b
 
-        # the step: at most 1/L, L the spectral norm of the gradient field's Jacobian at the start (a large lam
-        # is a stiff game, where a fixed step would overshoot and cycle)
-        field = lambda z: torch.cat(grads_graph(z[:len(a)], z[len(a):]))  # noqa: E731
+        # the step: at most 1/(2L), L the spectral norm of the field's Jacobian at the start (a large lam is a
+        # stiff game, where a fixed step would overshoot and cycle)
+        n = len(a)
+
+        def field(z):
+            g = torch.func.grad(lambda w: lagrangian(w[:n], w[n:]))(z)
+            return torch.cat([g[:n], -g[n:]])
+
         L = float(torch.linalg.matrix_norm(torch.func.jacrev(field)(torch.cat([a, b])), ord=2))
-        lr, previous = min(self.lr, 0.5 / max(L, 1e-12)), None
+        lr, previous = (0.5 / max(L, 1e-12) if self.lr is None else self.lr), None
         self.lr_used_ = lr
         for step in range(1, self.n_steps + 1):
             g_a, g_b = grads(a, b)
@@ -209,7 +235,10 @@ class MinimaxPolicy:
                 previous = (g_a, g_b)
             else:
                 new_a, new_b = a + lr * g_a, b + lr * g_b
-            moved = float(torch.cat([new_a - a, new_b - b]).abs().max())
+            # convergence in the policies (logits may drift along directions softmax ignores)
+            moved = max(float((x - y).abs().max()) for x, y in
+                        zip(_softmax_split(design, new_a) + _softmax_split(design, new_b),
+                            _softmax_split(design, a) + _softmax_split(design, b)))
             a, b = new_a, new_b
             if moved < self.tol:
                 break

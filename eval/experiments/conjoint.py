@@ -35,7 +35,8 @@ from icml26.results import Claim, Result
 class ConjointSettings:
     """Sizes of one mode: the error study's arms ((factors, levels) pairs), pair counts and replications at
     one ``lam``; the coverage study's design, pair counts and replications; the game's design, voter shares,
-    pairs per fitted model and ``game_lam``."""
+    pairs per fitted model, ``game_lam`` and the solver's step budget ``game_steps`` (the best-response gap,
+    computed separately, says whether it sufficed)."""
 
     arms: tuple[tuple[int, int], ...]
     n_pairs: tuple[int, ...]
@@ -49,18 +50,19 @@ class ConjointSettings:
     shares: tuple[float, ...]
     game_pairs: int
     game_lam: float
+    game_steps: int
     train_demo: bool
 
 
 SETTINGS = {
     "quick": ConjointSettings(arms=((3, 3), (5, 3), (10, 2)), n_pairs=(500, 2000), error_reps=50, lam=1.0,
                               coverage_design=(5, 3), coverage_pairs=(4000,), coverage_reps=300, noise_reps=30,
-                              game_design=(3, 3), shares=(0.3, 0.7), game_pairs=2000, game_lam=0.3,
+                              game_design=(3, 3), shares=(0.3, 0.7), game_pairs=2000, game_lam=0.3, game_steps=600,
                               train_demo=False),
     "full": ConjointSettings(arms=((3, 3), (5, 3), (8, 2), (10, 2)), n_pairs=(500, 2000, 8000), error_reps=100,
                              lam=1.0, coverage_design=(5, 3), coverage_pairs=(500, 2000, 4000, 8000),
                              coverage_reps=300, noise_reps=30, game_design=(3, 3),
-                             shares=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9), game_pairs=4000, game_lam=0.3,
+                             shares=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9), game_pairs=4000, game_lam=0.3, game_steps=2000,
                              train_demo=True),
 }
 Z90 = 1.6448536269514722
@@ -198,7 +200,8 @@ def game_study(s: ConjointSettings, seed: int) -> dict:
     p = design.p
     rows = []
     for rho in s.shares:
-        game = MinimaxPolicy((rho, 1 - rho), lam=s.game_lam, primaries=True, random_state=seed).fit(models)
+        game = MinimaxPolicy((rho, 1 - rho), lam=s.game_lam, primaries=True, n_steps=s.game_steps,
+                             random_state=seed).fit(models)
         avg_A, _ = game.best_response("A", p)
         avg_B, _ = game.best_response("B", p)
         eq = game.payoffs(game.pi_A_, game.pi_B_)
@@ -209,7 +212,7 @@ def game_study(s: ConjointSettings, seed: int) -> dict:
                      "margin_A": eq["f_A"] - dev_A["f_A"], "margin_B": eq["f_B"] - dev_B["f_B"],
                      "Q_margin_A": eq["Q_A"] - dev_A["Q_A"], "Q_margin_B": eq["Q_B"] - dev_B["Q_B"],
                      "avg_vs_p_Q_A": game.payoffs(avg_A, p)["Q_A"]})
-    symmetric = MinimaxPolicy((0.5, 0.5), lam=s.game_lam, random_state=seed).fit(models)
+    symmetric = MinimaxPolicy((0.5, 0.5), lam=s.game_lam, n_steps=s.game_steps, random_state=seed).fit(models)
     avg, _ = symmetric.best_response("A", p)
     return {"rows": rows, "symmetric_Q_A": symmetric.value_A_, "symmetric_gap": symmetric.best_response_gap_,
             "symmetric_avg_vs_p": symmetric.payoffs(avg, p)["Q_A"],
