@@ -395,3 +395,43 @@ def test_listing_the_experiment_imports_neither_numpy_nor_torch():
             "print(sorted(m for m in ('numpy', 'torch', 'icml26.training.conjoint') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_reduced_experiment_end_to_end(tmp_path):
+    import dataclasses
+
+    from icml26.eval.experiments import conjoint
+    from icml26.runner import RunConfig
+
+    small = dataclasses.replace(conjoint.SETTINGS["quick"], arms=((3, 3),), error_reps=12, coverage_pairs=(1000,),
+                                coverage_reps=20, noise_reps=3, shares=(0.3,), game_pairs=1000, game_steps=300)
+    result = conjoint.run_experiment(RunConfig(mode="quick", seeds=(0,), out_dir=tmp_path), small)
+    claims = {c.statement: c for c in result.claims}
+    for statement, claim in claims.items():
+        if "coverage >= 0.85" in statement or "coverage <= 0.95" in statement or "within 20%" in statement:
+            continue  # 20 replications decide no coverage band; the quick run's 300 do
+        assert claim.holds, (statement, claim.measured, claim.reference)
+    row = result.tables["coverage"][0]
+    assert row["coverage"] >= 0.6 and row["noise_coverage"] < 0.5
+    assert set(result.figures) == {"error_vs_n", "coverage_vs_n", "vote_share_vs_rho"}
+    assert abs(result.metrics["symmetric_Q_A_plus_Q_B"] - 1) < 1e-12
+
+
+def test_bench_reports_the_replication_cost(tmp_path):
+    from icml26.eval.benchmarks.conjoint import run
+    from icml26.runner import RunConfig
+
+    result = run(RunConfig(out_dir=tmp_path), sizes={"quick": {"reps": 2, "n_pairs": 1000, "game_steps": 20}})
+    m = result.metrics
+    assert m["replication_ms"] > 0 and m["irls_fit_ms"] > 0 and m["extragradient_steps_per_s"] > 0
+    assert m["statsmodels_over_irls"] > 1
+    assert result.claims[0].reference == 30.0
+
+
+@pytest.mark.slow
+def test_quick_experiment_all_claims_hold(tmp_path):
+    from icml26.eval.experiments import conjoint
+    from icml26.runner import RunConfig
+
+    result = conjoint.run(RunConfig(mode="quick", seeds=(0,), out_dir=tmp_path))
+    assert all(c.holds for c in result.claims), [(c.statement, c.measured) for c in result.claims if not c.holds]

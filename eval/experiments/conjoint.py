@@ -56,7 +56,7 @@ class ConjointSettings:
 
 SETTINGS = {
     "quick": ConjointSettings(arms=((3, 3), (5, 3), (10, 2)), n_pairs=(500, 2000), error_reps=50, lam=1.0,
-                              coverage_design=(5, 3), coverage_pairs=(4000,), coverage_reps=300, noise_reps=30,
+                              coverage_design=(5, 3), coverage_pairs=(4000,), coverage_reps=300, noise_reps=20,
                               game_design=(3, 3), shares=(0.3, 0.7), game_pairs=2000, game_lam=0.3, game_steps=600,
                               train_demo=False),
     "full": ConjointSettings(arms=((3, 3), (5, 3), (8, 2), (10, 2)), n_pairs=(500, 2000, 8000), error_reps=100,
@@ -95,7 +95,7 @@ def coverage_study(n_factors: int, n_levels: int, n_pairs: int, reps: int, lam: 
                    noise_reps: int = 30) -> dict:
     """Replications of fit + closed form + delta SE; coverage of the 90% interval for the true U(pi*).
 
-    The negative control re-solves the same fitted model by gradient ascent from 5 random starts and takes the
+    The negative control re-solves the same fitted model by gradient ascent from 3 random starts and takes the
     SD of the values as the SE (the optimiser's noise only), on the first ``noise_reps`` replications.
     """
     import numpy as np
@@ -117,7 +117,7 @@ def coverage_study(n_factors: int, n_levels: int, n_pairs: int, reps: int, lam: 
         ses.append(policy.value_se_)
         if r < noise_reps:
             reruns = [AverageCasePolicy(lam=lam, solver="gradient", se_method="implicit", random_state=k)
-                      ._solve(model) for k in range(5)]
+                      ._solve(model) for k in range(3)]
             spread = np.std([float(model.utility(pi).detach()) for pi in reruns], ddof=1)
             noise_cover.append(abs(policy.value_ - truth.value_) <= Z90 * spread)
     values, ses = np.array(values), np.array(ses)
@@ -261,13 +261,18 @@ def _run_seed(config, s: ConjointSettings, seed: int) -> Result:
 
     result = Result()
     torch.set_num_threads(1)  # small dense algebra: threads only fight over the cores
+    seconds = {}
     with threadpool_limits(1), phase("conjoint studies", total=3) as bar:
+        start = time.perf_counter()
         game = game_study(s, seed)
+        seconds["game"] = time.perf_counter() - start
         bar.update()
         coverage = [coverage_study(*s.coverage_design, n, s.coverage_reps, s.lam, seed, s.noise_reps)
                     for n in s.coverage_pairs]
+        seconds["coverage"] = time.perf_counter() - start - seconds["game"]
         bar.update()
         errors = [row for arm in s.arms for row in error_study(*arm, s.n_pairs, s.error_reps, s.lam, seed)]
+        seconds["errors"] = time.perf_counter() - start - seconds["game"] - seconds["coverage"]
         bar.update()
         demo = train_demo(s.lam) if s.train_demo else None
     _claims(result, s, game, coverage, errors)
@@ -280,7 +285,8 @@ def _run_seed(config, s: ConjointSettings, seed: int) -> Result:
     m = result.metrics
     m.update({"symmetric_Q_A": game["symmetric_Q_A"], "symmetric_gap": game["symmetric_gap"],
               "symmetric_Q_A_plus_Q_B": game["symmetric_sum"], "symmetric_avg_vs_p_Q_A": game["symmetric_avg_vs_p"],
-              "coverage_ms_per_rep": coverage[-1]["ms_per_rep"]})
+              "coverage_ms_per_rep": coverage[-1]["ms_per_rep"],
+              **{f"{k}_study_seconds": round(v, 2) for k, v in seconds.items()}})
     if demo is not None:
         m["train_demo"] = demo
     result.figures = {"error_vs_n": _error_figure(errors, s), "coverage_vs_n": _coverage_figure(coverage),
