@@ -204,7 +204,7 @@ def penalty(kind: str, pi, p) -> torch.Tensor:
 # ==============================================================================================
 # Step one: the paired logit
 # ==============================================================================================
-def fit_logit_irls(X, y, groups=None, *, max_iter: int = 50, tol: float = 1e-10):
+def fit_logit_irls(X, y, groups=None, *, max_iter: int = 50, tol: float = 1e-8):
     """Logistic regression without intercept by Newton-IRLS, with the cluster-robust sandwich.
 
     Returns (coef, vcov). With ``groups`` the covariance is statsmodels' ``cov_type="cluster"`` one,
@@ -220,7 +220,7 @@ def fit_logit_irls(X, y, groups=None, *, max_iter: int = 50, tol: float = 1e-10)
         info = (X * w[:, None]).T @ X
         step = np.linalg.solve(info, X.T @ (y - mu))
         beta = beta + step
-        if np.abs(step).max() < tol:
+        if np.abs(step).max() < tol:  # Newton converges quadratically: the next step would be ~tol^2
             break
     mu = 1 / (1 + np.exp(-(X @ beta)))
     bread = np.linalg.inv((X * (mu * (1 - mu))[:, None]).T @ X)
@@ -228,8 +228,10 @@ def fit_logit_irls(X, y, groups=None, *, max_iter: int = 50, tol: float = 1e-10)
         return beta, bread
     _, codes = np.unique(np.asarray(groups), return_inverse=True)
     n_groups = codes.max() + 1
-    scores = np.zeros((n_groups, k))
-    np.add.at(scores, codes, X * (y - mu)[:, None])
+    from scipy.sparse import csr_matrix
+
+    members = csr_matrix((np.ones(n), (codes, np.arange(n))), shape=(n_groups, n))
+    scores = members @ (X * (y - mu)[:, None])  # each cluster's summed score
     meat = scores.T @ scores
     correction = n_groups / (n_groups - 1) * (n - 1) / (n - k)
     return beta, correction * bread @ meat @ bread
