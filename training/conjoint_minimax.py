@@ -22,8 +22,8 @@ import torch
 
 from icml26.errors import check_finite, input_error
 
-from .conjoint import (DTYPE, MAX_PROFILES, PENALTIES, PairedConjointLogit, _check_lam, _initial_logits,
-                       _profile_table, _softmax_split, ascend, penalty)
+from .conjoint import PENALTIES, _check_lam, _initial_logits, _softmax_split, ascend, penalty
+from .conjoint_model import DTYPE, MAX_PROFILES, PairedConjointLogit, _profile_table
 
 PLAYERS = ("A", "B")
 

@@ -23,7 +23,6 @@ installed. Claims:
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 
