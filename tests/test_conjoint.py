@@ -276,6 +276,18 @@ def test_one_factor_primary_game_matches_grid_search_nash(method):
         assert payoffs["Q_A"] == pytest.approx(game.value_A_, abs=1e-14)
 
 
+def test_average_case_strategy_is_the_best_reply_to_the_design_without_primaries():
+    _, coefs, models, kw = _one_factor_game(lam=0.05, rho=0.6)
+    game = MinimaxPolicy(**kw).fit(models)
+    pi, value = game.average_case("A")
+    sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+    x = np.arange(0, 1.0005, 0.001)  # P(level 1) of A's nominee = its entrant; B's nominee ~ (1/2, 1/2)
+    S = lambda diff: 0.6 * sig(coefs["A"] * diff) + 0.4 * sig(coefs["B"] * diff)  # noqa: E731
+    f = x * 0.5 * S(1) + (1 - x) * 0.5 * S(-1) + 0.25 - 0.05 * 2 * (x - 0.5) ** 2
+    assert abs(pi[0][1] - x[f.argmax()]) < 2e-3 and value == pytest.approx(f.max(), abs=1e-6)
+    assert abs(pi[0][1] - game.pi_A_[0][1]) > 0.01  # the primary changes what A should field
+
+
 def test_heavy_regularisation_stays_at_the_design():
     _, _, models, kw = _one_factor_game(lam=20.0)
     game = MinimaxPolicy(**kw).fit(models)

@@ -188,6 +188,17 @@ class MinimaxPolicy:
                 best = (logits, value)
         return [q.detach().numpy() for q in _softmax_split(design, best[0])], best[1]
 
+    def average_case(self, player: str):
+        """(pi, f) of the party's average-case strategy: the best reply to the design's opponent p of the
+        general electorate's win probability alone (no primaries, the opponent not anticipated), as a
+        non-adversarial optimiser would choose; ``f`` is its penalised payoff in that simpler problem."""
+        if not hasattr(self, "_roles"):
+            raise input_error("MinimaxPolicy.average_case", "self", "a fitted game (call fit first)", "unfitted")
+        plain = MinimaxPolicy(self.group_shares, self.penalty, self.lam, primaries=False,
+                              random_state=self.random_state)
+        plain._setup({"A": self._roles["A"], "B": self._roles["B"]}, self.design_)
+        return plain.best_response(player, self.design_.p)
+
     # -- solving ---------------------------------------------------------------------------------------
     def fit(self, models, design=None) -> MinimaxPolicy:
         self._setup(models, design)
