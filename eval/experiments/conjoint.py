@@ -25,6 +25,7 @@ installed. Claims:
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -154,10 +155,11 @@ def error_study(n_factors: int, n_levels: int, n_list, reps: int, lam: float, se
     with torch.no_grad():
         q_star = float(true_model.win_prob(to_t(truth.pi_)))
     pi_star = np.concatenate(truth.pi_)
+    true_amce = true_model.amce()
     rows = []
     for i, n in enumerate(n_list):
-        err_pi, err_q = [], []
-        for child in _streams(seed, 4 + 1000 * i + 10 * n_factors + n_levels, reps):
+        err_pi, err_q, amce_error = [], [], math.nan
+        for r, child in enumerate(_streams(seed, 4 + 1000 * i + 10 * n_factors + n_levels, reps)):
             data = task.simulate(design, coef, int(n), child)
             model = PairedConjointLogit("all", backend="numpy").fit(data.left, data.right, data.chosen,
                                                                     data.respondent, design)
@@ -165,11 +167,14 @@ def error_study(n_factors: int, n_levels: int, n_list, reps: int, lam: float, se
             pi = policy._solve(model)
             with torch.no_grad():
                 q_hat = float(model.win_prob(pi))
+            if r == 0:  # AMCEs from the fitted model against the generator's (first replication)
+                amce_error = max(float(np.abs(a - true_amce[f]).max()) for f, a in model.amce().items())
             err_pi.append(np.mean(np.abs(np.concatenate(policy.pi_) - pi_star) / pi_star))
             err_q.append(abs(q_hat - q_star) / q_star)
         rows.append({"factors": n_factors, "levels": n_levels, "n_pairs": int(n), "reps": reps, "lam": lam,
                      "rel_error_pi": float(np.mean(err_pi)), "rel_error_Q": float(np.mean(err_q)),
-                     "Q_star": q_star, "pi_star_minus_p_TV": _distance(truth.pi_, design.p)})
+                     "Q_star": q_star, "pi_star_minus_p_TV": _distance(truth.pi_, design.p),
+                     "amce_max_abs_error": amce_error})
     return rows
 
 
