@@ -396,6 +396,12 @@ def test_bad_input_names_the_argument():
         MinimaxPolicy(group_shares=(0.5, 0.6))
     with pytest.raises(InputError, match="models"):
         MinimaxPolicy().fit({"A": strong})
+    with pytest.raises(InputError, match="conf_level"):
+        MinimaxPolicy(conf_level=1.5)
+    with pytest.raises(InputError, match="method"):
+        MinimaxPolicy(method="adam")
+    with pytest.raises(InputError, match="pi\\[0\\].*2 probabilities"):
+        strong.win_prob([np.ones(3) / 3, np.ones(2) / 2])
 
 
 # ----------------------------------------------------------------------------------------------

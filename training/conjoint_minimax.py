@@ -66,7 +66,13 @@ class MinimaxPolicy:
         self.primary_strength = check_finite(name, "primary_strength", primary_strength, non_negative=True)
         self.n_monte = n_monte
         self.lr = None if lr is None else check_finite(name, "lr", lr, positive=True)
-        self.n_steps, self.tol, self.conf_level = int(n_steps), float(tol), float(conf_level)
+        if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 1:
+            raise input_error(name, "n_steps", "an int >= 1", n_steps)
+        conf_level = check_finite(name, "conf_level", conf_level)
+        if not 0 < conf_level < 1:
+            raise input_error(name, "conf_level", "a number in (0, 1)", conf_level)
+        self.n_steps, self.conf_level = n_steps, conf_level
+        self.tol = check_finite(name, "tol", tol, non_negative=True)
         self.random_state = random_state
 
     # -- the game ------------------------------------------------------------------------------------
