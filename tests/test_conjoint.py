@@ -357,6 +357,12 @@ def test_generator_is_seeded_and_train_loads_when_available():
     assert len(data) == 2929 and len(np.unique(data.respondent)) == 235 and design.n_levels == [3, 3, 4, 3]
     model = PairedConjointLogit(backend="numpy").fit(data.left, data.right, data.chosen, data.respondent, design)
     assert model.coef_[model.coef_names_.index("price=tercile 3")] < 0  # dearer trips are chosen less
+    with pytest.raises(InputError, match="interactions.*rank"):  # the pivoted design leaves some unidentified
+        PairedConjointLogit("all").fit(data.left, data.right, data.chosen, data.respondent, design)
+    from icml26.eval.experiments.conjoint import train_demo
+
+    demo = train_demo(1.0)
+    assert 0.5 < demo["value"] < 1 and demo["value_se"] > 0
 
 
 def test_cv_picks_a_lambda_by_grouped_folds():

@@ -261,15 +261,26 @@ class PairedConjointLogit:
         if self.interactions == "screened":
             pairs = self._screen(design, L, R, y, groups, pairs)
         X = design.features(L, pairs) - design.features(R, pairs)
+        gram = np.linalg.eigvalsh(X.T @ X)
+        rank = int((gram > 1e-10 * max(gram.max(), 1e-300)).sum())
+        if rank < X.shape[1]:
+            raise InputError(name, "interactions", f"terms the data identify: the difference design has rank {rank} "
+                             f"< {X.shape[1]} columns (levels or level pairs never contrasted; use fewer "
+                             "interactions or 'screened')", self.interactions)
         cluster = groups if (self.cluster and groups is not None) else None
-        if self.backend == "numpy":
-            coef, vcov = fit_logit_irls(X, y, cluster)
-        else:
-            import statsmodels.api as sm
+        try:
+            if self.backend == "numpy":
+                coef, vcov = fit_logit_irls(X, y, cluster)
+            else:
+                import statsmodels.api as sm
 
-            glm = sm.GLM(y.astype(float), X, family=sm.families.Binomial())
-            res = glm.fit(cov_type="cluster", cov_kwds={"groups": _codes(cluster)}) if cluster is not None else glm.fit()
-            coef, vcov = np.asarray(res.params), np.asarray(res.cov_params())
+                glm = sm.GLM(y.astype(float), X, family=sm.families.Binomial())
+                res = (glm.fit(cov_type="cluster", cov_kwds={"groups": _codes(cluster)}) if cluster is not None
+                       else glm.fit())
+                coef, vcov = np.asarray(res.params), np.asarray(res.cov_params())
+        except np.linalg.LinAlgError:  # separation: the likelihood has no finite maximum
+            raise InputError(name, "chosen", "choices that no combination of the terms predicts perfectly "
+                             "(the logit's information matrix is singular at the fit)", "separated data") from None
         self.design_, self.pairs_, self.coef_, self.vcov_ = design, pairs, coef, vcov
         self.coef_names_ = design.coef_names(pairs)
         self.n_pairs_ = len(L)

@@ -234,7 +234,8 @@ def train_demo(lam: float) -> dict | None:
         return None
     from icml26.training.conjoint import AverageCasePolicy, PairedConjointLogit
 
-    model = PairedConjointLogit("all").fit(data.left, data.right, data.chosen, data.respondent, design)
+    # main effects only: the pivoted design never contrasts some level pairs, so not every interaction is identified
+    model = PairedConjointLogit("none").fit(data.left, data.right, data.chosen, data.respondent, design)
     policy = AverageCasePolicy(lam=lam, scale="probability").fit(model)
     return {"value": policy.value_, "value_se": policy.value_se_,
             "policy": {f: [round(float(v), 3) for v in q] for f, q in zip(design.factors, policy.pi_)},
