@@ -458,3 +458,13 @@ def test_quick_experiment_all_claims_hold(tmp_path):
 
     result = conjoint.run(RunConfig(mode="quick", seeds=(0,), out_dir=tmp_path))
     assert all(c.holds for c in result.claims), [(c.statement, c.measured) for c in result.claims if not c.holds]
+
+
+def test_a_cycling_solver_is_caught_by_the_best_response_gap():
+    design = task.factorial_design(3, 3)
+    truth = task.electorate(design, 3)
+    models = {k: PairedConjointLogit.from_coefficients(design, truth[k]) for k in ("A", "B")}
+    stiff = MinimaxPolicy((0.3, 0.7), lam=1.0, method="gda", lr=10.0, n_steps=200).fit(models)
+    assert stiff.n_iter_ == 200 and stiff.best_response_gap_ > 1e-2  # overshoots and cycles: no equilibrium
+    tuned = MinimaxPolicy((0.3, 0.7), lam=1.0, n_steps=200).fit(models)
+    assert tuned.best_response_gap_ < 1e-6 and tuned.lr_used_ < 10.0
