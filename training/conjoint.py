@@ -60,8 +60,6 @@ def penalty(kind: str, pi, p) -> torch.Tensor:
     return torch.stack(terms).sum()
 
 
-
-
 # ==============================================================================================
 # Step two: the average-case policy
 # ==============================================================================================
@@ -156,10 +154,11 @@ class AverageCasePolicy:
     ``scale="probability"`` maximises Q(pi) = E_{t~pi,u~p}[P(t beats u)] under the fitted logit (enumerated).
     ``solver``: ``"auto"`` (closed form when it is valid, else gradient ascent), ``"closed_form"`` (forced:
     refused unless L2, the linear scale, C negative definite and pi* interior) or ``"gradient"`` (ascent on
-    softmax logits). ``se_method``: ``"auto"`` (closed form after a closed-form solve, implicit otherwise; none, NaN
-    SEs, for the non-smooth L1/LInfinity, whose optima sit on kinks where pi*(theta) has no derivative), ``"closed_form"``, ``"unrolled"`` (differentiates ``n_unroll`` steps of
-    gradient ascent on the logits, the reference's ``se_method="full"``) or ``"implicit"`` (the implicit
-    function theorem at the optimum, in the free coordinates).
+    softmax logits). ``se_method``: ``"auto"`` (closed form after a closed-form solve, implicit otherwise; none,
+    NaN SEs, for the non-smooth L1/LInfinity, whose optima sit on kinks where pi*(theta) has no derivative),
+    ``"closed_form"``, ``"unrolled"`` (differentiates ``n_unroll`` steps of gradient ascent on the logits, the
+    reference's ``se_method="full"``) or ``"implicit"`` (the implicit function theorem at the optimum, in the
+    free coordinates).
 
     After ``fit(model, design)``: ``pi_`` (one array per factor), ``objective_`` (penalised), ``value_``
     (the unpenalised value on ``scale``), ``value_se_``, ``pi_se_``, ``solver_used_``, ``jacobian_``

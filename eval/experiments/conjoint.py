@@ -64,7 +64,8 @@ SETTINGS = {
     "full": ConjointSettings(arms=((3, 3), (5, 3), (8, 2), (10, 2)), n_pairs=(500, 2000, 8000), error_reps=100,
                              lam=1.0, coverage_design=(5, 3), coverage_pairs=(500, 2000, 4000, 8000),
                              coverage_reps=300, noise_reps=30, game_design=(3, 3),
-                             shares=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9), game_pairs=4000, game_lam=0.3, game_steps=2000,
+                             shares=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9), game_pairs=4000, game_lam=0.3,
+                             game_steps=2000,
                              train_demo=True),
 }
 Z90 = 1.6448536269514722
@@ -307,8 +308,9 @@ def _run_seed(config, s: ConjointSettings, seed: int) -> Result:
         "delta method on the linear scale, no respondent effect (so the logit is correctly specified). Game: "
         f"{s.game_design[0]} factors of {s.game_design[1]} levels, four fitted models ({s.game_pairs} pairs each), "
         f"lam = {s.game_lam}, primary_strength 1, slate = p, enumerated exactly; the average-case strategy is "
-        "the party's best reply to the design's opponent p under the general electorate alone (no primaries). Reconstructions: strategic divergence = mean "
-        "per-factor TV; the primary push-forward; L1-logistic screening in place of glinternet (not used here).")
+        "the party's best reply to the design's opponent p under the general electorate alone (no primaries). "
+        "Reconstructions: strategic divergence = mean per-factor TV; the primary push-forward; L1-logistic "
+        "screening in place of glinternet (not used here).")
     return result
 
 
