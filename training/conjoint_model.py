@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import weakref
 
 import numpy as np
 import torch
@@ -381,15 +382,15 @@ def _design_from_data(left, right) -> FactorialDesign:
     return FactorialDesign(levels, probs)
 
 
-_TABLES: dict = {}
+#: per design (weakly held: a design's tables go with it), per tuple of pairs: (grid, X)
+_TABLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _profile_table(design: FactorialDesign, pairs):
     """(grid, X) of the enumerated profile space as torch tensors, cached per (design, pairs)."""
-    key = (id(design), tuple(pairs))
-    hit = _TABLES.get(key)
-    if hit is None or hit[0] is not design:
+    tables = _TABLES.setdefault(design, {})
+    key = tuple(pairs)
+    if key not in tables:
         grid = design.profiles()
-        hit = (design, torch.as_tensor(grid), torch.as_tensor(design.features(grid, pairs), dtype=DTYPE))
-        _TABLES[key] = hit
-    return hit[1], hit[2]
+        tables[key] = (torch.as_tensor(grid), torch.as_tensor(design.features(grid, pairs), dtype=DTYPE))
+    return tables[key]
