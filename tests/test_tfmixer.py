@@ -464,7 +464,7 @@ def test_experiment_end_to_end_reduced(tmp_path, monkeypatch):
 
     small = dataclasses.replace(exp.SETTINGS["quick"], synthetic_sizes=(200, 80, 100), steps=60, co2_steps=60,
                                 eval_every=30, batch_size=16, co2_stride=12, models=("tfmixer", "no_gfm"),
-                                co2_models=("tfmixer", "no_gfm"))
+                                co2_models=("tfmixer", "no_gfm"), physionet_steps=0)  # PhysioNet: test_imts_physionet
     state = torch.random.get_rng_state()
     result = exp.run_experiment(RunConfig(mode="quick", seeds=(0,), out_dir=tmp_path), small)
     assert torch.equal(torch.random.get_rng_state(), state)  # seeded in a fork: the global RNG is untouched
