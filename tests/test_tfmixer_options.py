@@ -71,13 +71,19 @@ def test_sparse_decoding_gives_the_dense_loss_and_gradients(overrides):
     torch.testing.assert_close(sparse(**no_targets).forecasts, dense(**no_targets).forecasts)
 
 
-def test_forecast_level_last_with_a_silent_decoder_is_locf_with_the_fallback():
-    batch = _batch()
-    fallback = [0.25, -0.5, 0.75]
-    model = _model(use_gfm=False, forecast_level="last", channel_fallback=fallback)
+def _silent(**overrides):
+    """A time-only model whose decoder outputs 0: its forecasts are its level."""
+    model = _model(use_gfm=False, **overrides)
     with torch.no_grad():
         model.decoder.mlp[-1].weight.zero_()
         model.decoder.mlp[-1].bias.zero_()
+    return model
+
+
+def test_forecast_level_last_with_a_silent_decoder_is_locf_with_the_fallback():
+    batch = _batch()
+    fallback = [0.25, -0.5, 0.75]
+    model = _silent(forecast_level="last", channel_fallback=fallback)
     out = model(batch["values"], batch["times"], batch["mask"], batch["query_times"])
     locf = LOCFForecaster(fill_value=fallback)(batch["values"], batch["times"], batch["mask"], batch["query_times"])
     torch.testing.assert_close(out.forecasts, locf.forecasts)
@@ -92,10 +98,7 @@ def test_forecast_level_last_with_a_silent_decoder_is_locf_with_the_fallback():
 def test_blend_level_starts_as_locf_and_spans_the_history_and_population_means():
     batch = _batch()
     fallback = [0.25, -0.5, 0.75]
-    model = _model(use_gfm=False, forecast_level="blend", channel_fallback=fallback)
-    with torch.no_grad():
-        model.decoder.mlp[-1].weight.zero_()
-        model.decoder.mlp[-1].bias.zero_()
+    model = _silent(forecast_level="blend", channel_fallback=fallback)
     args = (batch["values"], batch["times"], batch["mask"], batch["query_times"])
     torch.testing.assert_close(model(*args).forecasts, LOCFForecaster(fill_value=fallback)(*args).forecasts)
     with torch.no_grad():
