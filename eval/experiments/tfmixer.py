@@ -65,8 +65,8 @@ class TFMixerSettings:
 SETTINGS = {
     "quick": TFMixerSettings(synthetic_sizes=(600, 200, 300), steps=150, batch_size=32, lr=3e-3, eval_every=50,
                              patience=10, co2_steps=150, co2_stride=4, threads=1,
-                             models=("tfmixer", "no_gfm", "no_ltm", "mtan"), co2_models=("tfmixer", "no_gfm"),
-                             physionet_steps=100, physionet_lr=3e-4, physionet_eval_every=50),
+                             models=("tfmixer", "no_gfm", "mtan"), co2_models=("tfmixer", "no_gfm"),
+                             physionet_steps=50, physionet_lr=3e-4, physionet_eval_every=50),
     "full": TFMixerSettings(synthetic_sizes=(3000, 500, 500), steps=600, batch_size=64, lr=2e-3, eval_every=50,
                             patience=10, co2_steps=600, co2_stride=2, threads=1,
                             models=("tfmixer", "no_gfm", "no_ltm", "no_rec", "mtan"),
@@ -197,7 +197,7 @@ def build_physionet_model(name: str, splits):
                                                     **{**PHYSIONET_CONFIG, **PHYSIONET_VARIANTS[name]}))
         if model.level_mix is not None:  # the blend head starts at its least-squares fit on the training stays
             with torch.no_grad():
-                model.level_mix.copy_(MeanReversionForecaster(fill_value=fallback).fit(splits.train).coef)
+                model.level_mix.copy_(build_physionet_model("blend", splits).coef)
         return model
     if name == "mtan":
         return MTANForecaster(c, fill_value=fallback, loss_reduction="per_variable")
@@ -205,8 +205,12 @@ def build_physionet_model(name: str, splits):
         return LOCFForecaster(fill_value=fallback)
     if name == "mean":
         return HistoryMeanForecaster(fill_value=fallback)
-    if name == "blend":  # fitted on the training stays in closed form
-        return MeanReversionForecaster(fill_value=fallback).fit(splits.train)
+    if name == "blend":  # fitted on the training stays in closed form, once per splits (kept in splits.info)
+        head = MeanReversionForecaster(fill_value=fallback)
+        if "blend_coef" not in splits.info:
+            splits.info["blend_coef"] = head.fit(splits.train).coef
+        head.coef = splits.info["blend_coef"].clone()
+        return head
     raise input_error("build_physionet_model", "name",
                       f"one of {[*PHYSIONET_VARIANTS, 'mtan', 'locf', 'mean', 'blend']}", name)
 
