@@ -113,7 +113,8 @@ class IMTSCollator:
             padded = pad_sequence([s[key] for s in samples], batch_first=True)
             size = length if key in ("values", "times", "mask") else horizon
             if padded.shape[1] < size:
-                padded = torch.cat([padded, padded.new_zeros((len(samples), size - padded.shape[1], *padded.shape[2:]))], 1)
+                extra = padded.new_zeros((len(samples), size - padded.shape[1], *padded.shape[2:]))
+                padded = torch.cat([padded, extra], 1)
             out[key] = padded.bool() if key.endswith("mask") else padded.float()
         out["values"] = torch.where(out["mask"], out["values"], 0.0)
         out["targets"] = torch.where(out["target_mask"], out["targets"], 0.0)
@@ -455,7 +456,8 @@ class MeanReversionForecaster(_FillBaseline):
     def _parts(self, values, times, mask):
         last, mean = _last_and_mean(values, times, mask)
         observed = mask.any(1)
-        return self._fill(last, observed), self._fill(mean, observed), self._fill(torch.zeros_like(last), torch.zeros_like(observed))
+        fill = self._fill(torch.zeros_like(last), torch.zeros_like(observed))  # fill_value everywhere
+        return self._fill(last, observed), self._fill(mean, observed), fill
 
     def fit(self, dataset: IMTSDataset, batch_size: int = 512) -> "MeanReversionForecaster":
         """Fit ``a, b, d`` per channel on every observed target of ``dataset``; returns self."""
