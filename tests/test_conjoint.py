@@ -160,6 +160,27 @@ def test_probability_scale_uses_gradient_and_implicit_se_matches_finite_differen
         assert (vals[0] - vals[1]) / (2 * h) == pytest.approx(policy.jacobian_[0, j], abs=1e-5)
 
 
+def test_implicit_se_at_a_boundary_optimum_differentiates_on_the_face(monkeypatch):
+    # level a=2 is so bad that the linear-scale L2 optimum puts probability 0 on it (the closed form leaves the
+    # simplex): the implicit delta method holds that level at 0 and matches re-solved finite differences; the
+    # interior formula (negative control: the gradient does not vanish there) gives a different Jacobian
+    from icml26.training import conjoint as cj
+
+    design = FactorialDesign({"a": [0, 1, 2], "b": [0, 1]})
+    coef = np.array([0.4, -1.5, 0.3])
+    fit = lambda c: AverageCasePolicy(lam=0.3).fit(  # noqa: E731
+        PairedConjointLogit.from_coefficients(design, c, random_vcov(3, 2), pairs="none"))
+    policy = fit(coef)
+    assert policy.solver_used_.startswith("gradient") and policy.pi_[0][2] < 1e-6 < policy.pi_[0][1]
+    h = 1e-4
+    fd = np.array([(fit(coef + h * e).value_ - fit(coef - h * e).value_) / (2 * h) for e in np.eye(3)])
+    np.testing.assert_allclose(policy.jacobian_[0], fd, atol=1e-3)
+    z, to_full = cj._active_face(policy.pi_)
+    assert z.numel() == 2 and float(to_full(z)[0][2]) == 0.0 and abs(float(sum(to_full(z)[0])) - 1) < 1e-12
+    monkeypatch.setattr(cj, "_active_face", lambda pi: (design.to_free(pi).detach(), design.to_full))
+    assert np.abs(fit(coef).jacobian_[0] - fd).max() > 1e-2
+
+
 def test_non_smooth_penalties_solve_and_report_no_se():
     design = FactorialDesign({"a": [0, 1, 2], "b": [0, 1]})
     model = PairedConjointLogit.from_coefficients(design, [0.5, -0.4, 0.3], pairs="none")

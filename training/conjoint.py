@@ -147,6 +147,40 @@ def ascend(objective, logits0: torch.Tensor, smooth: bool, max_iter: int = 500, 
     return logits.detach()
 
 
+#: probabilities below this are taken as on the simplex's boundary by the implicit delta method
+ACTIVE_TOL = 1e-4
+
+
+def _active_face(pi, tol: float = ACTIVE_TOL):
+    """Free coordinates of the simplex face that ``pi`` lies on, and the map back to full distributions.
+
+    At a boundary optimum (a level at probability 0) the objective's gradient does not vanish in the interior
+    coordinates, so the implicit function theorem applies on the face only: the zero levels stay at 0 (their
+    derivative in theta is 0 while the active set is stable), the largest level of each factor is the
+    reference (1 - the others), and the remaining positive levels are free. At an interior optimum this is the
+    usual free parametrisation up to the choice of reference level, which does not change the delta method.
+    """
+    levels, offsets, z = [], [0], []
+    for q in pi:
+        q = torch.as_tensor(q, dtype=DTYPE).detach()
+        active = torch.nonzero(q > tol).ravel()
+        ref = int(active[torch.argmax(q[active])])
+        free = active[active != ref]
+        levels.append((q.numel(), ref, free))
+        z.append(q[free])
+        offsets.append(offsets[-1] + free.numel())
+
+    def to_full(zz):
+        out = []
+        for (n, ref, free), a, b in zip(levels, offsets[:-1], offsets[1:]):
+            part = zz[a:b]
+            base = torch.zeros(n, dtype=zz.dtype).index_add(0, free, part)
+            out.append(base + torch.nn.functional.one_hot(torch.tensor(ref), n).to(zz.dtype) * (1 - part.sum()))
+        return out
+
+    return torch.cat(z), to_full
+
+
 class AverageCasePolicy:
     """The average-case optimal factored policy: argmax_pi value(pi) - lam Pen(pi, p), with delta-method SEs.
 
@@ -157,8 +191,8 @@ class AverageCasePolicy:
     softmax logits). ``se_method``: ``"auto"`` (closed form after a closed-form solve, implicit otherwise; none,
     NaN SEs, for the non-smooth L1/LInfinity, whose optima sit on kinks where pi*(theta) has no derivative),
     ``"closed_form"``, ``"unrolled"`` (differentiates ``n_unroll`` steps of gradient ascent on the logits, the
-    reference's ``se_method="full"``) or ``"implicit"`` (the implicit function theorem at the optimum, in the
-    free coordinates).
+    reference's ``se_method="full"``) or ``"implicit"`` (the implicit function theorem at the optimum, on the
+    simplex face it lies on: levels at probability 0 stay there, see :func:`_active_face`).
 
     After ``fit(model, design)``: ``pi_`` (one array per factor), ``objective_`` (penalised), ``value_``
     (the unpenalised value on ``scale``), ``value_se_``, ``pi_se_``, ``solver_used_``, ``jacobian_``
@@ -270,13 +304,15 @@ class AverageCasePolicy:
         if method == "closed_form":
             J = jacrev(lambda c: outputs(design.to_full(self._closed_form(model, c)), c))(coef0)
         elif method == "implicit":
-            z0 = design.to_free(pi).detach()
-            grad_F = jacrev(lambda z, c: self._objective(model, design.to_full(z), c))
-            H = jacrev(grad_F, argnums=0)(z0, coef0)
-            G_theta = jacrev(grad_F, argnums=1)(z0, coef0)
-            dz = -torch.linalg.solve(H, G_theta)
-            dout_dz, dout_dc = jacrev(lambda z, c: outputs(design.to_full(z), c), argnums=(0, 1))(z0, coef0)
-            J = dout_dz @ dz + dout_dc
+            z0, to_full = _active_face(pi)
+            grad_F = jacrev(lambda z, c: self._objective(model, to_full(z), c))
+            dout_dz, dout_dc = jacrev(lambda z, c: outputs(to_full(z), c), argnums=(0, 1))(z0, coef0)
+            if z0.numel():
+                H = jacrev(grad_F, argnums=0)(z0, coef0)
+                G_theta = jacrev(grad_F, argnums=1)(z0, coef0)
+                J = dout_dz @ -torch.linalg.solve(H, G_theta) + dout_dc
+            else:  # every factor at a vertex: pi* does not move with theta
+                J = dout_dc
         else:
             a0 = _initial_logits(design, None)
             step = self._unroll_step(model, a0, coef0)
