@@ -29,12 +29,16 @@ Selectors (scikit-learn style: validated parameters, ``random_state``, ``fit(H, 
   loss as reconstructed here (the paper's text was not available).
 
 Noise. The exponential mechanism ``P(i) ∝ exp(epsilon u_i / (2 Delta))`` with sensitivity ``Delta = 1`` is
-run as Gumbel-max: ``argmax_i u_i epsilon / 2 + G_i`` with ``G_i`` i.i.d. standard Gumbel (numpy), or,
-with ``backend="opendp"`` (extra ``dp``), by OpenDP's ``make_noisy_max`` (max-divergence, scale ``2 /
-epsilon``; its privacy map is checked to give at most ``epsilon`` for ``d_in = 1``), which samples
-exactly instead of in floating point. Side channels, documented rather than closed: numpy's sampler is
-floating point (Ilvento 2019 attacks such samplers), and the lazy path's running time depends on the
-data (the number of candidates it visits).
+run as Gumbel-max: ``argmax_i u_i epsilon / 2 + G_i`` with ``G_i`` i.i.d. standard Gumbel (numpy, the
+default). ``backend="opendp"`` (extra ``dp``) hands the scores to OpenDP's ``make_noisy_max``
+(``opendp.measurements``, OpenDP 0.16, output measure ``max_divergence()``, scale ``2 / epsilon``; its
+privacy map is checked to give at most ``epsilon`` for ``d_in = 1``), which samples exactly instead of in
+floating point. Under max-divergence OpenDP adds *exponential* noise (report-noisy-max with exponential
+noise, whose law is permute-and-flip's, Ding et al. 2021): the same ``epsilon``, a law at least as
+concentrated on the best scores, but not the softmax. ``output_probabilities``, ``draw`` and the audits
+describe the numpy sampler. Side channels, documented rather than closed: numpy's sampler is floating
+point (Ilvento 2019 attacks such samplers), OpenDP draws from its own generator (``random_state`` does
+not seed it), and the lazy path's running time depends on the data (the number of candidates it visits).
 """
 
 from __future__ import annotations
@@ -48,6 +52,9 @@ from sklearn.base import BaseEstimator
 
 from icml26.errors import check_finite, describe, described, input_error
 
+from .private_selection_noise import (BACKENDS, _backend, _epsilon, em_probabilities, exponential_mechanism,
+                                      gumbel_max_draws, lazy_exponential_mechanism)
+
 __all__ = [
     "BACKENDS", "BKSWSelector", "HypothesisClass", "MinimumDistanceEstimate", "PrivateMDE", "ScheffeTable",
     "ScheffeTournament", "StrongSetEM", "agnostic_truth", "audit_epsilon", "check_hypotheses", "check_samples",
@@ -55,7 +62,6 @@ __all__ = [
     "lazy_exponential_mechanism", "sample", "scheffe_table", "tv",
 ]
 
-BACKENDS = ("numpy", "opendp")
 #: Pairs per chunk of a Scheffé table: memory is a few ``chunk x D`` float64 arrays.
 CHUNK_PAIRS = 8192
 #: Rows summing to 1 within this (pmfs read from text files are rounded).
@@ -102,16 +108,6 @@ def check_samples(function: str, samples: Any, D: int) -> np.ndarray:
         bad = arr[(arr < 0) | (arr >= D)][0]
         raise input_error(function, "samples", f"domain points in [0, {D})", described(f"a sample equal to {bad}"))
     return arr
-
-
-def _epsilon(function: str, value: Any) -> float:
-    return check_finite(function, "epsilon", value, positive=True)
-
-
-def _backend(function: str, value: Any) -> str:
-    if value not in BACKENDS:
-        raise input_error(function, "backend", f"one of {BACKENDS}", value)
-    return value
 
 
 def _random_state(function: str, value: Any) -> Any:
@@ -294,80 +290,6 @@ def mde_distances(cover: HypothesisClass, counts: np.ndarray, rows: np.ndarray |
     return dev.max(axis=1)
 
 
-# ----------------------------------------------------------------------------------------------
-# the exponential mechanism
-# ----------------------------------------------------------------------------------------------
-def em_probabilities(scores: Any, epsilon: float, sensitivity: float = 1.0) -> np.ndarray:
-    """The exponential mechanism's exact law ``softmax(epsilon scores / (2 sensitivity))``."""
-    epsilon = _epsilon("em_probabilities", epsilon)
-    sensitivity = check_finite("em_probabilities", "sensitivity", sensitivity, positive=True)
-    z = np.asarray(scores, dtype=np.float64) * (epsilon / (2 * sensitivity))
-    z = np.exp(z - z.max())
-    return z / z.sum()
-
-
-def exponential_mechanism(scores: Any, epsilon: float, sensitivity: float = 1.0, *, rng: Any = None,
-                          gumbel: np.ndarray | None = None, backend: str = "numpy") -> int:
-    """One draw of ``P(i) ∝ exp(epsilon scores_i / (2 sensitivity))``, as Gumbel-max.
-
-    ``gumbel``: the standard Gumbel vector to use (common noise for tests); else drawn from ``rng``.
-    ``backend="opendp"``: OpenDP's ``make_noisy_max`` (``opendp.measurements``, OpenDP 0.16: input
-    ``vector_domain(atom_domain(T=float))`` under ``linf_distance``, output measure ``max_divergence()``,
-    ``scale = 2 sensitivity / epsilon``), exact sampling from OpenDP's own CSPRNG (``rng`` is unused).
-    """
-    scores = np.asarray(scores, dtype=np.float64)
-    if scores.ndim != 1 or scores.size == 0 or not np.isfinite(scores).all():
-        raise input_error("exponential_mechanism", "scores", "a non-empty finite 1-D array", describe(scores))
-    epsilon = _epsilon("exponential_mechanism", epsilon)
-    if _backend("exponential_mechanism", backend) == "opendp":
-        return _opendp_noisy_max(scores, epsilon, sensitivity)
-    if gumbel is None:
-        gumbel = np.random.default_rng(rng).gumbel(size=scores.size)
-    return int(np.argmax(scores * (epsilon / (2 * sensitivity)) + gumbel))
-
-
-def _opendp_noisy_max(scores: np.ndarray, epsilon: float, sensitivity: float) -> int:
-    try:
-        import opendp.prelude as dp
-    except ImportError:
-        raise ImportError("backend='opendp' needs OpenDP: pip install 'icml26[dp]'") from None
-    dp.enable_features("contrib")
-    scale = 2 * sensitivity / epsilon
-    measurement = dp.m.make_noisy_max(dp.vector_domain(dp.atom_domain(T=float, nan=False)),
-                                      dp.linf_distance(T=float), dp.max_divergence(), scale=scale)
-    spent = measurement.map(float(sensitivity))
-    if spent > epsilon * (1 + 1e-9):  # OpenDP's map is the authority on what the call spends
-        raise RuntimeError(f"OpenDP's privacy map gives {spent} > epsilon = {epsilon} at scale {scale}")
-    return int(measurement([float(x) for x in scores]))
-
-
-def lazy_exponential_mechanism(upper: np.ndarray, exact, epsilon: float, gumbel: np.ndarray,
-                               sensitivity: float = 1.0, *, batch: int = 1) -> tuple[int, int]:
-    """Gumbel-max with scores computed only where needed; returns ``(index, number of exact scores)``.
-
-    ``upper[i] >= u_i`` bounds every score from above; ``exact(indices)`` returns the exact ``u`` of
-    those indices. Candidates are visited in decreasing ``upper * epsilon / (2 sensitivity) + G``; the
-    search stops when that key cannot beat the best exact noisy score found. The index equals
-    ``argmax(u * epsilon / (2 sensitivity) + gumbel)``: the same law as the full mechanism, whatever the
-    bound was computed from (only the running time depends on it). ``batch`` candidates are scored per
-    call of ``exact`` (vectorisation; it may score a few more than strictly needed).
-    """
-    scale = epsilon / (2 * sensitivity)
-    key = np.asarray(upper, dtype=np.float64) * scale + gumbel
-    order = np.argsort(-key, kind="stable")
-    best, best_value, visited, pos = -1, -np.inf, 0, 0
-    while pos < order.size and key[order[pos]] > best_value:
-        take = order[pos:pos + batch]
-        take = take[key[take] > best_value]
-        values = np.asarray(exact(take), dtype=np.float64) * scale + gumbel[take]
-        visited += take.size
-        top = int(np.argmax(values))
-        if values[top] > best_value:
-            best, best_value = int(take[top]), float(values[top])
-        pos += batch
-    return best, visited
-
-
 def knockout_tournament(cover: HypothesisClass, counts: np.ndarray, k: int, rng: np.random.Generator,
                         chunk: int = CHUNK_PAIRS) -> tuple[np.ndarray, int]:
     """The ``k`` survivors of a random single-elimination Scheffé tournament; ``(indices, evaluations)``.
@@ -415,13 +337,16 @@ class _Selector(BaseEstimator):
     def fit(self, H: Any, samples: Any) -> _Selector:
         self._check()
         cover, samples, counts = self._data(H, samples)
-        self.index_, self.n_scheffe_evals_ = self._fit(cover, samples, counts, np.random.default_rng(self.random_state))
+        self.index_, self.n_scheffe_evals_ = self._fit(cover, samples, counts, np.random.default_rng(getattr(self, "random_state", None)))
         self.index_ = int(self.index_)
         self.epsilon_ = self._spent()
         return self
 
     def output_probabilities(self, H: Any, samples: Any) -> np.ndarray:
-        """The exact law of ``fit(H, samples).index_`` (``(n,)``; one-hot for a deterministic selector)."""
+        """The exact law of ``fit(H, samples).index_`` (``(n,)``; one-hot for a deterministic selector).
+
+        With ``backend="numpy"``; OpenDP's sampler has the permute-and-flip law instead (module docstring).
+        """
         self._check()
         cover, samples, counts = self._data(H, samples)
         return self._law(cover, samples, counts)
@@ -470,16 +395,6 @@ class _Selector(BaseEstimator):
         if not self.private:
             return np.full(n_draws, int(np.argmax(scores)))
         return gumbel_max_draws(scores * self._temperature(), n_draws, rng)
-
-
-def gumbel_max_draws(logits: np.ndarray, n_draws: int, rng: np.random.Generator, chunk: int = 1 << 20) -> np.ndarray:
-    """``n_draws`` i.i.d. draws of ``softmax(logits)`` by Gumbel-max, vectorised in chunks of ``chunk`` numbers."""
-    per = max(1, chunk // logits.size)
-    out = np.empty(n_draws, dtype=np.int64)
-    for start in range(0, n_draws, per):
-        m = min(per, n_draws - start)
-        out[start:start + m] = np.argmax(logits + rng.gumbel(size=(m, logits.size)), axis=1)
-    return out
 
 
 class MinimumDistanceEstimate(_Selector):
@@ -644,82 +559,15 @@ def _check_k(function: str, k: int, n: int) -> int:
     return int(k)
 
 
-# ----------------------------------------------------------------------------------------------
-# hypothesis classes and truths
-# ----------------------------------------------------------------------------------------------
-def gaussian_cover(n: int, *, bins: int = 200, low: float = -10.0, high: float = 10.0, mean_low: float = -5.0,
-                   mean_high: float = 5.0, sigma: float = 1.0, n_sigmas: int = 1,
-                   sigma_range: tuple[float, float] = (0.5, 2.0)) -> np.ndarray:
-    """Discretised Gaussians ``N(mu, sigma^2)`` on ``bins`` equal bins of ``[low, high]`` (mass renormalised).
-
-    ``n`` means evenly spaced in ``[mean_low, mean_high]``; with ``n_sigmas > 1`` each mean is paired with
-    ``n_sigmas`` scales log-spaced in ``sigma_range`` (a ``(mu, log sigma)`` grid, ``n * n_sigmas`` rows),
-    the 1-D cover of the universal-estimation application (reconstruction: the cover is our choice).
-    """
-    from scipy.stats import norm
-
-    n = _positive_int("gaussian_cover", "n", n)
-    bins = _positive_int("gaussian_cover", "bins", bins)
-    n_sigmas = _positive_int("gaussian_cover", "n_sigmas", n_sigmas)
-    if not high > low:
-        raise input_error("gaussian_cover", "high", f"a number > low = {low}", high)
-    edges = np.linspace(low, high, bins + 1)
-    means = np.linspace(mean_low, mean_high, n) if n > 1 else np.array([(mean_low + mean_high) / 2])
-    sigmas = (np.array([check_finite("gaussian_cover", "sigma", sigma, positive=True)]) if n_sigmas == 1 else
-              np.exp(np.linspace(np.log(sigma_range[0]), np.log(sigma_range[1]), n_sigmas)))
-    mu, sd = np.repeat(means, sigmas.size), np.tile(sigmas, means.size)
-    cdf = norm.cdf((edges[None, :] - mu[:, None]) / sd[:, None])
-    H = np.diff(cdf, axis=1)
-    return H / H.sum(axis=1, keepdims=True)
+_ELSEWHERE = {"private_selection_strong": ("StrongSetEM",),
+              "private_selection_covers": ("gaussian_cover", "dirichlet_class", "agnostic_truth", "tv", "sample"),
+              "private_selection_audit": ("audit_epsilon", "AuditResult", "exact_privacy_loss", "ForgottenFactorMDE")}
 
 
-def dirichlet_class(n: int, D: int, *, alpha: float = 1.0, seed: int | None = None) -> np.ndarray:
-    """``n`` random histograms on ``D`` points, i.i.d. ``Dirichlet(alpha 1_D)``."""
-    n, D = _positive_int("dirichlet_class", "n", n), _positive_int("dirichlet_class", "D", D)
-    alpha = check_finite("dirichlet_class", "alpha", alpha, positive=True)
-    return np.random.default_rng(seed).dirichlet(np.full(D, alpha), size=n)
+def __getattr__(name: str):  # the strong-set selector, the classes and the audit live in their own modules
+    import importlib
 
-
-def agnostic_truth(H: Any, index: int, *, weight: float = 0.8, scale: float = 1.0, bins_range: tuple[float, float] = (-10.0, 10.0)) -> np.ndarray:
-    """``weight H[index] + (1 - weight) Laplace``: the Laplace discretised on ``H``'s bins of ``bins_range``.
-
-    The Laplace is centred at ``H[index]``'s mean (in the bins' coordinates) with scale ``scale``.
-    """
-    H = check_hypotheses("agnostic_truth", H)
-    if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not 0 <= index < H.shape[0]:
-        raise input_error("agnostic_truth", "index", f"an int in [0, {H.shape[0]})", index)
-    weight = check_finite("agnostic_truth", "weight", weight)
-    if not 0 <= weight <= 1:
-        raise input_error("agnostic_truth", "weight", "a number in [0, 1]", weight)
-    from scipy.stats import laplace
-
-    D = H.shape[1]
-    edges = np.linspace(bins_range[0], bins_range[1], D + 1)
-    centres = (edges[:-1] + edges[1:]) / 2
-    mean = float(H[index] @ centres)
-    noise = np.diff(laplace.cdf(edges, loc=mean, scale=check_finite("agnostic_truth", "scale", scale, positive=True)))
-    noise /= noise.sum()
-    return weight * H[index] + (1 - weight) * noise
-
-
-def tv(p: Any, q: Any) -> np.ndarray:
-    """Total variation ``0.5 sum |p - q|`` along the last axis (broadcasts: ``tv(H, P)`` gives every row's)."""
-    return 0.5 * np.abs(np.asarray(p, dtype=np.float64) - np.asarray(q, dtype=np.float64)).sum(axis=-1)
-
-
-def sample(P: Any, s: int, seed: Any = None) -> np.ndarray:
-    """``s`` i.i.d. draws from the pmf ``P`` (ints in ``[0, D)``)."""
-    P = check_hypotheses("sample", np.atleast_2d(P))[0]
-    return np.random.default_rng(seed).choice(P.size, size=_positive_int("sample", "s", s), p=P)
-
-
-def __getattr__(name: str):  # the strong-set selector and the audit live in their own modules
-    if name == "StrongSetEM":
-        from .private_selection_strong import StrongSetEM
-
-        return StrongSetEM
-    if name in ("audit_epsilon", "AuditResult", "exact_privacy_loss", "ForgottenFactorMDE"):
-        from . import private_selection_audit
-
-        return getattr(private_selection_audit, name)
+    for module, names in _ELSEWHERE.items():
+        if name in names:
+            return getattr(importlib.import_module(f"{__package__}.{module}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

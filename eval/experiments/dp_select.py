@@ -57,13 +57,13 @@ class DPSelectSettings:
 
 
 SETTINGS = {
-    "quick": DPSelectSettings(cost_ns=(500, 1000, 2000), cost_reps=3, cost_s=2000, cost_epsilon=1.0,
+    "quick": DPSelectSettings(cost_ns=(500, 1000, 2000), cost_reps=7, cost_s=2000, cost_epsilon=1.0,
                               families=("gaussian",), price_n=500, price_samples=(200, 500),
                               price_epsilons=(0.1, 1.0), runs=20, accuracy_s=2000, accuracy_epsilon=1.0,
                               audit_draws=50_000),
 }
 SETTINGS["full"] = dataclasses.replace(
-    SETTINGS["quick"], cost_ns=(500, 1000, 2000, 4000), cost_reps=5, families=("gaussian", "dirichlet"),
+    SETTINGS["quick"], cost_ns=(500, 1000, 2000, 4000), cost_reps=9, families=("gaussian", "dirichlet"),
     price_samples=(500, 2000, 10000), price_epsilons=(0.1, 0.5, 1.0, 4.0), runs=50, audit_draws=200_000)
 
 
