@@ -285,9 +285,14 @@ def mde_distances(cover: HypothesisClass, counts: np.ndarray, rows: np.ndarray |
     rows = np.arange(n) if rows is None else np.asarray(rows)
     if n == 1:
         return np.zeros(rows.size)
-    dev = _deviations(cover, counts, rows, np.arange(n), chunk)
-    dev[np.arange(rows.size), rows] = -np.inf  # A_ii is empty: not an opponent
-    return dev.max(axis=1)
+    out = np.empty(rows.size)
+    per = max(1, chunk // n)  # a block of rows at a time: memory O(chunk x D + n), never n x n
+    for start in range(0, rows.size, per):
+        block = rows[start:start + per]
+        dev = _deviations(cover, counts, block, np.arange(n), chunk)
+        dev[np.arange(block.size), block] = -np.inf  # A_ii is empty: not an opponent
+        out[start:start + block.size] = dev.max(axis=1)
+    return out
 
 
 def knockout_tournament(cover: HypothesisClass, counts: np.ndarray, k: int, rng: np.random.Generator,
