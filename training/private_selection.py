@@ -28,6 +28,11 @@ Selectors (scikit-learn style: validated parameters, ``random_state``, ``fit(H, 
 - :class:`StrongSetEM` (in :mod:`icml26.training.private_selection_strong`): the paper's strong-set
   loss as reconstructed here (the paper's text was not available).
 
+The noise lives in :mod:`icml26.training.private_selection_noise`, the classes and truths
+(``gaussian_cover``, ``dirichlet_class``, ``agnostic_truth``, ``tv``, ``sample``) in
+:mod:`icml26.training.private_selection_covers`, the privacy checks (``exact_privacy_loss``,
+``audit_epsilon``) in :mod:`icml26.training.private_selection_audit`; all are importable from here.
+
 Noise. The exponential mechanism ``P(i) ∝ exp(epsilon u_i / (2 Delta))`` with sensitivity ``Delta = 1`` is
 run as Gumbel-max: ``argmax_i u_i epsilon / 2 + G_i`` with ``G_i`` i.i.d. standard Gumbel (numpy, the
 default). ``backend="opendp"`` (extra ``dp``) hands the scores to OpenDP's ``make_noisy_max``
