@@ -309,6 +309,7 @@ class RDLGraphConfig(PretrainedConfig):
     Args:
         node_columns: per table, its feature columns as ``[name, cardinality]`` (0: numeric), in the order of
             the graph's ``x`` (``RDLGraphConfig.from_graph`` reads them off a ``HeteroData``).
+        table_names: the tables in model order (default: ``node_columns``' order); the gates follow it.
         edge_types: the schema's edge types ``[src, relation, dst]``.
         timed_tables: tables with a time column (they get the relative-time encoding).
         target_table: the table whose rows are predicted; its table gate stays open.
@@ -329,6 +330,7 @@ class RDLGraphConfig(PretrainedConfig):
 
     model_type = "rdl_graph"
     node_columns: dict | None = None
+    table_names: list | None = None
     edge_types: list | None = None
     timed_tables: list | None = None
     target_table: str | None = None
@@ -358,6 +360,11 @@ class RDLGraphConfig(PretrainedConfig):
         super().__post_init__(**kwargs)
         fn = "RDLGraphConfig"
         self.node_columns = {str(t): [[str(c), int(k)] for c, k in cols] for t, cols in (self.node_columns or {}).items()}
+        # the table order fixes which log_alpha belongs to which table: kept as a list (JSON sorts dict keys)
+        self.table_names = list(self.table_names or self.node_columns)
+        if sorted(self.table_names) != sorted(self.node_columns):
+            raise input_error(fn, "table_names", f"the tables of node_columns {sorted(self.node_columns)}",
+                              self.table_names)
         self.edge_types = [list(map(str, e)) for e in (self.edge_types or [])]
         self.timed_tables = list(self.timed_tables or [])
         self.templates = list(self.templates or [])
@@ -398,7 +405,7 @@ class RDLGraphConfig(PretrainedConfig):
 
     @property
     def tables(self) -> list[str]:
-        return list(self.node_columns)
+        return list(self.table_names)
 
     def template_specs(self) -> list[TemplateSpec]:
         metadata = (self.tables, [tuple(e) for e in self.edge_types])
@@ -458,12 +465,13 @@ class RelativeTimeEncoding(nn.Module):
 
     def __init__(self, frequencies: int, channels: int):
         super().__init__()
-        periods = torch.logspace(0, 3, frequencies)
-        self.register_buffer("omega", 2 * math.pi / periods, persistent=False)
+        self.frequencies = frequencies
         self.linear = nn.Linear(2 * frequencies, channels)
 
     def forward(self, age_days: torch.Tensor) -> torch.Tensor:
-        phase = age_days[:, None].float() * self.omega
+        # computed here, not a buffer: from_pretrained builds modules on the meta device
+        omega = 2 * math.pi / torch.logspace(0, 3, self.frequencies, device=age_days.device)
+        phase = age_days[:, None].float() * omega
         return self.linear(torch.cat([phase.sin(), phase.cos()], -1))
 
 
@@ -579,8 +587,8 @@ class RDLGraphModel(RDLGraphPreTrainedModel):
         key = self._key
         # raw-schema parts first, templates and gates last: arms that differ only in templates and gates
         # start from the same weights when built under the same seed
-        self.encoders = nn.ModuleDict({key(t): ColumnEncoder(cols, config.column_channels, ch)
-                                       for t, cols in config.node_columns.items()})
+        self.encoders = nn.ModuleDict({key(t): ColumnEncoder(config.node_columns[t], config.column_channels, ch)
+                                       for t in config.tables})
         self.time_encoders = nn.ModuleDict({key(t): RelativeTimeEncoding(config.time_frequencies, ch)
                                             for t in config.timed_tables})
         self.roots = nn.ModuleList(nn.ModuleDict({key(t): nn.Linear(ch, ch) for t in config.tables})
@@ -603,8 +611,8 @@ class RDLGraphModel(RDLGraphPreTrainedModel):
                          init_log_alpha=config.gate_init_log_alpha)
         self.gated_tables = [t for t in config.tables if t != config.target_table]
         self.table_gate = HardConcreteGate(len(self.gated_tables), **gate_args) if config.table_gates else None
-        self.column_gate = nn.ModuleDict({key(t): HardConcreteGate(len(cols), **gate_args)
-                                          for t, cols in config.node_columns.items()}) if config.column_gates else None
+        self.column_gate = nn.ModuleDict({key(t): HardConcreteGate(len(config.node_columns[t]), **gate_args)
+                                          for t in config.tables}) if config.column_gates else None
         self.template_gate = HardConcreteGate(len(self.specs), **gate_args) \
             if config.template_gates and self.specs else None
         self.post_init()
@@ -717,10 +725,10 @@ class RDLGraphModel(RDLGraphPreTrainedModel):
         template = {s.name: 1.0 for s in self.specs}
         if self.template_gate is not None:
             template.update(zip([s.name for s in self.specs], self.template_gate.deterministic().tolist()))
-        column = {t: [1.0] * len(cols) for t, cols in cfg.node_columns.items()}
+        column = {t: [1.0] * len(cfg.node_columns[t]) for t in cfg.tables}
         if self.column_gate is not None:
             column = {t: self.column_gate[self._key(t)].deterministic().tolist() for t in cfg.tables}
-        names = {t: [c for c, _ in cols] for t, cols in cfg.node_columns.items()}
+        names = {t: [c for c, _ in cfg.node_columns[t]] for t in cfg.tables}
         kept = [t for t in cfg.tables if table[t] > 0]
         return RDLGraphPlan(
             tables=kept, closed_tables=[t for t in cfg.tables if table[t] == 0],

@@ -368,24 +368,28 @@ def synthetic_ecommerce(seed: int = 0, *, n_users: int = 1500, n_products: int =
                        time_col="timestamp"),
         "page_view": Table(page_view, pkey="view_id", fkeys={"user_id": "user"}, time_col="timestamp"),
     }
-    return Database(tables, val_timestamp=start + pd.DateOffset(months=months - 8),
-                    test_timestamp=start + pd.DateOffset(months=months - 4))
+    return Database(tables, val_timestamp=start + pd.DateOffset(months=months - 9),
+                    test_timestamp=start + pd.DateOffset(months=months - 5))
 
 
-def premium_purchase_task(horizon_days: int = 90) -> EntityTask:
-    """Label of the synthetic shop: does the user buy a premium-category product in ``(t, t + horizon]``?"""
-    horizon = pd.Timedelta(days=horizon_days)
+@dataclass(frozen=True)
+class _PremiumLabels:
+    horizon: pd.Timedelta
 
-    def labels(db: Database, t: pd.Timestamp):
+    def __call__(self, db: Database, t: pd.Timestamp):
         order, product, category = (db.tables[n].df for n in ("order", "product", "category"))
-        window = order[(order["timestamp"] > t) & (order["timestamp"] <= t + horizon)]
+        window = order[(order["timestamp"] > t) & (order["timestamp"] <= t + self.horizon)]
         prem = product["category_id"].map(category.set_index("category_id")["premium"])
         prem.index = product["product_id"]
         bought = set(window.loc[window["product_id"].map(prem).to_numpy() == 1, "user_id"])
         users = db.tables["user"].df["user_id"].to_numpy()
         return users, np.isin(users, list(bought)).astype(np.float32)
 
-    return EntityTask("user-premium-purchase", "user", horizon, labels)
+
+def premium_purchase_task(horizon_days: int = 90) -> EntityTask:
+    """Label of the synthetic shop: does the user buy a premium-category product in ``(t, t + horizon]``?"""
+    horizon = pd.Timedelta(days=horizon_days)
+    return EntityTask("user-premium-purchase", "user", horizon, _PremiumLabels(horizon))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -497,9 +501,16 @@ def load_relbench_task(path, task: str, *, entity_col: str | None = None, entity
             raise input_error(fn, "task", f"label tables with a column {col!r}", described(str(list(rows.columns))))
     rows[time_col] = pd.to_datetime(rows[time_col])
     horizon = pd.Timedelta(days=float(spec.get("horizon_days", 0)))
+    return EntityTask(task, entity_table, horizon, _TableLabels(rows, entity_col, time_col, target_col))
 
-    def labels(db: Database, t: pd.Timestamp):
-        at = rows[rows[time_col] == t]
-        return at[entity_col].to_numpy(), at[target_col].to_numpy().astype(np.float32)
 
-    return EntityTask(task, entity_table, horizon, labels)
+@dataclass(frozen=True)
+class _TableLabels:
+    rows: pd.DataFrame
+    entity_col: str
+    time_col: str
+    target_col: str
+
+    def __call__(self, db: Database, t: pd.Timestamp):
+        at = self.rows[self.rows[self.time_col] == t]
+        return at[self.entity_col].to_numpy(), at[self.target_col].to_numpy().astype(np.float32)
