@@ -521,6 +521,26 @@ class RDLGraphPlan:
         return {k: getattr(self, k) for k in ("tables", "closed_tables", "columns", "closed_columns", "templates",
                                               "closed_templates", "gate_values")}
 
+    def build_graph(self, db, seed_time, *, task=None, stats=None, template_specs=(), k: int = 10,
+                    max_edges: int | None = 2000, seed: int = 0):
+        """The plan's graph of ``db`` at ``seed_time`` built directly: closed tables are never built.
+
+        A kept template whose middle table is closed (``2hop::category->product->order`` with ``product``
+        closed) is joined through that table's keys, which are then dropped with it. ``template_specs``: the
+        model's :class:`TemplateSpec` list (``model.specs``); ``task`` adds labels as
+        :func:`icml26.eval.tasks.reldb.snapshot` does.
+        """
+        from icml26.eval.tasks.reldb import make_pkey_fkey_graph, snapshot
+
+        middles = {spec.path[0][2] for spec in template_specs if spec.name in self.templates and spec.kind == "2hop"}
+        build = [t for t in db.tables if t in set(self.tables) | middles]
+        if task is not None:
+            data = snapshot(db, task, seed_time, stats=stats, tables=build)
+        else:
+            data = make_pkey_fkey_graph(db, upto=seed_time, stats=stats, tables=build)
+        data = add_templates(data, self.templates, k=k, max_edges=max_edges, seed=seed)
+        return self.apply(data)
+
     def apply(self, data):
         """``data`` without the closed tables, every edge type that touches them, and the closed templates."""
         from torch_geometric.data import HeteroData

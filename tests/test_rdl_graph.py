@@ -169,6 +169,27 @@ def test_closed_table_leaves_the_pruned_graph_and_pruning_changes_nothing_else()
         assert torch.allclose(model(g).logits, model(pruned).logits, atol=1e-5)
 
 
+def test_plan_graph_is_built_without_the_closed_tables():
+    db = synthetic_ecommerce(0, n_users=60, n_products=30, page_views_per_user=3)
+    task, t = premium_purchase_task(), pd.Timestamp("2025-01-01")
+    data = snapshot(db, task, t)
+    names = ["2hop::category->product->order", "knn::user"]
+    model = RDLGraphModel(RDLGraphConfig.from_graph(data, "user", templates=names)).eval()
+    with torch.no_grad():
+        for table in ("page_view", "product"):
+            model.table_gate.log_alpha[model.gated_tables.index(table)] = -3.0
+    plan = model.optimized_plan()
+    assert plan.closed_tables == ["product", "page_view"] and plan.templates == names
+    built = plan.build_graph(db, t, task=task, template_specs=model.specs, stats=None)
+    applied = plan.apply(add_templates(data, names))
+    assert set(built.node_types) == set(applied.node_types) == {"user", "category", "order"}
+    assert set(built.edge_types) == set(applied.edge_types)
+    for e in built.edge_types:
+        assert torch.equal(built[e].edge_index, applied[e].edge_index), e
+    with torch.no_grad():
+        assert torch.allclose(model(built).logits, model(applied).logits, atol=1e-5)
+
+
 def test_anneal_endpoints_and_gate_warmup():
     cfg = RDLTrainConfig(epochs=20, warmup_epochs=5)
     assert [anneal_temperature(e, cfg) for e in range(5)] == [2.0] * 5

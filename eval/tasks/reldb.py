@@ -245,8 +245,9 @@ class EntityTask:
     metric: str = "auroc"
 
 
-def snapshot(db: Database, task: EntityTask, seed_time, *, stats: ColumnStats | None = None):
-    """The graph of ``db`` up to ``seed_time`` with the task's labels on the entity table.
+def snapshot(db: Database, task: EntityTask, seed_time, *, stats: ColumnStats | None = None,
+             tables: Iterable[str] | None = None):
+    """The graph of ``db`` up to ``seed_time`` with the task's labels on the entity table (``tables``: only those).
 
     ``data[entity].y`` (float) and ``data[entity].label_mask`` (entities with a label); ``data.seed_time``.
     Raises :class:`InputError` for a seed time before the first timestamp of the database.
@@ -259,7 +260,7 @@ def snapshot(db: Database, task: EntityTask, seed_time, *, stats: ColumnStats | 
         raise input_error("snapshot", "seed_time", f"a time at or after the database's first timestamp {first}", t)
     if task.entity_table not in db.tables:
         raise input_error("snapshot", "task.entity_table", f"a table of {sorted(db.tables)}", task.entity_table)
-    data = make_pkey_fkey_graph(db, upto=t, stats=stats)
+    data = make_pkey_fkey_graph(db, upto=t, stats=stats, tables=tables)
     keys, y = task.labels(db, t)
     node = data[task.entity_table]
     pkey = db.tables[task.entity_table].pkey
