@@ -1,6 +1,5 @@
 """RDL structure optimiser: graph construction, templates, leakage, gates, gradients, pruning, save/load."""
 
-import math
 
 import numpy as np
 import pandas as pd

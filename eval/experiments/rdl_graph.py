@@ -121,7 +121,7 @@ def run_arm(job: tuple) -> dict[str, Any]:
     """Train one arm on the shared snapshots; the test AUROC of its selected epoch, on its pruned graph."""
     import torch
 
-    from icml26.models.rdl_graph import RDLGraphConfig, RDLGraphModel, add_templates, count_messages
+    from icml26.models.rdl_graph import RDLGraphConfig, RDLGraphModel, add_templates
     from icml26.training.rdl_graph import RDLTrainConfig, evaluate, train
 
     torch.set_num_threads(1)

@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 import pandas as pd
 
-from icml26.errors import InputError, described, input_error
+from icml26.errors import described, input_error
 
 __all__ = ["Table", "Database", "EntityTask", "ColumnStats", "column_stats", "make_pkey_fkey_graph",
            "snapshot", "snapshots", "monthly_seed_times", "split_seed_times", "synthetic_ecommerce",
