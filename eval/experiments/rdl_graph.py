@@ -244,7 +244,8 @@ def _run_seed(config, s: RDLSettings, seed: int) -> Result:
             {"lambda_filter x": r["filter_scale"], "test AUROC": round(r["test_auroc"], 4),
              "closed tables": ", ".join(r["plan"]["closed_tables"]) or "-", "messages": int(r["messages"])}
             for r in sweep]
-        result.add_claim(Claim.at_least("filter-strength sweep: sweep points between the AUROC peak and the nearer end (>= 1: peak strictly inside)",
+        result.add_claim(Claim.at_least("filter-strength sweep: sweep points between the AUROC peak and the nearer "
+                                        "end (>= 1: peak strictly inside)",
                                         min(peak, len(values) - 1 - peak), 1))
         m["sweep_auroc"] = values
     m["total_seconds"] = time.perf_counter() - start
