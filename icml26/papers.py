@@ -101,7 +101,8 @@ PAPERS: tuple[Paper, ...] = (
           ("training/pbto.py",), "icml26 reproduce pbto"),
     Paper("rdl_graph", "Relational graph optimization",
           "What Makes a Desired Graph for Relational Deep Learning?",
-          ("models/rdl_graph.py",), "icml26 reproduce rdl_graph"),
+          ("models/rdl_graph.py", "models/rdl_graph_templates.py", "training/rdl_graph.py", "eval/tasks/reldb.py"),
+          "icml26 reproduce rdl_graph; icml26 bench rdl_graph", status="working"),
 )
 
 PAPERS_BY_KEY: dict[str, Paper] = {p.key: p for p in PAPERS}
