@@ -42,7 +42,7 @@ import numpy as np
 from icml26.errors import InputError, check_finite, describe
 
 #: Rows of ``A`` per kernel block: a block is ``KERNEL_CHUNK x len(B)`` float64 values.
-KERNEL_CHUNK = 2048
+KERNEL_CHUNK = 1024
 #: Learnware's JSON ``type`` for a table specification (``save`` writes its layout).
 SPEC_TYPE = "RKMETableSpecification"
 BETA_SOLVERS = ("clarabel", "slsqp")

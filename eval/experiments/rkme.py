@@ -15,7 +15,8 @@ users are held-out subsets of 50-200 records uploading an RKME of 50 points. Cla
    (Z = X + N(0, 1), quick; also m = n/2, full) is detected (95% interval of the paired incremental
    advantage above 0); in full mode the upper 95% bound at m <= 10 is <= 0.05.
 3. (full) The incremental advantage at m = 200 exceeds that at m = 10 (paired 95% interval above 0).
-4. (full) Attribute inference: incremental gain <= 0.05 at m = 10 and >= 0.3 with ``reduce=False``.
+4. Attribute inference: incremental gain <= 0.05 at m = 10 and >= 0.3 with ``reduce=False`` (100 worlds in
+   quick mode, 400 in full).
 
 Quick mode also checks that MMD^2 to the empirical KME falls with m.
 """
@@ -66,7 +67,7 @@ class RKMESettings:
 SETTINGS = {
     "quick": RKMESettings(market_points=(5, 10, 50), users=40, user_sizes=(50, 200), user_points=50, shift=0.1,
                           noise=0.1, train=200, n=200, worlds=200, game_points=(5, 10, 50), leak_sigmas=(1.0,),
-                          leak_points=(), outlier_worlds=0, batches=4, attribute_worlds=0, attribute_points=()),
+                          leak_points=(), outlier_worlds=0, batches=4, attribute_worlds=100, attribute_points=(10,)),
 }
 SETTINGS["full"] = dataclasses.replace(
     SETTINGS["quick"], market_points=(5, 10, 20, 50, 100, 200), users=100, worlds=1000,
