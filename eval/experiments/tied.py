@@ -162,8 +162,6 @@ def so_study(n: int, K: int, M: int, draws: int, seed: int) -> dict[str, Any]:
 # ----------------------------------------------------------------------------------------------
 def digits_study(s: TIEDSettings, seed: int, kind: str, data, model, energy) -> dict[str, Any]:
     """Every method on ``s.test_items`` transformed held-out digits."""
-    import torch
-
     from icml26.eval.tasks.tied import accuracy, random_transforms
     from icml26.models.tied.baselines import KineticLangevin, LieLAC, RandomBestOfN
     from icml26.models.tied.energies import BoundaryPenalty, ClassifierFreeEnergy, evaluate_energy
@@ -246,8 +244,6 @@ def run_experiment(config, settings: TIEDSettings | None = None) -> Result:
 
 
 def _run_seed(config, s: TIEDSettings, seed: int) -> Result:
-    import torch
-
     from icml26.eval.tasks.tied import accuracy, fit_ppca, load_digit_images, train_classifier
     from icml26.models.tied.energies import BoundaryPenalty, PPCAEnergy
     from icml26.progress import phase
