@@ -87,7 +87,7 @@ PAPERS: tuple[Paper, ...] = (
           ("training/waterfill.py",), "icml26 reproduce waterfill"),
     Paper("tied", "TIED",
           "Inverting Data Transformations via Diffusion Sampling",
-          ("models/tied.py", "training/tied.py"), "icml26 reproduce tied"),
+          ("models/tied/", "eval/tasks/tied.py"), "icml26 reproduce tied; icml26 bench tied", status="working"),
     Paper("ortho_flow", "Orthogonal-Jacobian flows",
           "Unsupervised Disentanglement Without Compromises: How Functional Orthogonality Enforces Identifiability",
           ("models/ortho_flow.py",), "icml26 reproduce ortho_flow"),
