@@ -9,8 +9,8 @@ collector and returned as dicts of numpy arrays, the only thing the learners see
 
 Reconstruction: the maze generator (a seeded depth-first-search maze on a ``(size - 1) / 2`` grid
 of rooms with a few extra openings, so there are loops), the slip model (with probability ``slip`` the
-action is replaced by a uniformly random one), the goal (the free cell farthest from the maze's
-centre by BFS) and the named start states (free cells at evenly spaced BFS distances from the goal).
+action is replaced by a uniformly random one), the goal (an end of the maze's longest shortest
+path) and the named start states (free cells at evenly spaced BFS distances from the goal).
 
 Rewards are functions of the state, as in OGBench's singletask tasks: ``reward="sparse"`` (the one the
 UHM claims use) is ``1`` at the goal and ``0`` elsewhere, ``reward="step"`` is ``-1`` off the goal and
@@ -110,9 +110,12 @@ class GridMaze(gym.Env):
         self.index = {rc: i for i, rc in enumerate(self.cells)}
         S, A = len(self.cells), len(MOVES)
         self.n_states, self.n_actions = S, A
+        # the goal: one end of the maze's longest shortest path (farthest from the cell farthest from the centre)
         centre = min(self.cells, key=lambda rc: abs(rc[0] - size // 2) + abs(rc[1] - size // 2))
         from_centre = bfs_distances(self.layout, centre)
-        self.goal = self.index[max(self.cells, key=lambda rc: (from_centre[rc], rc))]
+        far = max(self.cells, key=lambda rc: (from_centre[rc], rc))
+        from_far = bfs_distances(self.layout, far)
+        self.goal = self.index[max(self.cells, key=lambda rc: (from_far[rc], rc))]
         dist = bfs_distances(self.layout, self.cells[self.goal])
         self.distance = np.array([dist[rc] for rc in self.cells])
         # Deterministic moves, then slip: with probability `slip` the action is a uniformly random one.
