@@ -94,7 +94,8 @@ SETTINGS = {
                          pointmaze=False, pm_transitions=100_000, pm_updates=20_000, pm_model_steps=20_000),
 }
 SETTINGS["full"] = dataclasses.replace(SETTINGS["quick"], datasets=("explore", "navigate"), trace_batch=100_000,
-                                       variance_k_max=(5, 10, 20, 50, 100, 200), neural=True, pointmaze=True)
+                                       variance_k_max=(5, 10, 20, 50, 100, 200), neural=True, neural_steps=3000,
+                                       neural_lr=3e-3, neural_batch=512, neural_tau=0.1, pointmaze=True)
 
 
 def inner_seed(seed: int, *stream: int) -> int:

@@ -209,7 +209,8 @@ def collect_navigate(env: GridMaze, n_transitions: int = 50_000, episode_length:
     if not (isinstance(epsilon, (int, float)) and 0.0 <= epsilon <= 1.0):
         raise input_error("collect_navigate", "epsilon", "a number in [0, 1]", epsilon)
     S = env.n_states
-    dist_to = np.stack([[bfs_distances(env.layout, env.cells[g])[rc] for rc in env.cells] for g in range(S)])
+    rows, cols = np.array(env.cells).T
+    dist_to = np.stack([bfs_distances(env.layout, env.cells[g])[rows, cols] for g in range(S)])
     best = np.argmin(dist_to[:, env.move], axis=-1)  # [goal, s]: the move that gets closest to goal
 
     def choose(s, t, rng, ctx):
