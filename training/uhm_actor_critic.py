@@ -210,7 +210,7 @@ class OfflineActorCritic(nn.Module):
         self.critic_opt.zero_grad(set_to_none=True)
         critic_loss.backward()
         self.critic_opt.step()
-        out = {"critic_loss": float(critic_loss), "model_calls": calls}
+        out = {"critic_loss": float(critic_loss.detach()), "model_calls": calls}
         self.steps += 1
         if self.steps % c.actor_every == 0:
             pi = self.act(s)
@@ -222,7 +222,7 @@ class OfflineActorCritic(nn.Module):
             self.actor_opt.step()
             for t, o in ((self.actor_t, self.actor), (self.q1_t, self.q1), (self.q2_t, self.q2)):
                 ema_update(t, o, c.tau)
-            out["actor_loss"] = float(actor_loss)
+            out["actor_loss"] = float(actor_loss.detach())
         return out
 
     def to_dict(self) -> dict[str, Any]:

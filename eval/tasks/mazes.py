@@ -314,3 +314,122 @@ def describe(env: GridMaze) -> dict[str, Any]:
     return {"cells": env.n_states, "goal": env.cells[env.goal], "max_distance": int(env.distance.max()),
             "start_states": [env.cells[s] for s in env.start_states],
             "start_distances": [int(env.distance[s]) for s in env.start_states]}
+
+
+# ----------------------------------------------------------------------------------------------
+# continuous maze
+# ----------------------------------------------------------------------------------------------
+class PointMaze2D(gym.Env):
+    """A point mass in GridMaze's cell map (numpy, no physics engine): position ``(row, col)`` in cell
+    units (a free cell ``c`` is the square of side 1 around ``c``), action ``a in [-1, 1]^2`` moved by
+    ``step_size * a + N(0, noise^2)``; a move into a wall is undone per axis. The goal region is the goal
+    cell's disc of radius ``goal_radius``, absorbing (the point stops there); the sparse reward
+    ``1[in goal]`` is a function of the state. ``start_states`` are the GridMaze's named start cells.
+
+    Reconstruction: OGBench's pointmaze runs in MuJoCo; this is its geometry at CPU scale.
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, size: int = 15, seed: int = 0, step_size: float = 0.2, noise: float = 0.05,
+                 goal_radius: float = 0.5, max_episode_steps: int = 500) -> None:
+        self.grid = GridMaze(size=size, seed=seed)
+        self.layout = self.grid.layout
+        self.step_size, self.noise, self.goal_radius = float(step_size), float(noise), float(goal_radius)
+        self.max_episode_steps = int(max_episode_steps)
+        self.goal = np.array(self.grid.cells[self.grid.goal], dtype=float)
+        self.start_states = np.array([self.grid.cells[s] for s in self.grid.start_states], dtype=float)
+        hi = float(size)
+        self.observation_space = gym.spaces.Box(0.0, hi, shape=(2,), dtype=np.float64)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float64)
+        self._pos, self._t = self.start_states[0].copy(), 0
+
+    def free(self, pos: np.ndarray) -> np.ndarray:
+        """Whether positions ``[..., 2]`` lie in free cells."""
+        cell = np.rint(pos).astype(int)
+        inside = (cell >= 0).all(-1) & (cell < np.array(self.layout.shape)).all(-1)
+        cell = np.clip(cell, 0, np.array(self.layout.shape) - 1)
+        return inside & self.layout[cell[..., 0], cell[..., 1]]
+
+    def in_goal(self, pos) -> np.ndarray:
+        return np.linalg.norm(np.asarray(pos) - self.goal, axis=-1) < self.goal_radius
+
+    def reward_fn(self, states, actions=None) -> np.ndarray:
+        """The sparse reward ``1[state in the goal disc]`` (vectorised)."""
+        return self.in_goal(states).astype(float)
+
+    def step_batch(self, pos: np.ndarray, actions: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Vectorised dynamics for positions ``[B, 2]`` and actions ``[B, 2]``."""
+        a = np.clip(actions, -1.0, 1.0)
+        move = self.step_size * a + self.noise * rng.standard_normal(pos.shape)
+        new = pos.copy()
+        for axis in (0, 1):
+            trial = new.copy()
+            trial[:, axis] += move[:, axis]
+            ok = self.free(trial)
+            new[ok] = trial[ok]
+        stuck = self.in_goal(pos)
+        new[stuck] = pos[stuck]
+        return new
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        state = (options or {}).get("state")
+        if state is None:
+            cells = np.array(self.grid.cells, dtype=float)
+            state = cells[self.np_random.integers(len(cells))]
+        self._pos, self._t = np.asarray(state, dtype=float).copy(), 0
+        return self._pos.copy(), {}
+
+    def step(self, action):
+        reward = float(self.in_goal(self._pos))
+        self._pos = self.step_batch(self._pos[None], np.asarray(action, dtype=float)[None], self.np_random)[0]
+        self._t += 1
+        return self._pos.copy(), reward, False, self._t >= self.max_episode_steps, {"is_success": bool(self.in_goal(self._pos))}
+
+
+def collect_pointmaze_navigate(env: PointMaze2D, n_transitions: int = 100_000, episode_length: int = 500,
+                               epsilon: float = 0.3, action_noise: float = 0.2, seed: int = 0) -> dict[str, np.ndarray]:
+    """"navigate" data for PointMaze2D: head for the centre of the next BFS cell towards a random subgoal
+    cell (a new subgoal when reached), with Gaussian action noise and, with probability ``epsilon``, a
+    uniformly random action."""
+    if not isinstance(n_transitions, int) or n_transitions < 1:
+        raise input_error("collect_pointmaze_navigate", "n_transitions", "an int >= 1", n_transitions)
+    grid = env.grid
+    rng = np.random.default_rng(seed)
+    S = grid.n_states
+    rows, cols = np.array(grid.cells).T
+    dist_to = np.stack([bfs_distances(grid.layout, grid.cells[g])[rows, cols] for g in range(S)])
+    best = np.argmin(dist_to[:, grid.move], axis=-1)  # [subgoal, cell] -> action
+    centres = np.array(grid.cells, dtype=float)
+    n_ep = -(-n_transitions // episode_length)
+    pos = centres[rng.integers(S, size=n_ep)]
+    subgoal = rng.integers(S, size=n_ep)
+    obs, act, nxt = (np.empty((n_ep, episode_length, 2)) for _ in range(3))
+    for t in range(episode_length):
+        cell = np.array([grid.index.get(tuple(c), 0) for c in np.rint(pos).astype(int)])
+        reached = cell == subgoal
+        subgoal[reached] = rng.integers(S, size=int(reached.sum()))
+        target = centres[grid.move[cell, best[subgoal, cell]]]
+        a = np.clip((target - pos) / env.step_size, -1, 1) + action_noise * rng.standard_normal(pos.shape)
+        rand = rng.random(n_ep) < epsilon
+        a[rand] = rng.uniform(-1, 1, size=(int(rand.sum()), 2))
+        a = np.clip(a, -1, 1)
+        new = env.step_batch(pos, a, rng)
+        obs[:, t], act[:, t], nxt[:, t] = pos, a, new
+        pos = new
+    out = {"observations": obs.reshape(-1, 2)[:n_transitions], "actions": act.reshape(-1, 2)[:n_transitions],
+           "next_observations": nxt.reshape(-1, 2)[:n_transitions],
+           "episode": np.repeat(np.arange(n_ep), episode_length)[:n_transitions]}
+    out["rewards"] = env.reward_fn(out["observations"])
+    return out
+
+
+def pointmaze_success(env: PointMaze2D, act, horizon: int = 300, rollouts: int = 4, seed: int = 0) -> float:
+    """Share of rollouts of ``act(positions [B, 2]) -> actions [B, 2]`` from the named start cells that end
+    in the goal disc within ``horizon`` steps (the goal is absorbing)."""
+    rng = np.random.default_rng(seed)
+    pos = np.repeat(env.start_states, rollouts, axis=0)
+    for _ in range(horizon):
+        pos = env.step_batch(pos, np.asarray(act(pos)), rng)
+    return float(env.in_goal(pos).mean())
