@@ -1,0 +1,425 @@
+"""Universal horizon models for offline RL (arXiv 2605.15603, ICML 2026) on generated mazes.
+
+OGBench (the paper's benchmark) downloads its datasets, so everything runs on
+:mod:`icml26.eval.tasks.mazes`: a 15 x 15 GridMaze (about 100 cells, 5 actions, slip 0.1, sparse goal
+reward 1 at the absorbing goal, gamma 0.99) with "explore" data (uniform random actions, episodes of
+200 steps, 50k transitions), exact ground truth (``Q*`` by value iteration, ``P_pi^n`` by matrix powers,
+greedy success by exact propagation). Each seed draws the maze, the data and every learner from
+``numpy.random.SeedSequence(seed)``.
+
+Claims:
+
+1. Compounding error (full mode: it does not hold in the quick budget, see the README): the neural
+   categorical UHM's direct TV error to ``P_pi^30`` (mean over covered (s, a), uniform explore
+   policy) is below that of the learned neural 1-step model composed 30 times (the exact distribution
+   of its 30-step sampled rollouts), median over ``neural_reps`` replications.
+2. Value learning: tabular critics at equal updates and batch for 1-step TD (ReBRAC-dagger), DTD(lambda),
+   MBTD(lambda), GHM and UHM-winsorized (the control loop in :class:`UHMSettings`); UHM's greedy success
+   beats 1-step TD's by >= 0.15, with lower mean |Q - Q*| over covered pairs.
+3. Winsorization: the exact variance of the one-sample target (true model, explore policy, ``Q = Q^pi``,
+   mean over pairs) is lower for the winsorized target at ``k_max = 10`` than for the uncapped geometric
+   one with the same ``lambda gamma``.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from icml26.registry import experiment
+from icml26.results import Claim, Result
+
+METHODS = ("1-step TD", "DTD(lambda)", "MBTD(lambda)", "GHM", "UHM")
+
+
+@dataclass(frozen=True)
+class UHMSettings:
+    """Sizes of one mode.
+
+    Maze and data: ``maze_size``, ``transitions``, ``episode_length``, ``datasets`` ("explore", "navigate"),
+    ``gamma``, ``lam``, ``k_max``. Control loop (every tabular critic the same): ``update_factor`` x the median
+    BFS distance of the start states to the goal critic updates (the calibration that puts 1-step TD near
+    30-50% success whatever the maze's size) of ``batch_size`` dataset transitions at step size ``lr``; every ``improve_every`` updates the policy
+    becomes greedy in Q (ties uniform) and UHM/GHM are refitted for it; ``trace_batch`` is the batch of
+    the trace-based DTD/MBTD (smaller in quick mode for time, reported); success = the exact probability
+    that the greedy policy is at the goal after ``success_horizon`` steps from the maze's 10 named start
+    states. Variance: ``variance_k_max`` (``claim_k_max`` decides claim 3). Neural: ``neural`` (run it),
+    ``neural_reps``, ``neural_steps`` Adam steps at ``neural_lr`` of batch ``neural_batch``, trunk
+    ``neural_hidden``, EMA ``neural_tau``, horizons uniform on ``1..neural_k_max``, TV at ``tv_horizon``.
+    PointMaze2D: ``pointmaze`` (run it), ``pm_transitions``, ``pm_updates``, ``pm_model_steps``.
+    """
+
+    maze_size: int
+    transitions: int
+    episode_length: int
+    datasets: tuple[str, ...]
+    gamma: float
+    lam: float
+    k_max: int
+    update_factor: float
+    batch_size: int
+    trace_batch: int
+    lr: float
+    improve_every: int
+    eval_every: int
+    success_horizon: int
+    variance_k_max: tuple[int, ...]
+    claim_k_max: int
+    neural: bool
+    neural_reps: int
+    neural_steps: int
+    neural_lr: float
+    neural_batch: int
+    neural_hidden: int
+    neural_tau: float
+    neural_k_max: int
+    tv_horizon: int
+    pointmaze: bool
+    pm_transitions: int
+    pm_updates: int
+    pm_model_steps: int
+
+
+#: Per-mode settings; tests shrink them with ``dataclasses.replace``.
+SETTINGS = {
+    "quick": UHMSettings(maze_size=15, transitions=50_000, episode_length=200, datasets=("explore",), gamma=0.99,
+                         lam=0.95, k_max=50, update_factor=1.5, batch_size=100_000, trace_batch=10_000, lr=0.15,
+                         improve_every=2, eval_every=5, success_horizon=100, variance_k_max=(5, 10, 20, 50),
+                         claim_k_max=10, neural=False, neural_reps=3, neural_steps=3000, neural_lr=1e-3,
+                         neural_batch=256, neural_hidden=256, neural_tau=0.02, neural_k_max=30, tv_horizon=30,
+                         pointmaze=False, pm_transitions=100_000, pm_updates=20_000, pm_model_steps=20_000),
+}
+SETTINGS["full"] = dataclasses.replace(SETTINGS["quick"], datasets=("explore", "navigate"), trace_batch=100_000,
+                                       variance_k_max=(5, 10, 20, 50, 100, 200), neural=True, neural_steps=3000,
+                                       neural_lr=3e-3, neural_batch=512, neural_tau=0.1, pointmaze=True)
+
+
+def inner_seed(seed: int, *stream: int) -> int:
+    """A seed for one part of the study, drawn from the experiment's ``seed`` (``numpy.random.SeedSequence``)."""
+    import numpy as np
+
+    return int(np.random.SeedSequence((seed, *stream)).generate_state(1)[0])
+
+
+def make_maze(s: UHMSettings, seed: int, dataset: str = "explore"):
+    """The seed's maze, its dataset and the exact ground truth the evaluation (never the learners) uses."""
+    import numpy as np
+
+    from icml26.eval.tasks import mazes
+
+    env = mazes.GridMaze(size=s.maze_size, seed=inner_seed(seed, 0) % 2 ** 31)
+    collect = mazes.collect_explore if dataset == "explore" else mazes.collect_navigate
+    data = collect(env, s.transitions, s.episode_length, seed=inner_seed(seed, 1, len(dataset)))
+    _, covered = mazes.empirical_model(data, env.n_states, env.n_actions)
+    q_star = mazes.value_iteration(env.P, env.R, s.gamma)
+    return env, data, covered, q_star, np.full((env.n_states, env.n_actions), 1.0 / env.n_actions)
+
+
+# ----------------------------------------------------------------------------------------------
+# claim 2: tabular critics at equal updates
+# ----------------------------------------------------------------------------------------------
+def updates_for(env, s: UHMSettings) -> int:
+    """The number of critic updates: ``update_factor`` x the median start distance (the same for every target)."""
+    import numpy as np
+
+    return int(math.ceil(s.update_factor * float(np.median(env.distance[env.start_states]))))
+
+
+def control_study(s: UHMSettings, seed: int, dataset: str = "explore") -> dict[str, Any]:
+    import numpy as np
+
+    from icml26.eval.tasks import mazes
+    from icml26.progress import phase
+    from icml26.training import uhm, uhm_targets as tg
+
+    env, data, covered, q_star, _ = make_maze(s, seed, dataset)
+    S, A, g = env.n_states, env.n_actions, s.gamma
+    updates = updates_for(env, s)
+    rf = env.reward_fn  # the known reward of a state: all the learners get besides the data
+    uhm_model, ghm_model = uhm.TabularUHM(s.k_max), uhm.TabularGHM(s.lam * g)
+    one_step = tg.TabularOneStepModel().fit(data, S, A)
+    trace_w = uhm.td_lambda(g, s.lam, s.k_max)
+    targets = {
+        "1-step TD": (tg.OneStepTD(g, inner_seed(seed, 2, 0)), None, s.batch_size),
+        "DTD(lambda)": (tg.DatasetTDLambda(data, trace_w, rf, inner_seed(seed, 2, 1)), None, s.trace_batch),
+        "MBTD(lambda)": (tg.RolloutTDLambda(one_step, trace_w, rf, inner_seed(seed, 2, 2)), None, s.trace_batch),
+        "GHM": (tg.GHMTarget(ghm_model, uhm.geometric(g, s.lam), rf, inner_seed(seed, 2, 3)),
+                lambda p: ghm_model.fit(data, p, S, A), s.batch_size),
+        "UHM": (tg.UHMTarget(uhm_model, uhm.winsorized(g, s.lam, s.k_max), rf, inner_seed(seed, 2, 4)),
+                lambda p: uhm_model.fit(data, p, S, A), s.batch_size),
+    }
+
+    def evaluate(Q, policy):
+        greedy = mazes.greedy_policy(Q, seed=inner_seed(seed, 3))
+        return {"success": mazes.success_rate(env, greedy, s.success_horizon),
+                "q_error": float(np.abs(Q - q_star)[covered].mean())}
+
+    out = {}
+    with phase(f"tabular critics ({dataset})", total=len(targets)) as bar:
+        for name, (target, refit, batch) in targets.items():
+            cfg = tg.TabularControlConfig(updates=updates, batch_size=batch, lr=s.lr, improve_every=s.improve_every,
+                                          eval_every=s.eval_every, seed=inner_seed(seed, 4))
+            start = time.process_time()
+            fit = tg.fit_tabular_critic(data, target, S, A, cfg, refit=refit, evaluate=evaluate)
+            final = fit["history"][-1]
+            out[name] = {"success": final["success"], "q_error": final["q_error"], "history": fit["history"],
+                         "model_calls_per_update": fit["model_calls"] / updates, "batch": batch,
+                         "cpu_seconds": time.process_time() - start}
+            bar.update()
+    out["maze"] = mazes.describe(env)
+    out["updates"] = updates
+    out["covered_pairs"] = int(covered.sum())
+    out["q_star_mean"] = float(q_star[covered].mean())
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# claim 3: exact target variance against k_max
+# ----------------------------------------------------------------------------------------------
+def variance_study(s: UHMSettings, seed: int) -> dict[str, Any]:
+    import numpy as np
+
+    from icml26.eval.tasks import mazes
+    from icml26.training import uhm
+
+    env, data, covered, _, explore = make_maze(s, seed)
+    q_pi = mazes.policy_q(env.P, env.R, explore, s.gamma)
+    pairs = np.argwhere(covered)
+    geo = uhm.target_moments(q_pi, env.P, env.R, explore, uhm.geometric(s.gamma, s.lam), pairs[:, 0], pairs[:, 1])
+    rows = []
+    for k in s.variance_k_max:
+        win = uhm.target_moments(q_pi, env.P, env.R, explore, uhm.winsorized(s.gamma, s.lam, k), pairs[:, 0], pairs[:, 1])
+        rows.append({"k_max": k, "winsorized_var": float(win["var"].mean()), "geometric_var": float(geo["var"].mean()),
+                     "winsorized_mean_minus_q_pi": float(np.abs(win["mean"] - q_pi[covered]).max())})
+    return {"rows": rows, "q_pi_mean": float(q_pi[covered].mean())}
+
+
+# ----------------------------------------------------------------------------------------------
+# recursion check and claim 1: compounding error of a neural 1-step model against a direct neural UHM
+# ----------------------------------------------------------------------------------------------
+def recursion_study(s: UHMSettings, seed: int) -> dict[str, Any]:
+    """TV of the tabular UHM (from the data) to ``P_pi^n`` for the explore policy, n = 1..tv_horizon."""
+    from icml26.eval.tasks import mazes
+    from icml26.training import uhm
+
+    env, data, covered, _, explore = make_maze(s, seed)
+    truth = mazes.horizon_distributions(env.P, explore, s.tv_horizon)
+    model = uhm.TabularUHM(s.tv_horizon).fit(data, explore, env.n_states, env.n_actions)
+    return {"tv": [float(mazes.tv_distance(model.M_[n], truth[n])[covered].mean()) for n in range(s.tv_horizon)]}
+
+
+def train_categorical(data, n_states: int, n_actions: int, policy, k_max: int, s: UHMSettings, seed: int):
+    """A categorical-head UHM trained by :func:`~icml26.training.uhm_actor_critic.categorical_uhm_loss`
+    (horizons uniform on ``1..k_max``; ``k_max = 1`` is the one-step model)."""
+    import torch
+    import torch.nn.functional as F
+
+    from icml26.models.uhm import UHMConfig, UniversalHorizonModel
+    from icml26.training.uhm import td_lambda
+    from icml26.training.uhm_actor_critic import categorical_uhm_loss, ema_update
+
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        cfg = UHMConfig(state_dim=n_states, action_dim=n_actions, output="categorical", num_cells=n_states,
+                        hidden_size=s.neural_hidden, num_layers=3, k_max=k_max)
+        model = UniversalHorizonModel(cfg)
+    target = copy.deepcopy(model).requires_grad_(False)
+    opt = torch.optim.Adam(model.parameters(), lr=s.neural_lr)
+    horizons = td_lambda(s.gamma, s.lam, k_max)  # only its uniform p_H is used here
+    gen = torch.Generator().manual_seed(seed)
+    st, ac, nx = (torch.from_numpy(data[k]) for k in ("observations", "actions", "next_observations"))
+    pt = torch.from_numpy(policy).float()
+    for _ in range(s.neural_steps):
+        idx = torch.randint(0, len(st), (s.neural_batch,), generator=gen)
+        batch = {"states": F.one_hot(st[idx], n_states).float(), "actions": F.one_hot(ac[idx], n_actions).float(),
+                 "next_cells": nx[idx]}
+        loss = categorical_uhm_loss(model, target, batch, pt, horizons, generator=gen)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        ema_update(target, model, s.neural_tau)
+    return model
+
+
+def model_table(model, n_states: int, n_actions: int, n: int):
+    """``m_theta(. | s, a, n)`` for every pair, ``[S, A, S]``."""
+    import torch
+
+    states = torch.eye(n_states).repeat_interleave(n_actions, 0)
+    actions = torch.eye(n_actions).repeat(n_states, 1)
+    return model.probs(states, actions, torch.full((n_states * n_actions,), n)).numpy().reshape(
+        n_states, n_actions, n_states)
+
+
+def compounding_study(s: UHMSettings, seed: int) -> dict[str, Any]:
+    import numpy as np
+
+    from icml26.eval.tasks import mazes
+    from icml26.progress import phase
+
+    env, data, covered, _, explore = make_maze(s, seed)
+    S, A = env.n_states, env.n_actions
+    truth = mazes.horizon_distributions(env.P, explore, s.tv_horizon)
+    rows = []
+    with phase("neural horizon models", total=s.neural_reps) as bar:
+        for rep in range(s.neural_reps):
+            start = time.process_time()
+            direct = train_categorical(data, S, A, explore, s.neural_k_max, s, inner_seed(seed, 5, rep))
+            one = train_categorical(data, S, A, explore, 1, s, inner_seed(seed, 6, rep))
+            P1 = model_table(one, S, A, 1)
+            composed = mazes.horizon_distributions(P1, explore, s.tv_horizon)  # = its sampled rollouts' law
+            ns = sorted({1, 5, 10, 20, s.tv_horizon} & set(range(1, s.tv_horizon + 1)))
+            rows.append({"rep": rep, "cpu_seconds": time.process_time() - start,
+                         "direct": {n: float(mazes.tv_distance(model_table(direct, S, A, n), truth[n - 1])[covered].mean())
+                                    for n in ns},
+                         "composed": {n: float(mazes.tv_distance(composed[n - 1], truth[n - 1])[covered].mean())
+                                      for n in ns}})
+            bar.update()
+    n = s.tv_horizon
+    return {"rows": rows, "direct_median": float(np.median([r["direct"][n] for r in rows])),
+            "composed_median": float(np.median([r["composed"][n] for r in rows]))}
+
+
+# ----------------------------------------------------------------------------------------------
+# the experiment
+# ----------------------------------------------------------------------------------------------
+@experiment("uhm", title="UHM: winsorized nu-targets propagate value faster than 1-step TD; exact target variance; "
+                         "direct vs composed horizon models", paper="uhm")
+def run(config) -> Result:
+    return run_experiment(config)
+
+
+def run_experiment(config, settings: UHMSettings | None = None) -> Result:
+    """The experiment with its sizes exposed (``run`` uses :data:`SETTINGS` of ``config.mode``).
+
+    Each seed of ``config.seeds`` runs the whole study; with several seeds the claims are decided on the
+    median over seeds (table "claims per seed")."""
+    from icml26.results import over_seeds
+
+    s = settings or SETTINGS[config.mode]
+    return over_seeds(config.seeds, lambda seed: _run_seed(config, s, seed))
+
+
+def _run_seed(config, s: UHMSettings, seed: int) -> Result:
+    result = Result()
+    m = result.metrics
+    start = time.process_time()
+
+    # 2. value learning
+    control = {d: control_study(s, seed, d) for d in s.datasets}
+    for d, out in control.items():
+        result.tables[f"tabular critics, GridMaze-{d} ({out['updates']} updates)"] = [
+            {"target": name, "success": round(out[name]["success"], 3), "mean |Q - Q*|": round(out[name]["q_error"], 2),
+             "batch": out[name]["batch"], "model calls per target": out[name]["model_calls_per_update"],
+             "CPU s": round(out[name]["cpu_seconds"], 2)} for name in METHODS]
+        for name in METHODS:
+            key = name.split("(")[0].replace(" ", "_").replace("-", "").lower()
+            m[f"{d}_{key}_success"] = out[name]["success"]
+            m[f"{d}_{key}_q_error"] = out[name]["q_error"]
+    ex = control["explore"]
+    m["maze"] = ex["maze"]
+    result.add_claim(Claim.at_least(
+        f"GridMaze-explore, {ex['updates']} updates: UHM-winsorized greedy success - 1-step TD's (DTD {ex['DTD(lambda)']['success']:.2f}, "
+        f"MBTD {ex['MBTD(lambda)']['success']:.2f}, GHM {ex['GHM']['success']:.2f})",
+        ex["UHM"]["success"] - ex["1-step TD"]["success"], 0.15))
+    result.add_claim(Claim.less("GridMaze-explore: UHM mean |Q - Q*| over covered pairs < 1-step TD's",
+                                ex["UHM"]["q_error"], ex["1-step TD"]["q_error"]))
+
+    # 3. target variance
+    var = variance_study(s, seed)
+    result.tables["exact one-sample target variance (explore policy, Q = Q^pi, mean over covered pairs)"] = [
+        {k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()} for r in var["rows"]]
+    row = next(r for r in var["rows"] if r["k_max"] == s.claim_k_max)
+    m["variance_winsorized"], m["variance_geometric"] = row["winsorized_var"], row["geometric_var"]
+    result.add_claim(Claim.less(
+        f"exact target variance, winsorized at k_max = {s.claim_k_max} < uncapped geometric (same lambda gamma; "
+        f"gap {row['geometric_var'] - row['winsorized_var']:.1f})", row["winsorized_var"], row["geometric_var"]))
+
+    # recursion check (no claim) and 1. compounding error
+    rec = recursion_study(s, seed)
+    m["tabular_uhm_tv"] = {n: rec["tv"][n - 1] for n in (1, 10, s.tv_horizon)}
+    comp = compounding_study(s, seed) if s.neural else None
+    if comp is not None:
+        m["neural_direct_tv"], m["neural_composed_tv"] = comp["direct_median"], comp["composed_median"]
+        result.tables["neural horizon models: TV to P_pi^n (mean over covered pairs)"] = [
+            {"rep": r["rep"], **{f"direct n={n}": round(v, 4) for n, v in r["direct"].items()},
+             **{f"composed n={n}": round(v, 4) for n, v in r["composed"].items()}, "CPU s": round(r["cpu_seconds"], 1)}
+            for r in comp["rows"]]
+        result.add_claim(Claim.less(
+            f"neural UHM direct TV to P_pi^{s.tv_horizon} < {s.tv_horizon}-step rollouts of a neural 1-step model "
+            f"(median of {s.neural_reps})", comp["direct_median"], comp["composed_median"]))
+
+    if s.pointmaze:
+        from icml26.eval.experiments._uhm_pointmaze import pointmaze_study
+
+        pm = pointmaze_study(s, seed)
+        result.tables["PointMaze2D (navigate data): flow UHM + ReBRAC-style actor-critic"] = pm["rows"]
+        m["pointmaze"] = pm["metrics"]
+
+    m["cpu_seconds"] = time.process_time() - start
+    result.figures = {"success_and_q_error": _control_figure(ex, s), "target_variance_vs_k_max": _variance_figure(var),
+                      "tv_vs_horizon": _tv_figure(rec, comp, s)}
+    result.notes = (
+        f"Mode {config.mode}, seed {seed} (maze, data and learners drawn from it). GridMaze {ex['maze']['cells']} cells, "
+        f"goal {ex['maze']['goal']}, start distances {ex['maze']['start_distances']}; {s.transitions} transitions "
+        f"({', '.join(s.datasets)}), sparse reward (1 at the absorbing goal), gamma {s.gamma}, lambda {s.lam}, "
+        f"k_max {s.k_max}. Control loop: {ex['updates']} updates ({s.update_factor} x the median start distance), batch {s.batch_size} (DTD/MBTD {s.trace_batch}), "
+        f"step size {s.lr} towards each pair's mean target, policy greedy in Q (ties uniform) and UHM/GHM refitted "
+        f"every {s.improve_every} updates; success = exact P(at goal after {s.success_horizon} steps) of the greedy "
+        "policy from the 10 named start states. Learners see dataset transitions and the reward function only. "
+        "Variance: exact in the true model for the explore policy. The neural claim (1) runs in full mode only "
+        "(in the quick budget the direct model is far from converged).")
+    return result
+
+
+# ----------------------------------------------------------------------------------------------
+# figures
+# ----------------------------------------------------------------------------------------------
+def _control_figure(ex, s):
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(11, 4.2), layout="constrained")
+    for i, (key, label) in enumerate((("success", "greedy success"), ("q_error", "mean |Q - Q*| (covered pairs)"))):
+        ax = fig.add_subplot(1, 2, i + 1)
+        for name in METHODS:
+            h = ex[name]["history"]
+            ax.plot([r["update"] for r in h], [r[key] for r in h], marker="o", ms=3, label=name)
+        ax.set_xlabel("critic updates")
+        ax.set_ylabel(label)
+        ax.legend()
+    return fig
+
+
+def _variance_figure(var):
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.5, 4.2), layout="constrained")
+    ax = fig.add_subplot()
+    ks = [r["k_max"] for r in var["rows"]]
+    ax.plot(ks, [r["winsorized_var"] for r in var["rows"]], marker="o", label="winsorized")
+    ax.plot(ks, [r["geometric_var"] for r in var["rows"]], ls="--", label="uncapped geometric (GHM)")
+    ax.set_xscale("log")
+    ax.set_xlabel("k_max")
+    ax.set_ylabel("exact Var of the one-sample target")
+    ax.legend()
+    return fig
+
+
+def _tv_figure(rec, comp, s):
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.5, 4.2), layout="constrained")
+    ax = fig.add_subplot()
+    ax.plot(range(1, s.tv_horizon + 1), rec["tv"], label="tabular UHM (= composed empirical model)")
+    if comp is not None:
+        r = comp["rows"][0]
+        ax.plot(list(r["direct"]), list(r["direct"].values()), marker="o", label="neural UHM, direct")
+        ax.plot(list(r["composed"]), list(r["composed"].values()), marker="s", label="neural 1-step model, composed")
+    ax.set_xlabel("horizon n")
+    ax.set_ylabel("TV to P_pi^n (mean over covered pairs)")
+    ax.legend()
+    return fig

@@ -1,0 +1,435 @@
+"""Generated mazes for offline RL with universal horizon models (UHM, arXiv 2605.15603).
+
+OGBench's mazes (the paper's benchmark) download their datasets at run time, so the UHM experiment
+builds its own: a tabular :class:`GridMaze` with exact ground truth (``P``, ``Q*``, ``Q^pi``,
+``P_pi^n``, greedy success) and a continuous :class:`PointMaze2D` in numpy on the same cell map,
+both ``gymnasium.Env``. Datasets are collected by an "explore" (uniform random actions) and a
+"navigate" (BFS towards random subgoals with epsilon action noise, as OGBench's navigate data)
+collector and returned as dicts of numpy arrays, the only thing the learners see.
+
+Reconstruction: the maze generator (a seeded depth-first-search maze on a ``(size - 1) / 2`` grid
+of rooms with a few extra openings, so there are loops), the slip model (with probability ``slip`` the
+action is replaced by a uniformly random one), the goal (an end of the maze's longest shortest
+path) and the named start states (free cells at evenly spaced BFS distances from the goal).
+
+Rewards are functions of the state, as in OGBench's singletask tasks: ``reward="sparse"`` (the one the
+UHM claims use) is ``1`` at the goal and ``0`` elsewhere, ``reward="step"`` is ``-1`` off the goal and
+``0`` at it. The goal is absorbing. With ``w_xi ~= 16`` (winsorized weights at gamma 0.99, lambda 0.95)
+dense ``-1`` rewards make one-sample targets noisy (SD ~13 at |Q| ~25); the sparse reward keeps
+``R(s_e) = 0`` off the goal.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from icml26.errors import input_error
+
+#: Actions of GridMaze: stay, up, down, left, right (row, column moves).
+MOVES = np.array([(0, 0), (-1, 0), (1, 0), (0, -1), (0, 1)])
+REWARDS = ("sparse", "step")
+
+
+def generate_layout(size: int = 15, seed: int = 0, extra_openings: int = 6) -> np.ndarray:
+    """A ``size x size`` boolean maze (True = free): seeded DFS over rooms at odd coordinates, plus
+    ``extra_openings`` removed inner walls between two rooms (loops)."""
+    if not isinstance(size, int) or size < 5 or size % 2 == 0:
+        raise input_error("generate_layout", "size", "an odd int >= 5", size)
+    if not isinstance(extra_openings, int) or extra_openings < 0:
+        raise input_error("generate_layout", "extra_openings", "an int >= 0", extra_openings)
+    rng = np.random.default_rng(seed)
+    free = np.zeros((size, size), dtype=bool)
+    rooms = (size - 1) // 2
+    seen = np.zeros((rooms, rooms), dtype=bool)
+    stack = [(0, 0)]
+    seen[0, 0] = True
+    free[1, 1] = True
+    while stack:
+        r, c = stack[-1]
+        options = [(r + dr, c + dc) for dr, dc in ((-1, 0), (1, 0), (0, -1), (0, 1))
+                   if 0 <= r + dr < rooms and 0 <= c + dc < rooms and not seen[r + dr, c + dc]]
+        if not options:
+            stack.pop()
+            continue
+        nr, nc = options[rng.integers(len(options))]
+        seen[nr, nc] = True
+        free[2 * nr + 1, 2 * nc + 1] = True
+        free[r + nr + 1, c + nc + 1] = True
+        stack.append((nr, nc))
+    walls = [(r, c) for r in range(1, size - 1) for c in range(1, size - 1)
+             if not free[r, c] and (r % 2) != (c % 2)]
+    for i in rng.permutation(len(walls))[:extra_openings]:
+        free[walls[i]] = True
+    return free
+
+
+def bfs_distances(free: np.ndarray, source: tuple[int, int]) -> np.ndarray:
+    """Shortest-path lengths (4-neighbour moves) from ``source`` to every cell; -1 where unreachable."""
+    dist = np.full(free.shape, -1, dtype=np.int64)
+    dist[source] = 0
+    queue = deque([source])
+    while queue:
+        r, c = queue.popleft()
+        for dr, dc in MOVES[1:]:
+            nr, nc = r + dr, c + dc
+            if 0 <= nr < free.shape[0] and 0 <= nc < free.shape[1] and free[nr, nc] and dist[nr, nc] < 0:
+                dist[nr, nc] = dist[r, c] + 1
+                queue.append((nr, nc))
+    return dist
+
+
+class GridMaze(gym.Env):
+    """A tabular maze: ``S`` free cells (about 100 at ``size=15``), 5 actions, slip, absorbing goal.
+
+    ``P[s, a, s']``, ``R[s, a]`` (state-based, see the module docstring), ``goal`` (a cell index),
+    ``start_states`` (``n_starts`` cells at evenly spaced BFS distances from the goal), ``distance``
+    (BFS distance of every cell to the goal) and ``cells`` (the ``(row, col)`` of each index).
+    As a ``gymnasium.Env``: ``Discrete(S)`` observations, ``Discrete(5)`` actions; ``reset`` starts
+    at a uniformly random free cell (or ``options={"state": s}``); the episode never terminates
+    (the goal is absorbing) and is truncated at ``max_episode_steps``; ``info["is_success"]`` says
+    whether the new state is the goal.
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, size: int = 15, seed: int = 0, slip: float = 0.1, reward: str = "sparse",
+                 extra_openings: int = 6, n_starts: int = 10, max_episode_steps: int = 200) -> None:
+        if not (isinstance(slip, (int, float)) and 0.0 <= slip < 1.0):
+            raise input_error("GridMaze", "slip", "a number in [0, 1)", slip)
+        if reward not in REWARDS:
+            raise input_error("GridMaze", "reward", f"one of {REWARDS}", reward)
+        if not isinstance(n_starts, int) or n_starts < 1:
+            raise input_error("GridMaze", "n_starts", "an int >= 1", n_starts)
+        self.layout = generate_layout(size, seed, extra_openings)
+        self.slip, self.reward_kind, self.max_episode_steps = float(slip), reward, int(max_episode_steps)
+        self.cells = [tuple(int(v) for v in rc) for rc in np.argwhere(self.layout)]
+        self.index = {rc: i for i, rc in enumerate(self.cells)}
+        S, A = len(self.cells), len(MOVES)
+        self.n_states, self.n_actions = S, A
+        # the goal: one end of the maze's longest shortest path (farthest from the cell farthest from the centre)
+        centre = min(self.cells, key=lambda rc: abs(rc[0] - size // 2) + abs(rc[1] - size // 2))
+        from_centre = bfs_distances(self.layout, centre)
+        far = max(self.cells, key=lambda rc: (from_centre[rc], rc))
+        from_far = bfs_distances(self.layout, far)
+        self.goal = self.index[max(self.cells, key=lambda rc: (from_far[rc], rc))]
+        dist = bfs_distances(self.layout, self.cells[self.goal])
+        self.distance = np.array([dist[rc] for rc in self.cells])
+        # Deterministic moves, then slip: with probability `slip` the action is a uniformly random one.
+        move = np.zeros((S, A), dtype=np.int64)
+        for s, (r, c) in enumerate(self.cells):
+            for a, (dr, dc) in enumerate(MOVES):
+                move[s, a] = self.index.get((r + dr, c + dc), s)
+        move[self.goal] = self.goal
+        self.move = move
+        det = np.zeros((S, A, S))
+        det[np.arange(S)[:, None], np.arange(A)[None, :], move] = 1.0
+        self.P = (1 - self.slip) * det + self.slip * det.mean(axis=1, keepdims=True)
+        at_goal = (np.arange(S) == self.goal).astype(float)
+        self.R = np.repeat((at_goal if reward == "sparse" else at_goal - 1.0)[:, None], A, axis=1)
+        others = np.flatnonzero(np.arange(S) != self.goal)
+        order = others[np.argsort(self.distance[others], kind="stable")]
+        picks = np.unique(np.linspace(0, len(order) - 1, n_starts + 1).round().astype(int)[1:])
+        self.start_states = order[picks]
+        self.observation_space = gym.spaces.Discrete(S)
+        self.action_space = gym.spaces.Discrete(A)
+        self._state, self._t = 0, 0
+
+    def reward_fn(self, states, actions=None) -> np.ndarray:
+        """``R(s, a)`` at (imagined) states: the known reward function the learners may call."""
+        return self.R[np.asarray(states), 0 if actions is None else np.asarray(actions)]
+
+    # -- gymnasium ----------------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        state = (options or {}).get("state")
+        self._state = int(self.np_random.integers(self.n_states)) if state is None else int(state)
+        self._t = 0
+        return self._state, {}
+
+    def step(self, action):
+        s, a = self._state, int(action)
+        reward = float(self.R[s, a])
+        self._state = int(self.np_random.choice(self.n_states, p=self.P[s, a]))
+        self._t += 1
+        return self._state, reward, False, self._t >= self.max_episode_steps, {"is_success": self._state == self.goal}
+
+
+# ----------------------------------------------------------------------------------------------
+# datasets
+# ----------------------------------------------------------------------------------------------
+def _episodes(env: GridMaze, n_transitions: int, episode_length: int, choose, seed) -> dict[str, np.ndarray]:
+    if not isinstance(n_transitions, int) or n_transitions < 1:
+        raise input_error("collect", "n_transitions", "an int >= 1", n_transitions)
+    if not isinstance(episode_length, int) or episode_length < 1:
+        raise input_error("collect", "episode_length", "an int >= 1", episode_length)
+    rng = np.random.default_rng(seed)
+    n_ep = -(-n_transitions // episode_length)
+    S, A = env.n_states, env.n_actions
+    cdf = np.cumsum(env.P, axis=-1)
+    obs = np.empty((n_ep, episode_length), dtype=np.int64)
+    act = np.empty_like(obs)
+    nxt = np.empty_like(obs)
+    s = rng.integers(S, size=n_ep)
+    context = {"subgoal": rng.integers(S, size=n_ep)}
+    for t in range(episode_length):
+        a = choose(s, t, rng, context)
+        u = rng.random(n_ep)
+        s2 = np.minimum((cdf[s, a] < u[:, None]).sum(axis=1), S - 1)
+        obs[:, t], act[:, t], nxt[:, t] = s, a, s2
+        s = s2
+    keep = slice(0, n_transitions)
+    episode = np.repeat(np.arange(n_ep), episode_length)
+    timestep = np.tile(np.arange(episode_length), n_ep)
+    flat = {"observations": obs.reshape(-1), "actions": act.reshape(-1), "next_observations": nxt.reshape(-1),
+            "episode": episode, "timestep": timestep}
+    out = {k: v[keep].copy() for k, v in flat.items()}
+    out["rewards"] = env.R[out["observations"], out["actions"]]
+    # the last transition of an episode (also one cut by n_transitions) has no successor in the data
+    last = np.ones(len(out["episode"]), dtype=bool)
+    last[:-1] = out["episode"][1:] != out["episode"][:-1]
+    out["episode_end"] = last
+    return out
+
+
+def collect_explore(env: GridMaze, n_transitions: int = 50_000, episode_length: int = 200,
+                    seed: int = 0) -> dict[str, np.ndarray]:
+    """"explore" data: uniformly random actions, episodes of ``episode_length`` from uniform starts."""
+    return _episodes(env, n_transitions, episode_length,
+                     lambda s, t, rng, ctx: rng.integers(env.n_actions, size=len(s)), seed)
+
+
+def collect_navigate(env: GridMaze, n_transitions: int = 50_000, episode_length: int = 200,
+                     epsilon: float = 0.3, seed: int = 0) -> dict[str, np.ndarray]:
+    """"navigate" data: BFS moves towards a random subgoal (a new one when reached), with
+    probability ``epsilon`` a uniformly random action instead (OGBench's navigate, tabular)."""
+    if not (isinstance(epsilon, (int, float)) and 0.0 <= epsilon <= 1.0):
+        raise input_error("collect_navigate", "epsilon", "a number in [0, 1]", epsilon)
+    S = env.n_states
+    rows, cols = np.array(env.cells).T
+    dist_to = np.stack([bfs_distances(env.layout, env.cells[g])[rows, cols] for g in range(S)])
+    best = np.argmin(dist_to[:, env.move], axis=-1)  # [goal, s]: the move that gets closest to goal
+
+    def choose(s, t, rng, ctx):
+        reached = s == ctx["subgoal"]
+        ctx["subgoal"][reached] = rng.integers(S, size=int(reached.sum()))
+        a = best[ctx["subgoal"], s]
+        noisy = rng.random(len(s)) < epsilon
+        a[noisy] = rng.integers(env.n_actions, size=int(noisy.sum()))
+        return a
+
+    return _episodes(env, n_transitions, episode_length, choose, seed)
+
+
+# ----------------------------------------------------------------------------------------------
+# exact ground truth
+# ----------------------------------------------------------------------------------------------
+def _check_policy(policy, S: int, A: int, function: str) -> np.ndarray:
+    policy = np.asarray(policy, dtype=float)
+    if policy.shape != (S, A):
+        raise input_error(function, "policy", f"action probabilities of shape ({S}, {A})", policy.shape)
+    if np.any(policy < -1e-12) or np.any(np.abs(policy.sum(-1) - 1) > 1e-8):
+        raise input_error(function, "policy", "rows that are probability vectors", "other rows")
+    return policy
+
+
+def value_iteration(P, R, gamma: float, tol: float = 1e-10, max_iter: int = 100_000) -> np.ndarray:
+    """``Q*`` by value iteration (``P[s, a, s']``, ``R[s, a]``)."""
+    Q = np.zeros_like(R, dtype=float)
+    for _ in range(max_iter):
+        Q_new = R + gamma * P @ Q.max(axis=1)
+        if np.max(np.abs(Q_new - Q)) < tol:
+            return Q_new
+        Q = Q_new
+    return Q
+
+
+def policy_q(P, R, policy, gamma: float) -> np.ndarray:
+    """``Q^pi`` by one linear solve: ``(I - gamma P Pi) q = r`` over (s, a) pairs."""
+    S, A = R.shape
+    policy = _check_policy(policy, S, A, "policy_q")
+    M = (P.reshape(S * A, S)[:, :, None] * policy[None]).reshape(S * A, S * A)
+    return np.linalg.solve(np.eye(S * A) - gamma * M, R.reshape(-1)).reshape(S, A)
+
+
+def horizon_distributions(P, policy, k_max: int) -> np.ndarray:
+    """``P_pi^n(x | s, a)`` for n = 1..k_max as an array ``[k_max, S, A, S]`` (index n - 1)."""
+    S, A, _ = P.shape
+    policy = _check_policy(policy, S, A, "horizon_distributions")
+    state_kernel = np.einsum("sa,sax->sx", policy, P)
+    out = np.empty((k_max, S, A, S))
+    out[0] = P
+    for n in range(1, k_max):
+        out[n] = out[n - 1] @ state_kernel
+    return out
+
+
+def greedy_policy(Q, seed: int | None = 0, atol: float = 1e-9) -> np.ndarray:
+    """A deterministic greedy policy (one-hot rows); ties between actions broken at random (seeded)."""
+    Q = np.asarray(Q, dtype=float)
+    rng = np.random.default_rng(seed)
+    noise = rng.random(Q.shape)
+    ties = Q >= Q.max(axis=1, keepdims=True) - atol
+    pick = np.argmax(np.where(ties, noise, -1.0), axis=1)
+    return np.eye(Q.shape[1])[pick]
+
+
+def uniform_tie_policy(Q, atol: float = 1e-9) -> np.ndarray:
+    """The greedy policy that spreads its mass uniformly over tied actions (uniform where Q is flat)."""
+    Q = np.asarray(Q, dtype=float)
+    ties = (Q >= Q.max(axis=1, keepdims=True) - atol).astype(float)
+    return ties / ties.sum(axis=1, keepdims=True)
+
+
+def success_rate(env: GridMaze, policy, horizon: int = 100, starts=None) -> float:
+    """Exact probability of being at the (absorbing) goal after ``horizon`` steps, averaged over
+    ``starts`` (default ``env.start_states``): no rollout noise."""
+    policy = _check_policy(policy, env.n_states, env.n_actions, "success_rate")
+    starts = env.start_states if starts is None else np.asarray(starts)
+    kernel = np.einsum("sa,sax->sx", policy, env.P)
+    d = np.zeros((len(starts), env.n_states))
+    d[np.arange(len(starts)), starts] = 1.0
+    for _ in range(horizon):
+        d = d @ kernel
+    return float(d[:, env.goal].mean())
+
+
+def empirical_model(data: dict[str, np.ndarray], n_states: int, n_actions: int) -> tuple[np.ndarray, np.ndarray]:
+    """Counts ``N[s, a, s']`` of the data's transitions and the covered mask ``N[s, a].sum() > 0``."""
+    counts = np.zeros((n_states, n_actions, n_states))
+    np.add.at(counts, (data["observations"], data["actions"], data["next_observations"]), 1.0)
+    return counts, counts.sum(-1) > 0
+
+
+def tv_distance(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Total-variation distance ``0.5 sum |p - q|`` over the last axis."""
+    return 0.5 * np.abs(np.asarray(p) - np.asarray(q)).sum(-1)
+
+
+def describe(env: GridMaze) -> dict[str, Any]:
+    """Size, goal and start states of a maze, for reports."""
+    return {"cells": env.n_states, "goal": env.cells[env.goal], "max_distance": int(env.distance.max()),
+            "start_states": [env.cells[s] for s in env.start_states],
+            "start_distances": [int(env.distance[s]) for s in env.start_states]}
+
+
+# ----------------------------------------------------------------------------------------------
+# continuous maze
+# ----------------------------------------------------------------------------------------------
+class PointMaze2D(gym.Env):
+    """A point mass in GridMaze's cell map (numpy, no physics engine): position ``(row, col)`` in cell
+    units (a free cell ``c`` is the square of side 1 around ``c``), action ``a in [-1, 1]^2`` moved by
+    ``step_size * a + N(0, noise^2)``; a move into a wall is undone per axis. The goal region is the goal
+    cell's disc of radius ``goal_radius``, absorbing (the point stops there); the sparse reward
+    ``1[in goal]`` is a function of the state. ``start_states`` are the GridMaze's named start cells.
+
+    Reconstruction: OGBench's pointmaze runs in MuJoCo; this is its geometry at CPU scale.
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, size: int = 15, seed: int = 0, step_size: float = 0.2, noise: float = 0.05,
+                 goal_radius: float = 0.5, max_episode_steps: int = 500) -> None:
+        self.grid = GridMaze(size=size, seed=seed)
+        self.layout = self.grid.layout
+        self.step_size, self.noise, self.goal_radius = float(step_size), float(noise), float(goal_radius)
+        self.max_episode_steps = int(max_episode_steps)
+        self.goal = np.array(self.grid.cells[self.grid.goal], dtype=float)
+        self.start_states = np.array([self.grid.cells[s] for s in self.grid.start_states], dtype=float)
+        hi = float(size)
+        self.observation_space = gym.spaces.Box(0.0, hi, shape=(2,), dtype=np.float64)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float64)
+        self._pos, self._t = self.start_states[0].copy(), 0
+
+    def free(self, pos: np.ndarray) -> np.ndarray:
+        """Whether positions ``[..., 2]`` lie in free cells."""
+        cell = np.rint(pos).astype(int)
+        inside = (cell >= 0).all(-1) & (cell < np.array(self.layout.shape)).all(-1)
+        cell = np.clip(cell, 0, np.array(self.layout.shape) - 1)
+        return inside & self.layout[cell[..., 0], cell[..., 1]]
+
+    def in_goal(self, pos) -> np.ndarray:
+        return np.linalg.norm(np.asarray(pos) - self.goal, axis=-1) < self.goal_radius
+
+    def reward_fn(self, states, actions=None) -> np.ndarray:
+        """The sparse reward ``1[state in the goal disc]`` (vectorised)."""
+        return self.in_goal(states).astype(float)
+
+    def step_batch(self, pos: np.ndarray, actions: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Vectorised dynamics for positions ``[B, 2]`` and actions ``[B, 2]``."""
+        a = np.clip(actions, -1.0, 1.0)
+        move = self.step_size * a + self.noise * rng.standard_normal(pos.shape)
+        new = pos.copy()
+        for axis in (0, 1):
+            trial = new.copy()
+            trial[:, axis] += move[:, axis]
+            ok = self.free(trial)
+            new[ok] = trial[ok]
+        stuck = self.in_goal(pos)
+        new[stuck] = pos[stuck]
+        return new
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        state = (options or {}).get("state")
+        if state is None:
+            cells = np.array(self.grid.cells, dtype=float)
+            state = cells[self.np_random.integers(len(cells))]
+        self._pos, self._t = np.asarray(state, dtype=float).copy(), 0
+        return self._pos.copy(), {}
+
+    def step(self, action):
+        reward = float(self.in_goal(self._pos))
+        self._pos = self.step_batch(self._pos[None], np.asarray(action, dtype=float)[None], self.np_random)[0]
+        self._t += 1
+        return self._pos.copy(), reward, False, self._t >= self.max_episode_steps, {"is_success": bool(self.in_goal(self._pos))}
+
+
+def collect_pointmaze_navigate(env: PointMaze2D, n_transitions: int = 100_000, episode_length: int = 500,
+                               epsilon: float = 0.3, action_noise: float = 0.2, seed: int = 0) -> dict[str, np.ndarray]:
+    """"navigate" data for PointMaze2D: head for the centre of the next BFS cell towards a random subgoal
+    cell (a new subgoal when reached), with Gaussian action noise and, with probability ``epsilon``, a
+    uniformly random action."""
+    if not isinstance(n_transitions, int) or n_transitions < 1:
+        raise input_error("collect_pointmaze_navigate", "n_transitions", "an int >= 1", n_transitions)
+    grid = env.grid
+    rng = np.random.default_rng(seed)
+    S = grid.n_states
+    rows, cols = np.array(grid.cells).T
+    dist_to = np.stack([bfs_distances(grid.layout, grid.cells[g])[rows, cols] for g in range(S)])
+    best = np.argmin(dist_to[:, grid.move], axis=-1)  # [subgoal, cell] -> action
+    centres = np.array(grid.cells, dtype=float)
+    n_ep = -(-n_transitions // episode_length)
+    pos = centres[rng.integers(S, size=n_ep)]
+    subgoal = rng.integers(S, size=n_ep)
+    obs, act, nxt = (np.empty((n_ep, episode_length, 2)) for _ in range(3))
+    for t in range(episode_length):
+        cell = np.array([grid.index.get(tuple(c), 0) for c in np.rint(pos).astype(int)])
+        reached = cell == subgoal
+        subgoal[reached] = rng.integers(S, size=int(reached.sum()))
+        target = centres[grid.move[cell, best[subgoal, cell]]]
+        a = np.clip((target - pos) / env.step_size, -1, 1) + action_noise * rng.standard_normal(pos.shape)
+        rand = rng.random(n_ep) < epsilon
+        a[rand] = rng.uniform(-1, 1, size=(int(rand.sum()), 2))
+        a = np.clip(a, -1, 1)
+        new = env.step_batch(pos, a, rng)
+        obs[:, t], act[:, t], nxt[:, t] = pos, a, new
+        pos = new
+    out = {"observations": obs.reshape(-1, 2)[:n_transitions], "actions": act.reshape(-1, 2)[:n_transitions],
+           "next_observations": nxt.reshape(-1, 2)[:n_transitions],
+           "episode": np.repeat(np.arange(n_ep), episode_length)[:n_transitions]}
+    out["rewards"] = env.reward_fn(out["observations"])
+    return out
+
+
+def pointmaze_success(env: PointMaze2D, act, horizon: int = 300, rollouts: int = 4, seed: int = 0) -> float:
+    """Share of rollouts of ``act(positions [B, 2]) -> actions [B, 2]`` from the named start cells that end
+    in the goal disc within ``horizon`` steps (the goal is absorbing)."""
+    rng = np.random.default_rng(seed)
+    pos = np.repeat(env.start_states, rollouts, axis=0)
+    for _ in range(horizon):
+        pos = env.step_batch(pos, np.asarray(act(pos)), rng)
+    return float(env.in_goal(pos).mean())
