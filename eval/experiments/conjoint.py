@@ -213,7 +213,8 @@ def game_study(s: ConjointSettings, seed: int) -> dict:
     raw_rows = _primary_games(models, p, s.shares, s.raw_game_lam, s.game_steps, seed)
     symmetric = MinimaxPolicy((0.5, 0.5), lam=s.game_lam, n_steps=s.game_steps, random_state=seed).fit(models)
     avg, _ = symmetric.average_case("A")
-    return {"rows": rows, "raw_rows": raw_rows, "symmetric_Q_A": symmetric.value_A_, "symmetric_gap": symmetric.best_response_gap_,
+    return {"rows": rows, "raw_rows": raw_rows, "symmetric_Q_A": symmetric.value_A_,
+            "symmetric_gap": symmetric.best_response_gap_,
             "symmetric_avg_vs_p": symmetric.payoffs(avg, p)["Q_A"],
             "symmetric_sum": symmetric.value_A_ + symmetric.value_B_from_B_}
 

@@ -43,7 +43,8 @@ class DPSelectSettings:
     truths per cell (each truth in ``TRUTHS``); claim 2 is decided on the cells with ``s`` in
     ``claim_samples`` and epsilon in ``claim_epsilons`` (where privacy costs: at large ``eps * s`` every
     selector's TV is sampling error, which the allowance does not model), the other cells are reported;
-    ``accuracy_s`` at ``accuracy_epsilon`` for the accuracy table. Audit: ``audit_draws`` outputs on each side of the neighbour pair.
+    ``accuracy_s`` at ``accuracy_epsilon`` for the accuracy table. Audit: ``audit_draws`` outputs on each
+    side of the neighbour pair.
     """
 
     cost_ns: tuple[int, ...]
