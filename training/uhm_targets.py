@@ -22,7 +22,7 @@ from ``(s, a)``, GHM one draw from a geometric horizon model over ``Geom(1 - lam
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 
@@ -144,19 +144,29 @@ class DatasetTDLambda:
 
 
 @dataclass
-class RolloutTDLambda:
-    """MBTD(lambda): the truncated lambda-return along a ``k_max``-step rollout of a one-step model
-    (``model.step(states, actions, rng)``) from ``(s, a)``, ``a_k ~ pi``: ``k_max`` model calls."""
+class _ModelTarget:
+    """The fields and the check that the model-based targets share: ``finite`` says whether the target
+    needs a finite horizon measure (``k_max`` set) or the uncapped geometric one."""
 
     model: Any
     weights: HorizonWeights
     reward_fn: Callable
     seed: int | None = 0
+    finite: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
-        if self.weights.k_max is None:
-            raise input_error("RolloutTDLambda", "weights", "a finite measure (k_max set)", "the geometric one")
+        name = type(self).__name__
+        if self.finite and self.weights.k_max is None:
+            raise input_error(name, "weights", "a finite measure (k_max set)", "the geometric one")
+        if not self.finite and self.weights.k_max is not None:
+            raise input_error(name, "weights", "the geometric measure (k_max None)", self.weights.name)
         self.rng = np.random.default_rng(self.seed)
+
+
+@dataclass
+class RolloutTDLambda(_ModelTarget):
+    """MBTD(lambda): the truncated lambda-return along a ``k_max``-step rollout of a one-step model
+    (``model.step(states, actions, rng)``) from ``(s, a)``, ``a_k ~ pi``: ``k_max`` model calls."""
 
     def __call__(self, batch, q_fn, policy):
         r, s, a = _batch("RolloutTDLambda", batch, "rewards", "observations", "actions")
@@ -171,19 +181,11 @@ class RolloutTDLambda:
 
 
 @dataclass
-class GHMTarget:
+class GHMTarget(_ModelTarget):
     """GHM: one draw ``s_e`` from a geometric horizon model (``model.sample(states, actions, rng)``) over
     the uncapped ``Geom(1 - lambda gamma)`` (:func:`~icml26.training.uhm.geometric` weights): one call."""
 
-    model: Any
-    weights: HorizonWeights
-    reward_fn: Callable
-    seed: int | None = 0
-
-    def __post_init__(self) -> None:
-        if self.weights.k_max is not None:
-            raise input_error("GHMTarget", "weights", "the geometric measure (k_max None)", self.weights.name)
-        self.rng = np.random.default_rng(self.seed)
+    finite: ClassVar[bool] = False
 
     def __call__(self, batch, q_fn, policy):
         r, s, a = _batch("GHMTarget", batch, "rewards", "observations", "actions")
@@ -194,19 +196,9 @@ class GHMTarget:
 
 
 @dataclass
-class UHMTarget:
+class UHMTarget(_ModelTarget):
     """UHM: ``n ~ p_H``, one draw ``s_e ~ m(.|s, a, n)`` (``model.sample(states, actions, horizons, rng)``),
     ``a_e ~ pi(.|s_e)``, :func:`~icml26.training.uhm.nu_target`: one model call for any ``k_max``."""
-
-    model: Any
-    weights: HorizonWeights
-    reward_fn: Callable
-    seed: int | None = 0
-
-    def __post_init__(self) -> None:
-        if self.weights.k_max is None:
-            raise input_error("UHMTarget", "weights", "a finite measure (k_max set)", "the geometric one")
-        self.rng = np.random.default_rng(self.seed)
 
     def __call__(self, batch, q_fn, policy):
         r, s, a = _batch("UHMTarget", batch, "rewards", "observations", "actions")
