@@ -407,12 +407,8 @@ class _Selector(BaseEstimator):
         return gumbel_max_draws(scores * self._temperature(), n_draws, rng)
 
 
-class MinimumDistanceEstimate(_Selector):
-    """The (modified) minimum distance estimate, not private: ``argmin_i max_j |H_i(A_ij) - P̂(A_ij)|``.
-
-    Mahalanabis & Štefankovič (2008); ``TV <= 3 OPT + 4 max_A |P̂(A) - P(A)|`` over the ``n (n - 1)``
-    sets used. ``distances_`` holds ``W(H_i)``. ``epsilon_`` is ``inf``.
-    """
+class _NonPrivate(_Selector):
+    """What the non-private references share: Scheffé tables in chunks of ``chunk`` pairs, no privacy."""
 
     private = False
 
@@ -421,6 +417,14 @@ class MinimumDistanceEstimate(_Selector):
 
     def _spent(self) -> float:
         return math.inf
+
+
+class MinimumDistanceEstimate(_NonPrivate):
+    """The (modified) minimum distance estimate, not private: ``argmin_i max_j |H_i(A_ij) - P̂(A_ij)|``.
+
+    Mahalanabis & Štefankovič (2008); ``TV <= 3 OPT + 4 max_A |P̂(A) - P(A)|`` over the ``n (n - 1)``
+    sets used. ``distances_`` holds ``W(H_i)``. ``epsilon_`` is ``inf``.
+    """
 
     def _scores(self, cover, samples, counts):
         w = mde_distances(cover, counts, chunk=self.chunk)
@@ -428,21 +432,13 @@ class MinimumDistanceEstimate(_Selector):
         return -w, cover.n * (cover.n - 1)
 
 
-class ScheffeTournament(_Selector):
+class ScheffeTournament(_NonPrivate):
     """The Scheffé tournament, not private: every pair plays once; the most wins is output.
 
     ``H_i`` beats ``H_j`` when ``|H_i(A_ij) - P̂(A_ij)| < |H_j(A_ij) - P̂(A_ij)|`` (a tie is a win for
     neither); ties in wins go to the lower index. Devroye & Lugosi (2001): factor 9, ``n (n - 1) / 2``
     evaluations. ``wins_`` holds the win counts.
     """
-
-    private = False
-
-    def __init__(self, chunk: int = CHUNK_PAIRS) -> None:
-        self.chunk = chunk
-
-    def _spent(self) -> float:
-        return math.inf
 
     def _scores(self, cover, samples, counts):
         n, s = cover.n, counts.sum()
