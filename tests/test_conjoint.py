@@ -168,7 +168,7 @@ def test_implicit_se_at_a_boundary_optimum_differentiates_on_the_face(monkeypatc
 
     design = FactorialDesign({"a": [0, 1, 2], "b": [0, 1]})
     coef = np.array([0.4, -1.5, 0.3])
-    fit = lambda c: AverageCasePolicy(lam=0.3).fit(  # noqa: E731
+    fit = lambda c: AverageCasePolicy(lam=0.3, random_state=0).fit(  # noqa: E731
         PairedConjointLogit.from_coefficients(design, c, random_vcov(3, 2), pairs="none"))
     policy = fit(coef)
     assert policy.solver_used_.startswith("gradient") and policy.pi_[0][2] < 1e-6 < policy.pi_[0][1]
