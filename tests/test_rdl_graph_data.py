@@ -75,6 +75,17 @@ def test_quick_arms_full_optimiser_beats_raw_schema():
 
     s = dataclasses.replace(SETTINGS["quick"], users=300)
     data = build_data(s, 0)
+    # the templated graphs that build_data shares among the arms equal the ones an arm would build itself
+    import torch
+
+    from icml26.eval.experiments.rdl_graph import inner_seed
+    from icml26.models.rdl_graph import add_templates
+
+    fresh = add_templates(data["graphs"]["val"][1], data["candidates"], max_edges=s.max_edges_per_template,
+                          seed=inner_seed(0, 1, 1))
+    shared = data["templated"]["val"][1]
+    assert sorted(fresh.edge_types) == sorted(shared.edge_types)
+    assert all(torch.equal(fresh[e].edge_index, shared[e].edge_index) for e in fresh.edge_types)
     raw = run_arm((s, 0, "raw", data, 1.0))
     full = run_arm((s, 0, "full", data, 1.0))
     assert full["test_auroc"] > raw["test_auroc"]

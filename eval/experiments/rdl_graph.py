@@ -96,15 +96,19 @@ def build_data(s: RDLSettings, seed: int) -> dict[str, Any]:
     """The database, its snapshots per split and the candidate templates (built once per seed)."""
     from icml26.eval.tasks.reldb import (column_stats, premium_purchase_task, snapshots, split_seed_times,
                                          synthetic_ecommerce)
-    from icml26.models.rdl_graph import candidate_templates
+    from icml26.models.rdl_graph import add_templates, candidate_templates
 
     db = synthetic_ecommerce(inner_seed(seed, 0), n_users=s.users, page_views_per_user=s.page_views_per_user)
     task = premium_purchase_task()
     times = split_seed_times(db, task.horizon)
     stats = column_stats(db.upto(times["train"][0]))
     graphs = {split: snapshots(db, task, ts, stats=stats) for split, ts in times.items()}
-    return {"db": db, "task": task, "times": times, "graphs": graphs,
-            "candidates": candidate_templates(graphs["train"][0])}
+    candidates = candidate_templates(graphs["train"][0])
+    # every arm that injects the whole candidate list (inject, full, the sweep) shares these graphs
+    templated = {split: [add_templates(g, candidates, max_edges=s.max_edges_per_template, seed=inner_seed(seed, 1, i))
+                         for i, g in enumerate(snaps)] for split, snaps in graphs.items()}
+    return {"db": db, "task": task, "times": times, "graphs": graphs, "candidates": candidates,
+            "templated": templated}
 
 
 def _arm_spec(arm: str, candidates: list[str]) -> dict[str, Any]:
@@ -132,10 +136,14 @@ def run_arm(job: tuple) -> dict[str, Any]:
     templates = spec.pop("templates")
     start = time.perf_counter()
     graphs = {}
+    shared = list(templates) == list(data["candidates"]) and "templated" in data and not drop
     for split, snaps in data["graphs"].items():
         out = []
         for i, g in enumerate(snaps):
-            g = add_templates(g, templates, max_edges=s.max_edges_per_template, seed=inner_seed(seed, 1, i))
+            if shared:  # built once in build_data, the same edges as add_templates gives here
+                g = data["templated"][split][i]
+            else:
+                g = add_templates(g, templates, max_edges=s.max_edges_per_template, seed=inner_seed(seed, 1, i))
             for t in drop:
                 del g[t]
                 for e in [e for e in g.edge_types if t in (e[0], e[2])]:
