@@ -3,10 +3,11 @@ RDL structure optimiser (arXiv 2606.08491), raw schema against the optimised gra
 
 One snapshot of the synthetic shop (:func:`icml26.eval.tasks.reldb.synthetic_ecommerce`). The pruned plan
 closes ``page_view`` and every template but ``2hop::category->product->order``, close to the plan the
-experiment's gates reach (which at quick seed 0 also closes ``product`` and keeps a second template). Timed: a training step (forward, backward, Adam) of the raw-schema
-GNN, of the full optimiser on the raw graph plus every candidate template, and of the full optimiser on its
-pruned graph (an epoch of the experiment is ``EPOCH_STEPS`` such steps, one per training seed time, reported
-beside); inference of the raw GNN and of the full optimiser, unpruned and pruned; all in
+experiment's gates reach (which at quick seed 0 also closes ``product`` and keeps a second template).
+Timed: a training step (forward, backward, Adam) of the raw-schema GNN, of the full optimiser on the raw
+graph plus every candidate template, and of the full optimiser on its pruned graph (an epoch of the
+experiment is ``EPOCH_STEPS`` such steps, one per training seed time, reported beside); inference of the
+raw GNN and of the full optimiser, unpruned and pruned; all in
 interleaved rounds. Template memory: peak bytes traced while materialising every candidate template
 (``tracemalloc``, numpy and scipy allocations) and the bytes of the edges kept.
 """
@@ -97,7 +98,8 @@ def run(config, sizes: dict | None = None) -> Result:
              "messages per layer": messages[k]} for k, v in ms.items()]
     result = Result(tables={"time and messages": rows})
     result.metrics.update({f"{k.replace(' ', '_')}_ms": v for k, v in ms.items()})
-    result.metrics.update({f"{k.replace(' ', '_')}_epoch_s": v * EPOCH_STEPS / 1e3 for k, v in ms.items() if "step" in k})
+    result.metrics.update({f"{k.replace(' ', '_')}_epoch_s": v * EPOCH_STEPS / 1e3
+                           for k, v in ms.items() if "step" in k})
     result.metrics.update(template_peak_mb=peak / 2**20, template_edges_mb=template_bytes / 2**20,
                           candidate_templates=len(names), messages_raw=messages["raw inference"],
                           messages_pruned=messages["full inference (pruned plan)"],
