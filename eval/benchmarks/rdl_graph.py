@@ -94,12 +94,12 @@ def run(config, sizes: dict | None = None) -> Result:
                 "raw inference": count_messages(data), "full inference (unpruned)": count_messages(full_graph),
                 "full inference (pruned plan)": count_messages(pruned)}
     # an experiment epoch is one step per training seed time (EPOCH_STEPS of them), so its time is that many steps
-    rows = [{"what": k, "ms": round(v, 2), "epoch s": round(v * EPOCH_STEPS / 1e3, 2) if "step" in k else None,
+    epoch_s = {k: v * EPOCH_STEPS / 1e3 for k, v in ms.items() if "step" in k}
+    rows = [{"what": k, "ms": round(v, 2), "epoch s": round(epoch_s[k], 2) if k in epoch_s else None,
              "messages per layer": messages[k]} for k, v in ms.items()]
     result = Result(tables={"time and messages": rows})
     result.metrics.update({f"{k.replace(' ', '_')}_ms": v for k, v in ms.items()})
-    result.metrics.update({f"{k.replace(' ', '_')}_epoch_s": v * EPOCH_STEPS / 1e3
-                           for k, v in ms.items() if "step" in k})
+    result.metrics.update({f"{k.replace(' ', '_')}_epoch_s": v for k, v in epoch_s.items()})
     result.metrics.update(template_peak_mb=peak / 2**20, template_edges_mb=template_bytes / 2**20,
                           candidate_templates=len(names), messages_raw=messages["raw inference"],
                           messages_pruned=messages["full inference (pruned plan)"],
