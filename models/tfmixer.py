@@ -316,6 +316,32 @@ def masked_mse(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor, red
     return squared_error_loss((pred[where] - target[where]).pow(2), where[-1], pred.shape[-1], reduction)
 
 
+#: Index lists of observed points and targets are padded to a multiple of this many entries.
+SLOT_BUCKET = 1024
+
+
+def bucketed_nonzero(mask: torch.Tensor, bucket: int = SLOT_BUCKET) -> tuple[tuple[torch.Tensor, ...], int]:
+    """``mask.nonzero(as_tuple=True)`` padded with index 0 to a multiple of ``bucket`` entries (at least one
+    bucket), and the true count.
+
+    Why: on CPU the tensors sized by the number of observed points change size with every batch, and
+    glibc's heap, which serves them once its mmap threshold has risen, fragments under ever-changing
+    sizes (resident memory grew 1.0 -> 1.7 GB over 400 PhysioNet steps); pinning the threshold instead
+    costs a page fault per touched page of every large tensor (a step 1.5x slower). With the lists
+    padded (and the batch padded by ``IMTSCollator(pad_to_multiple_of=...)``) the sizes repeat and the
+    heap reuses its blocks. The padded entries are computed and then dropped: they never reach an
+    output, a loss or a gradient.
+    """
+    if isinstance(bucket, bool) or not isinstance(bucket, int) or bucket < 1:
+        raise input_error("bucketed_nonzero", "bucket", "a positive int", bucket)
+    index = mask.nonzero()
+    n = index.shape[0]
+    size = max(-(-n // bucket) * bucket, bucket)
+    if size > n:
+        index = torch.cat([index, index.new_zeros(size - n, index.shape[1])])
+    return index.unbind(1), n
+
+
 # ---------------------------------------------------------------------------------------------
 # Building blocks
 # ---------------------------------------------------------------------------------------------
@@ -401,39 +427,52 @@ class LocalTimeModule(nn.Module):
         """
         b, c, length = x.shape
         p, h, dh = self.num_patches, self.num_heads, self.head_dim
-        bi, ci, li = m.nonzero(as_tuple=True)
+        (bi, ci, li), n_obs = bucketed_nonzero(m, SLOT_BUCKET)  # padded: entries n_obs: are dummies
         t_obs = t[bi, li]
         # the time embedding depends on (b, l) only: computed once per timestamp, shared by its channels
         time_embedding = self.time_embed(self.time_encoding(t)).view(b * length, -1)[bi * length + li]
         e = self.value_embed(x[bi, ci, li][:, None]) + time_embedding
-        e = self.point_norm(F.gelu(e + self.channel_embedding[ci]))  # [n_obs, d]
+        e = self.point_norm(F.gelu(e + self.channel_embedding[ci]))  # [n_points, d]
         # logits of the patch query against each point's key, with W_k folded into the query
         q = self.patch_query * dh ** -0.5
         w_k = self.patch_key.weight.view(h, dh, -1)
         logits = e @ torch.einsum("hk,hkd->dh", q, w_k) + (self.patch_key.bias.view(h, dh) * q).sum(-1)
-        # a softmax per segment (series b, c; patch) over its points
+        # a softmax per segment (series b, c; patch) over its points. Only the non-empty segments (a
+        # fraction of the b * c * p on sparse data) are pooled, numbered in order by ``compact``, in a
+        # bucketed number of rows whose last takes the dummy points.
         patch = (t_obs * p).floor().clamp(0, p - 1).long()
         segment = (bi * c + ci) * p + patch
+        filled = torch.bincount(segment[:n_obs], minlength=b * c * p) > 0
+        compact = filled.cumsum(0) - 1
+        n_filled = int(compact[-1]) + 1
+        rows = max(-(-(n_filled + 1) // SLOT_BUCKET) * SLOT_BUCKET, SLOT_BUCKET)
+        segment = compact[segment]
+        segment[n_obs:] = rows - 1
         index = segment[:, None].expand(-1, h)
-        peak = logits.new_full((b * c * p, h), -torch.inf).scatter_reduce(0, index, logits.detach(), "amax")
+        peak = logits.new_full((rows, h), -torch.inf).scatter_reduce(0, index, logits.detach(), "amax")
         weights = torch.exp(logits - peak.gather(0, index))
-        denom = logits.new_zeros(b * c * p, h).index_add(0, segment, weights)
-        pooled = e.new_zeros(b * c * p, h, e.shape[-1]).index_add(0, segment, weights[..., None] * e[:, None, :])
-        pooled = pooled / denom[..., None].clamp(min=torch.finfo(e.dtype).tiny)
+        denom = logits.new_zeros(rows, h).index_add(0, segment, weights)
+        pooled = e.new_zeros(rows, h, e.shape[-1]).index_add(0, segment, weights[..., None] * e[:, None, :])
+        pooled = pooled / denom[..., None].clamp(min=torch.finfo(e.dtype).tiny)  # rows with no point: 0
         w_v = self.patch_value.weight.view(h, dh, -1)  # values = W_v (weighted sum of e), per head
         values = torch.einsum("shd,hkd->shk", pooled, w_v) + self.patch_value.bias.view(h, dh)
-        tokens = self.patch_out(values.reshape(b, c, p, h * dh))
-        filled = (denom[:, 0] > 0).view(b, c, p)
-        tokens = torch.where(filled[..., None], tokens, self.empty_patch) + self.patch_position
-        # Q query patches attend over the non-empty patch tokens (all of them for an empty channel)
-        keep = filled | ~filled.any(-1, keepdim=True)
-        flat = tokens.reshape(b * c, p, -1)
-        split = lambda z: z.view(b * c, -1, h, dh).transpose(1, 2)  # noqa: E731
-        queries = self.query_patches.expand(b * c, -1, -1)
-        attended = F.scaled_dot_product_attention(split(self.q_proj(queries)), split(self.k_proj(flat)),
-                                                  split(self.v_proj(flat)), attn_mask=keep.reshape(b * c, 1, 1, p))
+        d = self.empty_patch.shape[0]
+        # row r of ``values`` is segment where[r]; the rows past n_filled go to a discarded extra row
+        where = torch.cat([filled.nonzero()[:, 0], filled.new_full((rows - n_filled,), b * c * p, dtype=torch.long)])
+        tokens = self.empty_patch.expand(b * c * p + 1, d).index_put((where,), self.patch_out(values.reshape(rows, h * dh)))
+        tokens = tokens[:-1].view(b, c, p, d) + self.patch_position
+        filled = filled.view(b, c, p)
+        # Q query patches attend over the non-empty patch tokens (all of them for an empty channel); the
+        # queries are parameters, so their projection is computed once, not once per series
+        keep = (filled | ~filled.any(-1, keepdim=True)).reshape(b * c, 1, 1, p)
+        flat = tokens.reshape(b * c, p, d)
+        split = lambda z: z.view(b * c, p, h, dh).transpose(1, 2)  # noqa: E731  [bc, h, p, dh]
+        query = self.q_proj(self.query_patches).view(-1, h, dh).transpose(0, 1) * dh ** -0.5  # [h, Q, dh]
+        scores = torch.matmul(query, split(self.k_proj(flat)).transpose(-1, -2))  # [bc, h, Q, p]
+        attention = torch.softmax(scores.masked_fill(~keep, -torch.inf), dim=-1)
+        attended = torch.matmul(attention, split(self.v_proj(flat)))  # [bc, h, Q, dh]
         attended = self.o_proj(attended.transpose(1, 2).reshape(b * c, -1, h * dh))
-        return self.token_norm(queries + attended).view(b, c, -1, queries.shape[-1])
+        return self.token_norm(self.query_patches + attended).view(b, c, -1, d)
 
 
 class QueryDecoder(nn.Module):
@@ -620,8 +659,9 @@ class TFMixerForForecasting(TFMixerPreTrainedModel):
         seasonal = reconstruction = rec_loss = None
         # Sparse decoding: only the slots the loss reads (observed targets, observed history points).
         sparse = targets is not None and cfg.sparse_decoding
-        if sparse:
-            rows, queries, channels = target_mask.nonzero(as_tuple=True)
+        if sparse:  # bucketed lists (see bucketed_nonzero): entries n_targets: are dummies, dropped below
+            (rows, queries, channels), n_targets = bucketed_nonzero(target_mask, SLOT_BUCKET)
+            kept = slice(0, n_targets)
         if self.gfm is not None:
             freq_tokens, (real, imag) = self.gfm(x, t, m)
             for block in self.frequency_mixer:
@@ -640,9 +680,10 @@ class TFMixerForForecasting(TFMixerPreTrainedModel):
                 reconstruction = self.synthesis(a, b, omega, t[:, None, :])  # [B, C, L]
             if targets is not None:
                 if sparse:
-                    hist_rows, hist_channels, hist_points = m.nonzero(as_tuple=True)
+                    (hist_rows, hist_channels, hist_points), n_hist = bucketed_nonzero(m, SLOT_BUCKET)
                     rec = self._synthesis_at(a, b, omega, t, hist_rows, hist_channels, hist_points)
-                    rec_loss = (rec - x[hist_rows, hist_channels, hist_points]).pow(2).sum() / max(rec.numel(), 1)
+                    error = (rec - x[hist_rows, hist_channels, hist_points])[:n_hist]
+                    rec_loss = error.pow(2).sum() / max(n_hist, 1)
                 else:
                     rec_loss = masked_mse(reconstruction, x, m)
         h = pooled[0]  # [B, C, d]
@@ -657,7 +698,8 @@ class TFMixerForForecasting(TFMixerPreTrainedModel):
             y = self.decoder.at(h, tau, rows, channels, queries) + level[rows, channels]
             if seasonal is not None:
                 y = y + seasonal
-            forecasts = x.new_full(target_mask.shape, math.nan).index_put((rows, queries, channels), y)
+            forecasts = x.new_full(target_mask.shape, math.nan).index_put(
+                (rows[kept], queries[kept], channels[kept]), y[kept])
             seasonal = None  # the components are dense; output_components recomputes them below
             if output_components and self.gfm is not None:
                 seasonal = self.synthesis(a, b, omega, tau[:, None, :])
@@ -670,8 +712,8 @@ class TFMixerForForecasting(TFMixerPreTrainedModel):
         loss = forecast_loss = None
         if targets is not None and return_loss:
             if sparse:
-                forecast_loss = squared_error_loss((y - targets[rows, queries, channels].to(dtype)).pow(2), channels,
-                                                   cfg.num_channels, cfg.loss_reduction)
+                error = y[kept] - targets[rows[kept], queries[kept], channels[kept]].to(dtype)
+                forecast_loss = squared_error_loss(error.pow(2), channels[kept], cfg.num_channels, cfg.loss_reduction)
             else:
                 forecast_loss = masked_mse(forecasts, targets.to(dtype), target_mask, cfg.loss_reduction)
             loss = forecast_loss
@@ -720,6 +762,6 @@ class TFMixerLabelsCallback(TrainerCallback):
     def on_predict(self, args, state, control, metrics=None, **kwargs):
         self._check(args, kwargs.get("model"))
 
-__all__ = ["LABEL_NAMES", "TFMixerConfig", "TFMixerForForecasting", "TFMixerForecastOutput", "TFMixerLabelsCallback",
-           "TFMixerPreTrainedModel", "check_imts_inputs", "masked_mse",
+__all__ = ["LABEL_NAMES", "SLOT_BUCKET", "TFMixerConfig", "TFMixerForForecasting", "TFMixerForecastOutput", "TFMixerLabelsCallback",
+           "TFMixerPreTrainedModel", "bucketed_nonzero", "check_imts_inputs", "masked_mse",
            "squared_error_loss"]

@@ -21,6 +21,6 @@ def test_bench_tfmixer_reports_rates_shares_and_memory(tmp_path):
     assert {"ltm", "time_mixer.0", "frequency_mixer.0", "decoder.mlp"} <= set(modules)
     assert 0 < sum(modules.values()) <= 1.01  # parts of the forward (the rest: the model's own code)
     (row,) = result.tables["runs"]
-    assert row["malloc_threshold_pinned"] and row["data"] == "synthetic test data"
+    assert not row["malloc_threshold_pinned"] and row["data"] == "synthetic test data"
     assert len(row["memory_samples_gb"]) >= 1 and row["memory_growth_gb"] is not None
     assert [c.reference for c in result.claims] == [500.0, m["tfmixer/series_per_s_1_threads"], 1.5, 0.05]

@@ -16,6 +16,7 @@ from icml26.eval.tasks.imts import HistoryMeanForecaster, LOCFForecaster, MTANFo
 from icml26.models.tfmixer import (  # noqa: E402
     TFMixerConfig,
     TFMixerForForecasting,
+    bucketed_nonzero,
     masked_mse,
     squared_error_loss,
 )
@@ -69,6 +70,42 @@ def test_sparse_decoding_gives_the_dense_loss_and_gradients(overrides):
     # without targets every slot is forecast, sparse or not
     no_targets = {k: v for k, v in batch.items() if k not in ("targets", "target_mask")}
     torch.testing.assert_close(sparse(**no_targets).forecasts, dense(**no_targets).forecasts)
+
+
+def test_bucketed_nonzero_pads_to_the_bucket_and_keeps_the_order():
+    mask = torch.zeros(3, 4, 5, dtype=torch.bool)
+    mask[0, 1, 2] = mask[2, 3, 4] = mask[1, 0, 0] = True
+    (i, j, k), n = bucketed_nonzero(mask, 4)
+    assert n == 3 and i.shape == (4,)
+    assert [tuple(z) for z in torch.stack([i, j, k], 1)[:n].tolist()] == [(0, 1, 2), (1, 0, 0), (2, 3, 4)]
+    assert torch.stack([i, j, k], 1)[n:].eq(0).all()  # dummies point at slot 0
+    assert bucketed_nonzero(mask, 3)[0][0].shape == (3,)  # an exact multiple: no padding
+    assert bucketed_nonzero(torch.zeros(2, 2, dtype=torch.bool), 8)[0][0].shape == (8,)  # one bucket at least
+    with pytest.raises(InputError, match="bucketed_nonzero: bucket: expected a positive int"):
+        bucketed_nonzero(mask, 0)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_bucketed_point_lists_change_no_output_loss_or_gradient(monkeypatch, sparse):
+    """Buckets of 1 (no dummies) and of 64 (most entries dummies) give the same model."""
+    import icml26.models.tfmixer as tfm
+
+    batch = _batch(b=6, length=30, seed=3)
+    results = []
+    for bucket in (1, 64):
+        monkeypatch.setattr(tfm, "SLOT_BUCKET", bucket)
+        model = _model(seed=4, sparse_decoding=sparse, forecast_level="blend", loss_reduction="per_variable")
+        for p in model.parameters():  # away from the zero initialisations, so every path carries gradient
+            torch.nn.init.normal_(p, std=0.3, generator=torch.Generator().manual_seed(p.numel()))
+        out = model(**batch)
+        out.loss.backward()
+        results.append((out, {n: p.grad for n, p in model.named_parameters() if p.grad is not None}))
+    (a, grads_a), (b, grads_b) = results
+    torch.testing.assert_close(a.loss, b.loss, rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(a.forecasts, b.forecasts, rtol=1e-5, atol=1e-6, equal_nan=True)
+    assert grads_a.keys() == grads_b.keys()
+    for name in grads_a:
+        torch.testing.assert_close(grads_a[name], grads_b[name], rtol=1e-4, atol=1e-5, msg=name)
 
 
 def _silent(**overrides):

@@ -60,10 +60,11 @@ def _time_steps(model, splits, steps: int, warmup: int, threads: int, sample_mem
     """Train ``warmup + steps`` steps; return the timings of the last ``steps``."""
     import torch
 
+    from icml26.eval.experiments.tfmixer import PAD_TO
     from icml26.eval.tasks.imts import IMTSCollator
 
     torch.set_num_threads(threads)
-    collate = IMTSCollator()
+    collate = IMTSCollator(pad_to_multiple_of=PAD_TO)  # as train_forecaster
     gen = torch.Generator().manual_seed(threads)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-4, fused=True)  # as train_forecaster
     model.train()
@@ -176,11 +177,11 @@ def _run_child(job: dict) -> dict:
 @benchmark("tfmixer", title="TFMixer training on PhysioNet batches: series/s (1 and 2 threads), peak memory, "
            "step breakdown, beside mTAN", paper="tfmixer")
 def run(config, sizes: dict | None = None, data: dict | None = None,
-        models: tuple[str, ...] = ("tfmixer", "tfmixer-defaults", "mtan")):
+        models: tuple[str, ...] = ("tfmixer", "tfmixer-defaults", "mtan"), fix_malloc: bool = False):
     size = (sizes or SIZES)["full" if config.mode == "full" else "quick"]
     spec = data or _data_spec(config.data)
     source = spec["label"]
-    jobs = [{"name": name, "data": spec, "warmup": size["warmup"], "fix_malloc": True,
+    jobs = [{"name": name, "data": spec, "warmup": size["warmup"], "fix_malloc": fix_malloc,
              "steps": size["defaults_steps"] if name == "tfmixer-defaults" else size["steps"],
              "memory_steps": size["memory_steps"] if name == "tfmixer" else 0} for name in models]
     rows = [_run_child(job) for job in jobs]  # one at a time: each owns the cores while it is timed
@@ -209,8 +210,11 @@ def run(config, sizes: dict | None = None, data: dict | None = None,
         if main.get("memory_growth_gb") is not None:
             result.add_claim(Claim.at_most(f"resident memory growth over {main['memory_steps']} steps (GB)",
                                            main["memory_growth_gb"], 0.05))
-    result.notes = ("Each model in a fresh process, glibc's mmap threshold pinned (icml26.utils."
-                    "fix_malloc_mmap_threshold). Shares: of the step time (collate, forward, backward, optimizer) "
+    from icml26.eval.experiments.tfmixer import PAD_TO
+
+    pinned = "pinned (icml26.utils.fix_malloc_mmap_threshold)" if fix_malloc else "left to glibc"
+    result.notes = (f"Each model in a fresh process, glibc's mmap threshold {pinned}; batches padded to multiples "
+                    f"of {PAD_TO} as in training. Shares: of the step time (collate, forward, backward, optimizer) "
                     "and of the forward time by top-level module. On a shared machine the rates fall with the "
                     "other load.")
     return result
