@@ -320,6 +320,11 @@ def masked_mse(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor, red
 SLOT_BUCKET = 1024
 
 
+def _bucketed(n: int, bucket: int) -> int:
+    """``n`` rounded up to a multiple of ``bucket``, at least one bucket."""
+    return max(-(-n // bucket) * bucket, bucket)
+
+
 def bucketed_nonzero(mask: torch.Tensor, bucket: int = SLOT_BUCKET) -> tuple[tuple[torch.Tensor, ...], int]:
     """``mask.nonzero(as_tuple=True)`` padded with index 0 to a multiple of ``bucket`` entries (at least one
     bucket), and the true count.
@@ -336,7 +341,7 @@ def bucketed_nonzero(mask: torch.Tensor, bucket: int = SLOT_BUCKET) -> tuple[tup
         raise input_error("bucketed_nonzero", "bucket", "a positive int", bucket)
     index = mask.nonzero()
     n = index.shape[0]
-    size = max(-(-n // bucket) * bucket, bucket)
+    size = _bucketed(n, bucket)
     if size > n:
         index = torch.cat([index, index.new_zeros(size - n, index.shape[1])])
     return index.unbind(1), n
@@ -419,15 +424,17 @@ class LocalTimeModule(nn.Module):
         self.q_proj, self.k_proj, self.v_proj, self.o_proj = (nn.Linear(d, d) for _ in range(4))
         self.token_norm = nn.LayerNorm(d)
 
-    def forward(self, x, t, m):
+    def forward(self, x, t, m, points=None):
         """``x, m [B, C, L]`` (x zero where not observed), ``t [B, L]`` -> ``[B, C, Q, d]``.
+
+        ``points``: ``bucketed_nonzero(m, SLOT_BUCKET)`` when the caller has it already.
 
         Only observed points are embedded: they are gathered into one flat list, and each
         (series, patch) is a segment of it, so padding and unobserved slots cost nothing.
         """
         b, c, length = x.shape
         p, h, dh = self.num_patches, self.num_heads, self.head_dim
-        (bi, ci, li), n_obs = bucketed_nonzero(m, SLOT_BUCKET)  # padded: entries n_obs: are dummies
+        (bi, ci, li), n_obs = points or bucketed_nonzero(m, SLOT_BUCKET)  # padded: entries n_obs: are dummies
         t_obs = t[bi, li]
         # the time embedding depends on (b, l) only: computed once per timestamp, shared by its channels
         time_embedding = self.time_embed(self.time_encoding(t)).view(b * length, -1)[bi * length + li]
@@ -445,7 +452,7 @@ class LocalTimeModule(nn.Module):
         filled = torch.bincount(segment[:n_obs], minlength=b * c * p) > 0
         compact = filled.cumsum(0) - 1
         n_filled = int(compact[-1]) + 1
-        rows = max(-(-(n_filled + 1) // SLOT_BUCKET) * SLOT_BUCKET, SLOT_BUCKET)
+        rows = _bucketed(n_filled + 1, SLOT_BUCKET)
         segment = compact[segment]
         segment[n_obs:] = rows - 1
         index = segment[:, None].expand(-1, h)
@@ -459,7 +466,8 @@ class LocalTimeModule(nn.Module):
         d = self.empty_patch.shape[0]
         # row r of ``values`` is segment where[r]; the rows past n_filled go to a discarded extra row
         where = torch.cat([filled.nonzero()[:, 0], filled.new_full((rows - n_filled,), b * c * p, dtype=torch.long)])
-        tokens = self.empty_patch.expand(b * c * p + 1, d).index_put((where,), self.patch_out(values.reshape(rows, h * dh)))
+        tokens = self.empty_patch.expand(b * c * p + 1, d).index_put(
+            (where,), self.patch_out(values.reshape(rows, h * dh)))
         tokens = tokens[:-1].view(b, c, p, d) + self.patch_position
         filled = filled.view(b, c, p)
         # Q query patches attend over the non-empty patch tokens (all of them for an empty channel); the
@@ -651,14 +659,16 @@ class TFMixerForForecasting(TFMixerPreTrainedModel):
         level = torch.where(counts > 0, level, fallback)
 
         pooled = []
+        sparse = targets is not None and cfg.sparse_decoding
+        # the observed points, listed once for the LTM and the sparse history reconstruction
+        points = bucketed_nonzero(m, SLOT_BUCKET) if self.ltm is not None or (sparse and self.gfm is not None) else None
         if self.ltm is not None:
-            time_tokens = self.ltm(x, t, m)
+            time_tokens = self.ltm(x, t, m, points)
             for block in self.time_mixer:
                 time_tokens = block(time_tokens)
             pooled.append(time_tokens.mean(2))
         seasonal = reconstruction = rec_loss = None
         # Sparse decoding: only the slots the loss reads (observed targets, observed history points).
-        sparse = targets is not None and cfg.sparse_decoding
         if sparse:  # bucketed lists (see bucketed_nonzero): entries n_targets: are dummies, dropped below
             (rows, queries, channels), n_targets = bucketed_nonzero(target_mask, SLOT_BUCKET)
             kept = slice(0, n_targets)
@@ -680,7 +690,7 @@ class TFMixerForForecasting(TFMixerPreTrainedModel):
                 reconstruction = self.synthesis(a, b, omega, t[:, None, :])  # [B, C, L]
             if targets is not None:
                 if sparse:
-                    (hist_rows, hist_channels, hist_points), n_hist = bucketed_nonzero(m, SLOT_BUCKET)
+                    (hist_rows, hist_channels, hist_points), n_hist = points
                     rec = self._synthesis_at(a, b, omega, t, hist_rows, hist_channels, hist_points)
                     error = (rec - x[hist_rows, hist_channels, hist_points])[:n_hist]
                     rec_loss = error.pow(2).sum() / max(n_hist, 1)
@@ -762,6 +772,6 @@ class TFMixerLabelsCallback(TrainerCallback):
     def on_predict(self, args, state, control, metrics=None, **kwargs):
         self._check(args, kwargs.get("model"))
 
-__all__ = ["LABEL_NAMES", "SLOT_BUCKET", "TFMixerConfig", "TFMixerForForecasting", "TFMixerForecastOutput", "TFMixerLabelsCallback",
-           "TFMixerPreTrainedModel", "bucketed_nonzero", "check_imts_inputs", "masked_mse",
+__all__ = ["LABEL_NAMES", "SLOT_BUCKET", "TFMixerConfig", "TFMixerForForecasting", "TFMixerForecastOutput",
+           "TFMixerLabelsCallback", "TFMixerPreTrainedModel", "bucketed_nonzero", "check_imts_inputs", "masked_mse",
            "squared_error_loss"]
