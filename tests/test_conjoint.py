@@ -154,7 +154,7 @@ def test_probability_scale_uses_gradient_and_implicit_se_matches_finite_differen
     assert policy.solver_used_.startswith("gradient") and policy.se_method_used_ == "implicit"
     assert 0.5 < policy.value_ < 1
     # central differences of re-solved values: at h = 1e-5 the solver's own error (about 1e-10 in the value)
-    # over 2h already reaches the 1e-5 tolerance (5-7e-6 measured, 1.3e-5 on another CPU); at h = 1e-3 the
+    # over 2h already reaches the 1e-5 tolerance (5-7e-6 run alone, 1.3e-5 once inside the whole suite); at h = 1e-3 the
     # differences are within 5e-8 of the Jacobian (the O(h^2) truncation of a smooth value is far smaller)
     h = 1e-3
     for j in range(5):
