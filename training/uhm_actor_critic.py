@@ -153,12 +153,14 @@ class ActorCriticConfig:
     noise_clip: float = 0.5
     actor_every: int = 2
     max_action: float = 1.0
+    #: LayerNorm after each hidden layer of the critics (ReBRAC's critic; TD3+BC has none)
+    critic_layer_norm: bool = False
 
 
-def _mlp(inp: int, out: int, hidden: int, layers: int) -> nn.Sequential:
+def _mlp(inp: int, out: int, hidden: int, layers: int, layer_norm: bool = False) -> nn.Sequential:
     mods, size = [], inp
     for _ in range(layers):
-        mods += [nn.Linear(size, hidden), nn.ReLU()]
+        mods += [nn.Linear(size, hidden), *([nn.LayerNorm(hidden)] if layer_norm else []), nn.ReLU()]
         size = hidden
     return nn.Sequential(*mods, nn.Linear(size, out))
 
@@ -179,8 +181,8 @@ class OfflineActorCritic(nn.Module):
         with g:
             torch.manual_seed(seed)
             self.actor = _mlp(state_dim, action_dim, c.hidden_size, c.num_layers)
-            self.q1 = _mlp(state_dim + action_dim, 1, c.hidden_size, c.num_layers)
-            self.q2 = _mlp(state_dim + action_dim, 1, c.hidden_size, c.num_layers)
+            self.q1 = _mlp(state_dim + action_dim, 1, c.hidden_size, c.num_layers, c.critic_layer_norm)
+            self.q2 = _mlp(state_dim + action_dim, 1, c.hidden_size, c.num_layers, c.critic_layer_norm)
         self.actor_t, self.q1_t, self.q2_t = (copy.deepcopy(m).requires_grad_(False) for m in (self.actor, self.q1, self.q2))
         self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=c.actor_lr)
         self.critic_opt = torch.optim.Adam([*self.q1.parameters(), *self.q2.parameters()], lr=c.critic_lr)

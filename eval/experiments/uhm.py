@@ -50,7 +50,8 @@ class UHMSettings:
     states. Variance: ``variance_k_max`` (``claim_k_max`` decides claim 3). Neural: ``neural`` (run it),
     ``neural_reps``, ``neural_steps`` Adam steps at ``neural_lr`` of batch ``neural_batch``, trunk
     ``neural_hidden``, EMA ``neural_tau``, horizons uniform on ``1..neural_k_max``, TV at ``tv_horizon``.
-    PointMaze2D: ``pointmaze`` (run it), ``pm_transitions``, ``pm_updates``, ``pm_model_steps``.
+    PointMaze2D: ``pointmaze`` (run it), ``pm_transitions``, ``pm_updates``, ``pm_model_steps`` (the flow
+    model's warm-up before the joint phase), ``pm_alpha`` (the actor's BC weight), ``pm_eval_every``.
     """
 
     maze_size: int
@@ -82,6 +83,8 @@ class UHMSettings:
     pm_transitions: int
     pm_updates: int
     pm_model_steps: int
+    pm_alpha: float
+    pm_eval_every: int
 
 
 #: Per-mode settings; tests shrink them with ``dataclasses.replace``.
@@ -91,7 +94,8 @@ SETTINGS = {
                          improve_every=2, eval_every=5, success_horizon=100, variance_k_max=(5, 10, 20, 50),
                          claim_k_max=10, neural=False, neural_reps=3, neural_steps=3000, neural_lr=1e-3,
                          neural_batch=256, neural_hidden=256, neural_tau=0.02, neural_k_max=30, tv_horizon=30,
-                         pointmaze=False, pm_transitions=100_000, pm_updates=20_000, pm_model_steps=20_000),
+                         pointmaze=False, pm_transitions=100_000, pm_updates=20_000, pm_model_steps=5_000,
+                         pm_alpha=0.01, pm_eval_every=2_000),
 }
 SETTINGS["full"] = dataclasses.replace(SETTINGS["quick"], datasets=("explore", "navigate"), trace_batch=100_000,
                                        variance_k_max=(5, 10, 20, 50, 100, 200), neural=True, neural_steps=3000,
@@ -354,15 +358,19 @@ def _run_seed(config, s: UHMSettings, seed: int) -> Result:
             f"(median of {s.neural_reps})", comp["direct_median"], comp["composed_median"]))
 
     if s.pointmaze:
-        from icml26.eval.experiments._uhm_pointmaze import pointmaze_study
+        from icml26.eval.experiments._uhm_pointmaze import pointmaze_figure, pointmaze_study
 
         pm = pointmaze_study(s, seed)
         result.tables["PointMaze2D (navigate data): flow UHM + ReBRAC-style actor-critic"] = pm["rows"]
         m["pointmaze"] = pm["metrics"]
+        result.tables["PointMaze2D over updates"] = [{"critic target": name, **{k: round(v, 3) for k, v in r.items()}}
+                                                    for name, curve in pm["history"].items() for r in curve]
 
     m["cpu_seconds"] = time.process_time() - start
     result.figures = {"success_and_q_error": _control_figure(ex, s), "target_variance_vs_k_max": _variance_figure(var),
                       "tv_vs_horizon": _tv_figure(rec, comp, s)}
+    if s.pointmaze:
+        result.figures["pointmaze_success_and_start_value"] = pointmaze_figure(pm)
     result.notes = (
         f"Mode {config.mode}, seed {seed} (maze, data and learners drawn from it). GridMaze {ex['maze']['cells']} cells, "
         f"goal {ex['maze']['goal']}, start distances {ex['maze']['start_distances']}; {s.transitions} transitions "

@@ -388,6 +388,55 @@ class PointMaze2D(gym.Env):
         return self._pos.copy(), reward, False, self._t >= self.max_episode_steps, {"is_success": bool(self.in_goal(self._pos))}
 
 
+class _BFSController:
+    """Steer a PointMaze2D position towards the centre of the next cell on a shortest cell path to a
+    target cell: the "navigate" collector's controller (random subgoals) and, towards the goal without
+    noise, the oracle of :func:`pointmaze_oracle_values`."""
+
+    def __init__(self, env: PointMaze2D, targets) -> None:
+        grid = self.grid = env.grid
+        self.step_size = env.step_size
+        rows, cols = np.array(grid.cells).T
+        self.targets = list(targets)
+        dist_to = np.stack([bfs_distances(grid.layout, grid.cells[g])[rows, cols] for g in self.targets])
+        self.best = np.argmin(dist_to[:, grid.move], axis=-1)  # [target, cell] -> action
+        self.centres = np.array(grid.cells, dtype=float)
+
+    def cell(self, pos: np.ndarray) -> np.ndarray:
+        return np.array([self.grid.index.get(tuple(c), 0) for c in np.rint(pos).astype(int)])
+
+    def __call__(self, pos: np.ndarray, target: np.ndarray) -> np.ndarray:
+        """Actions ``[B, 2]`` for positions ``[B, 2]``; ``target[B]`` indexes the controller's targets."""
+        cell = self.cell(pos)
+        goal_centre = self.centres[self.grid.move[cell, self.best[target, cell]]]
+        return np.clip((goal_centre - pos) / self.step_size, -1, 1)
+
+
+def pointmaze_oracle_values(env: PointMaze2D, gamma: float = 0.99, horizon: int = 1000, rollouts: int = 16,
+                            seed: int = 0) -> np.ndarray:
+    """Monte-Carlo values ``E[sum_t gamma^t 1[s_t in goal]]`` of the shortest-cell-path controller (no
+    action noise, the environment's own noise kept) from each named start state: the reference for how
+    far a critic's value has propagated. The controller is near-optimal, not optimal (it steers through
+    cell centres instead of cutting corners), so it is a slight underestimate of V*. The goal is
+    absorbing, so the tail after ``horizon`` steps is ``gamma^horizon / (1 - gamma)`` for rollouts in it."""
+    if not 0.0 < gamma < 1.0:
+        raise input_error("pointmaze_oracle_values", "gamma", "a float in (0, 1)", gamma)
+    if not isinstance(horizon, int) or horizon < 1:
+        raise input_error("pointmaze_oracle_values", "horizon", "an int >= 1", horizon)
+    if not isinstance(rollouts, int) or rollouts < 1:
+        raise input_error("pointmaze_oracle_values", "rollouts", "an int >= 1", rollouts)
+    steer = _BFSController(env, [env.grid.goal])
+    rng = np.random.default_rng(seed)
+    pos = np.repeat(env.start_states, rollouts, axis=0)
+    to_goal = np.zeros(len(pos), dtype=int)
+    value = np.zeros(len(pos))
+    for t in range(horizon):
+        value += gamma ** t * env.in_goal(pos)
+        pos = env.step_batch(pos, steer(pos, to_goal), rng)
+    value += gamma ** horizon / (1.0 - gamma) * env.in_goal(pos)
+    return value.reshape(len(env.start_states), rollouts).mean(1)
+
+
 def collect_pointmaze_navigate(env: PointMaze2D, n_transitions: int = 100_000, episode_length: int = 500,
                                epsilon: float = 0.3, action_noise: float = 0.2, seed: int = 0) -> dict[str, np.ndarray]:
     """"navigate" data for PointMaze2D: head for the centre of the next BFS cell towards a random subgoal
@@ -398,20 +447,16 @@ def collect_pointmaze_navigate(env: PointMaze2D, n_transitions: int = 100_000, e
     grid = env.grid
     rng = np.random.default_rng(seed)
     S = grid.n_states
-    rows, cols = np.array(grid.cells).T
-    dist_to = np.stack([bfs_distances(grid.layout, grid.cells[g])[rows, cols] for g in range(S)])
-    best = np.argmin(dist_to[:, grid.move], axis=-1)  # [subgoal, cell] -> action
-    centres = np.array(grid.cells, dtype=float)
+    steer = _BFSController(env, range(S))
+    centres = steer.centres
     n_ep = -(-n_transitions // episode_length)
     pos = centres[rng.integers(S, size=n_ep)]
     subgoal = rng.integers(S, size=n_ep)
     obs, act, nxt = (np.empty((n_ep, episode_length, 2)) for _ in range(3))
     for t in range(episode_length):
-        cell = np.array([grid.index.get(tuple(c), 0) for c in np.rint(pos).astype(int)])
-        reached = cell == subgoal
+        reached = steer.cell(pos) == subgoal
         subgoal[reached] = rng.integers(S, size=int(reached.sum()))
-        target = centres[grid.move[cell, best[subgoal, cell]]]
-        a = np.clip((target - pos) / env.step_size, -1, 1) + action_noise * rng.standard_normal(pos.shape)
+        a = steer(pos, subgoal) + action_noise * rng.standard_normal(pos.shape)
         rand = rng.random(n_ep) < epsilon
         a[rand] = rng.uniform(-1, 1, size=(int(rand.sum()), 2))
         a = np.clip(a, -1, 1)
