@@ -363,6 +363,11 @@ def _run_seed(config, s: UHMSettings, seed: int) -> Result:
         pm = pointmaze_study(s, seed)
         result.tables["PointMaze2D (navigate data): flow UHM + ReBRAC-style actor-critic"] = pm["rows"]
         m["pointmaze"] = pm["metrics"]
+        td_err, uhm_err = pm["metrics"]["1step_TD_start_value_error"], pm["metrics"]["UHM_start_value_error"]
+        result.add_claim(Claim.less(
+            f"PointMaze2D, {s.pm_updates} updates: UHM critic's mean |Q(s_0, pi(s_0)) - V_oracle(s_0)| at the named "
+            f"starts < 1-step TD's (greedy success {pm['metrics']['UHM_success']:.2f} vs "
+            f"{pm['metrics']['1step_TD_success']:.2f}, reported)", uhm_err, td_err))
         result.tables["PointMaze2D over updates"] = [{"critic target": name, **{k: round(v, 3) for k, v in r.items()}}
                                                     for name, curve in pm["history"].items() for r in curve]
 
