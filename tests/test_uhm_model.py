@@ -101,6 +101,16 @@ def test_actor_critic_update_with_the_uhm_target():
     assert ac.act(batch["states"]).abs().max() <= 1.0
 
 
+def test_critic_layer_norm_is_in_the_critics_only_and_normalises_their_hidden_layers():
+    ac = OfflineActorCritic(2, 2, ActorCriticConfig(hidden_size=16, critic_layer_norm=True), seed=0)
+    norms = lambda m: [x for x in m.modules() if isinstance(x, torch.nn.LayerNorm)]  # noqa: E731
+    assert len(norms(ac.q1)) == len(norms(ac.q2)) == len(norms(ac.q1_t)) == 2 and not norms(ac.actor)
+    assert not norms(OfflineActorCritic(2, 2, ActorCriticConfig(hidden_size=16), seed=0).q1)
+    h = ac.q1[:2](torch.randn(64, 4) * 10)  # the first hidden layer after its LayerNorm
+    assert torch.allclose(h.mean(-1), torch.zeros(64), atol=1e-5)
+    assert ac.update(_batch(), TorchOneStepTD(0.99))["model_calls"] == 0
+
+
 def test_model_bad_input():
     with pytest.raises(InputError, match="UHMConfig: output"):
         UHMConfig(output="diffusion")

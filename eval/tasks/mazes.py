@@ -416,8 +416,9 @@ def pointmaze_oracle_values(env: PointMaze2D, gamma: float = 0.99, horizon: int 
                             seed: int = 0) -> np.ndarray:
     """Monte-Carlo values ``E[sum_t gamma^t 1[s_t in goal]]`` of the shortest-cell-path controller (no
     action noise, the environment's own noise kept) from each named start state: the reference for how
-    far a critic's value has propagated. The controller is near-optimal, not optimal (it steers through
-    cell centres instead of cutting corners), so it is a slight underestimate of V*. The goal is
+    far a critic's value has propagated. The controller is near-optimal, not optimal (it steers towards
+    the next cell centre on a shortest cell path, not along the shortest continuous path), so its value
+    is a slight underestimate of V*. The goal is
     absorbing, so the tail after ``horizon`` steps is ``gamma^horizon / (1 - gamma)`` for rollouts in it."""
     if not 0.0 < gamma < 1.0:
         raise input_error("pointmaze_oracle_values", "gamma", "a float in (0, 1)", gamma)
