@@ -44,6 +44,14 @@ def pointmaze_study(s, seed: int) -> dict[str, Any]:
     oracle = mazes.pointmaze_oracle_values(env, s.gamma, seed=inner_seed(seed, 13))
     starts = norm(env.start_states)
     rows, metrics, history = [], {"oracle_start_value": float(oracle.mean())}, {}
+
+    def evaluate(ac, update: int) -> dict[str, float]:
+        with torch.no_grad():
+            success = mazes.pointmaze_success(env, lambda p: ac.act(norm(p)).numpy(), seed=inner_seed(seed, 12))
+            q = ac._q_target(starts, ac.act(starts)).numpy()
+        return {"update": update, "success": success, "start_value": float(q.mean()),
+                "start_value_error": float(np.abs(q - oracle).mean())}
+
     with phase("PointMaze2D actor-critic", total=2) as bar:
         for name in ("1-step TD", "UHM"):
             start = time.process_time()
@@ -69,14 +77,6 @@ def pointmaze_study(s, seed: int) -> dict[str, Any]:
             else:
                 critic_target = TorchOneStepTD(s.gamma)
             calls, curve = 0, []
-
-            def evaluate(update: int) -> dict[str, float]:
-                with torch.no_grad():
-                    success = mazes.pointmaze_success(env, lambda p: ac.act(norm(p)).numpy(), seed=inner_seed(seed, 12))
-                    q = ac._q_target(starts, ac.act(starts)).numpy()
-                return {"update": update, "success": success, "start_value": float(q.mean()),
-                        "start_value_error": float(np.abs(q - oracle).mean())}
-
             for u in range(1, s.pm_updates + 1):
                 idx = torch.randint(0, len(S), (256,), generator=gen)
                 batch = {"states": S[idx], "actions": A[idx], "next_states": S2[idx], "rewards": R[idx]}
@@ -88,7 +88,7 @@ def pointmaze_study(s, seed: int) -> dict[str, Any]:
                     ema_update(target_model, model, 0.005)
                 calls += ac.update(batch, critic_target)["model_calls"]
                 if u % s.pm_eval_every == 0 or u == s.pm_updates:
-                    curve.append(evaluate(u))
+                    curve.append(evaluate(ac, u))
             last = curve[-1]
             rows.append({"critic target": name, "success": round(last["success"], 3), "updates": s.pm_updates,
                          "value at starts": round(last["start_value"], 2),

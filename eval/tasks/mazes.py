@@ -397,17 +397,17 @@ class _BFSController:
         grid = self.grid = env.grid
         self.step_size = env.step_size
         rows, cols = np.array(grid.cells).T
-        self.targets = list(targets)
-        dist_to = np.stack([bfs_distances(grid.layout, grid.cells[g])[rows, cols] for g in self.targets])
+        dist_to = np.stack([bfs_distances(grid.layout, grid.cells[g])[rows, cols] for g in targets])
         self.best = np.argmin(dist_to[:, grid.move], axis=-1)  # [target, cell] -> action
         self.centres = np.array(grid.cells, dtype=float)
 
     def cell(self, pos: np.ndarray) -> np.ndarray:
         return np.array([self.grid.index.get(tuple(c), 0) for c in np.rint(pos).astype(int)])
 
-    def __call__(self, pos: np.ndarray, target: np.ndarray) -> np.ndarray:
-        """Actions ``[B, 2]`` for positions ``[B, 2]``; ``target[B]`` indexes the controller's targets."""
-        cell = self.cell(pos)
+    def __call__(self, pos: np.ndarray, target: np.ndarray, cell: np.ndarray | None = None) -> np.ndarray:
+        """Actions ``[B, 2]`` for positions ``[B, 2]``; ``target[B]`` indexes the controller's targets;
+        ``cell``: the positions' cell indices when the caller has them already."""
+        cell = self.cell(pos) if cell is None else cell
         goal_centre = self.centres[self.grid.move[cell, self.best[target, cell]]]
         return np.clip((goal_centre - pos) / self.step_size, -1, 1)
 
@@ -455,9 +455,10 @@ def collect_pointmaze_navigate(env: PointMaze2D, n_transitions: int = 100_000, e
     subgoal = rng.integers(S, size=n_ep)
     obs, act, nxt = (np.empty((n_ep, episode_length, 2)) for _ in range(3))
     for t in range(episode_length):
-        reached = steer.cell(pos) == subgoal
+        cell = steer.cell(pos)
+        reached = cell == subgoal
         subgoal[reached] = rng.integers(S, size=int(reached.sum()))
-        a = steer(pos, subgoal) + action_noise * rng.standard_normal(pos.shape)
+        a = steer(pos, subgoal, cell) + action_noise * rng.standard_normal(pos.shape)
         rand = rng.random(n_ep) < epsilon
         a[rand] = rng.uniform(-1, 1, size=(int(rand.sum()), 2))
         a = np.clip(a, -1, 1)
