@@ -102,7 +102,7 @@ def fix_malloc_mmap_threshold(threshold: int = 128 * 1024) -> bool:
     The cost: every block above the threshold is mapped fresh, so each page of a large tensor faults
     on first touch: TFMixer's PhysioNet step took 184 ms pinned against 122 ms unpinned. TFMixer's own
     loops therefore no longer call this; they keep the step's tensor sizes repeating instead
-    (:func:`icml26.models.tfmixer.bucketed_nonzero`, padded batches), which keeps memory flat at the
+    (:func:`icml26.models.tfmixer.modeling.bucketed_nonzero`, padded batches), which keeps memory flat at the
     unpinned speed. It stays for a user's loop whose shapes cannot be bucketed. A process-wide
     setting, so nothing calls it on import. Returns whether it took effect (False off glibc, e.g.
     macOS or musl).

@@ -11,7 +11,7 @@ Two heads share one trunk (an MLP, 3 x 256 SiLU by default, on ``[s, a, emb(n)]`
 
 ``forward`` returns a :class:`UHMOutput` with ``loss`` when a target is given (``target_velocity``:
 the squared error of the velocity; ``target_probs``: cross-entropy to a (soft) distribution), so the
-losses of :mod:`icml26.training.uhm_actor_critic` only build targets.
+losses of :mod:`icml26.training.uhm.actor_critic` only build targets.
 
 Reconstruction: the horizon embedding (sinusoidal in ``n / k_max`` with ``horizon_embedding_dim``
 features, frequencies ``1..2^(d/2-1)`` times pi), the time embedding of the flow head (the same in

@@ -153,7 +153,7 @@ def tiny_llama_path():
     return build_tiny_model("llama")
 
 
-# PhysioNet 2012 records in the challenge's format (tests of icml26.eval.tasks.physionet2012 and TFMixer)
+# PhysioNet 2012 records in the challenge's format (tests of icml26.eval.tasks.tfmixer.physionet2012 and TFMixer)
 PHYSIONET_HEADER = "Time,Parameter,Value\n"
 
 

@@ -22,7 +22,7 @@ def main(model_path: str, out: Path, ga: int) -> None:
 
     import icml26.utils
     from icml26.training.distributed import launched_world_size
-    from icml26.training.r2g_trainer import R2GSFTConfig, R2GSFTTrainer
+    from icml26.training.r2g import R2GSFTConfig, R2GSFTTrainer
     from icml26.training.sera import main_train
 
     torch.set_num_threads(1)
@@ -78,8 +78,8 @@ def saisa_and_tfmixer(out: Path, ga: int) -> None:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainingArguments
 
-    from icml26.eval.tasks.digits_vqa import load_digits_vqa
-    from icml26.eval.tasks.imts import IMTSCollator, SyntheticIMTSConfig, make_synthetic_imts
+    from icml26.eval.tasks.saisa import load_digits_vqa
+    from icml26.eval.tasks.tfmixer import IMTSCollator, SyntheticIMTSConfig, make_synthetic_imts
     from icml26.models.saisa import SaisaForConditionalGeneration
     from icml26.models.tfmixer import LABEL_NAMES, TFMixerConfig, TFMixerForForecasting
     from icml26.training.saisa import SaisaDataCollator, SaisaTrainingConfig, train_saisa

@@ -1,4 +1,4 @@
-"""Conjoint factored policies (``training/conjoint.py``, ``training/conjoint_minimax.py``) and their experiment.
+"""Conjoint factored policies (``training/conjoint/policy.py``, ``training/conjoint/minimax.py``) and their experiment.
 
 The closed form is checked against the paper's analytic fixture, the reference's entry-by-entry formula, a
 box-constrained scipy maximum and gradient ascent; the delta method against finite differences and across its
@@ -169,7 +169,6 @@ def test_implicit_se_at_a_boundary_optimum_differentiates_on_the_face(monkeypatc
     # simplex): the implicit delta method holds that level at 0 and matches re-solved finite differences; the
     # interior formula (negative control: the gradient does not vanish there) gives a different Jacobian
     from icml26.training import conjoint as cj
-
     design = FactorialDesign({"a": [0, 1, 2], "b": [0, 1]})
     coef = np.array([0.4, -1.5, 0.3])
     fit = lambda c: AverageCasePolicy(lam=0.3, random_state=0).fit(  # noqa: E731
@@ -440,7 +439,7 @@ def test_bad_input_names_the_argument():
 # ----------------------------------------------------------------------------------------------
 def test_listing_the_experiment_imports_neither_numpy_nor_torch():
     code = ("import sys, icml26.eval.experiments.conjoint; "
-            "print(sorted(m for m in ('numpy', 'torch', 'icml26.training.conjoint') if m in sys.modules))")
+            "print(sorted(m for m in ('numpy', 'torch', 'icml26.training.conjoint.policy') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

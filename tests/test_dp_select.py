@@ -8,12 +8,12 @@ from scipy.stats import chisquare
 
 from icml26 import InputError
 from icml26.eval.tasks.dp_select import audit_instance, draw_problem, make_class
-from icml26.training.private_selection import (BKSWSelector, HypothesisClass, MinimumDistanceEstimate, PrivateMDE,
+from icml26.training.dp_select import (BKSWSelector, HypothesisClass, MinimumDistanceEstimate, PrivateMDE,
                                                ScheffeTournament, StrongSetEM, agnostic_truth, default_k,
                                                dirichlet_class, em_probabilities, exponential_mechanism,
                                                gaussian_cover, lazy_exponential_mechanism, mde_distances, sample,
                                                scheffe_table, tv)
-from icml26.training.private_selection_audit import (ForgottenFactorMDE, audit_epsilon, exact_privacy_loss,
+from icml26.training.dp_select import (ForgottenFactorMDE, audit_epsilon, exact_privacy_loss,
                                                      neighbours)
 
 EPS = 1.0
@@ -146,7 +146,7 @@ def test_lazy_sampler_draws_follow_the_exponential_mechanism():
     # test above checks the whole lazy path, strong set included, against the full mechanism)
     exact = -mde_distances(cover, c)
     strong = np.array([0, 3, 5])
-    from icml26.training.private_selection import _deviations
+    from icml26.training.dp_select.selection import _deviations
 
     lower = _deviations(cover, c, np.arange(8), strong, 64)
     lower[strong, np.arange(3)] = 0

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from icml26.errors import InputError
-from icml26.eval.tasks import physionet2012
-from icml26.eval.tasks.imts import (
+from icml26.eval.tasks.tfmixer import physionet2012
+from icml26.eval.tasks.tfmixer import (
     HistoryMeanForecaster,
     IMTSDataset,
     LOCFForecaster,
@@ -18,7 +18,7 @@ from icml26.eval.tasks.imts import (
     forecast_errors,
     reduce_forecast_errors,
 )
-from icml26.eval.tasks.physionet2012 import (
+from icml26.eval.tasks.tfmixer import (
     APN_VARIABLES,
     PHYSIONET_VARIABLES,
     default_physionet_path,
@@ -225,7 +225,7 @@ def test_tpatchgnn_locf_and_history_mean_equal_the_reference_figures(set_a):
 def test_trainer_metrics_take_the_per_variable_metric_and_the_cli_prints_baselines(physionet_folder, capsys):
     from types import SimpleNamespace
 
-    from icml26.eval.tasks.imts import compute_forecast_metrics
+    from icml26.eval.tasks.tfmixer import compute_forecast_metrics
 
     forecasts = np.zeros((1, 4, 3), np.float32)
     targets = np.array([[[1, 2, 0], [1, 0, 0], [1, 0, 0], [1, 0, 0]]], np.float32)
@@ -239,7 +239,7 @@ def test_trainer_metrics_take_the_per_variable_metric_and_the_cli_prints_baselin
 
 
 def test_groups_cover_every_variable_once():
-    from icml26.eval.tasks.physionet2012 import PHYSIONET_GROUPS
+    from icml26.eval.tasks.tfmixer import PHYSIONET_GROUPS
 
     members = [v for group in PHYSIONET_GROUPS.values() for v in group]
     assert sorted(members) == sorted(PHYSIONET_VARIABLES) and len(members) == len(set(members))

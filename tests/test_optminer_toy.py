@@ -1,4 +1,4 @@
-"""The R-GRPO toy task (icml26.eval.tasks.optminer_toy): fogged constants, BM25 retrieval, the SFT -> R-GRPO pipeline."""
+"""The R-GRPO toy task (icml26.eval.tasks.optminer): fogged constants, BM25 retrieval, the SFT -> R-GRPO pipeline."""
 
 import random
 import statistics
@@ -6,7 +6,7 @@ import statistics
 import pytest
 import torch
 
-from icml26.eval.tasks.optminer_toy import (
+from icml26.eval.tasks.optminer import (
     MODES, ToyRecipe, make_tasks, make_toy_search, make_toy_world, run_toy, scripted_trajectory, toy_prompt,
     toy_tokenizer,
 )
@@ -114,7 +114,7 @@ def test_compact_template_is_accepted_by_trl_and_renders_like_qwen(world):
     from trl.chat_template_utils import (has_generation_markers, is_chat_template_prefix_preserving,
                                          is_chat_template_stop_token_trained, parse_response)
 
-    from icml26.eval.tasks.optminer_toy import COMPACT_TOOL_TEMPLATE
+    from icml26.eval.tasks.optminer import COMPACT_TOOL_TEMPLATE
     from icml26.tiny import build_tiny_model
 
     _, capacities, search = world

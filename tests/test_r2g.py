@@ -1,4 +1,4 @@
-"""Tests of R2G (icml26.training.r2g), its grokking tasks (icml26.eval.tasks.grokking) and experiment."""
+"""Tests of R2G (icml26.training.r2g.loss), its grokking tasks (icml26.eval.tasks.r2g.modular) and experiment."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import torch
 import torch.nn.functional as F
 
 from icml26.errors import InputError
-from icml26.training.grokfast import GrokfastEMA
+from icml26.training.r2g import GrokfastEMA
 from icml26.training.r2g import R2GLoss, find_value_projections, r2g_distance, r2g_term, random_pairing, value_geometry
-from icml26.training.r2g_trainer import R2GCallback, R2GConfig, R2GTrainer, R2GTrainingArguments, alpha_at
+from icml26.training.r2g import R2GCallback, R2GConfig, R2GTrainer, R2GTrainingArguments, alpha_at
 
 SWAP = torch.tensor([1, 0])
 
@@ -234,9 +234,9 @@ def test_nan_values_give_a_nan_term_not_zero():
 
 
 def test_the_trainers_and_grokfast_are_still_importable_from_r2g():
-    import icml26.training.grokfast as grokfast
-    import icml26.training.r2g as r2g
-    import icml26.training.r2g_trainer as trainer
+    import icml26.training.r2g.grokfast as grokfast
+    import icml26.training.r2g.loss as r2g
+    import icml26.training.r2g.trainer as trainer
 
     for name in ("R2GCallback", "R2GConfig", "R2GDataCollator", "R2GTrainer", "R2GTrainerMixin",
                  "R2GTrainingArguments", "alpha_at", "R2GSFTConfig", "R2GSFTTrainer"):
@@ -329,7 +329,7 @@ def test_trainer_gradient_accumulation_uses_the_mean_term(tmp_path):
 def test_sft_trainer_trains_a_tiny_qwen3_and_logs(tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from icml26.eval.tasks.tense import tense_accuracy, tense_dataset, tense_tokenize, tense_trainer
+    from icml26.eval.tasks.r2g import tense_accuracy, tense_dataset, tense_tokenize, tense_trainer
     from icml26.tiny import build_tiny_model
 
     path = build_tiny_model("qwen3")
@@ -356,7 +356,7 @@ def test_sft_trainer_trains_a_tiny_qwen3_and_logs(tmp_path):
 
 # --- tasks and analysis ---------------------------------------------------------------------------
 def test_modular_datasets_are_seeded_and_correct():
-    from icml26.eval.tasks.grokking import modular_dataset, modular_tensors
+    from icml26.eval.tasks.r2g import modular_dataset, modular_tensors
 
     a = modular_dataset(7, "mul", 0.5, seed=3)
     assert (len(a["train"]), len(a["test"])) == (24, 25)
@@ -373,7 +373,7 @@ def test_modular_datasets_are_seeded_and_correct():
 
 
 def test_fourier_sparsity_separates_a_clock_from_noise():
-    from icml26.eval.tasks.grokking import fourier_sparsity
+    from icml26.eval.tasks.r2g import fourier_sparsity
 
     p = 31
     a = torch.arange(p, dtype=torch.float32)[:, None]
@@ -384,7 +384,7 @@ def test_fourier_sparsity_separates_a_clock_from_noise():
 
 
 def test_tense_ood_split_holds_the_attractors():
-    from icml26.eval.tasks.tense import NOUNS, tense_dataset
+    from icml26.eval.tasks.r2g import NOUNS, tense_dataset
 
     data = tense_dataset(n_train=200, n_val=20, n_ood=50, seed=1)
     number = {word: plural for pair in NOUNS for plural, word in enumerate(pair)}

@@ -1,4 +1,4 @@
-"""Tests of Grokfast's task in our harness (icml26.eval.tasks.grokking, anchor_*) and of experiment r2g on it."""
+"""Tests of Grokfast's task in our harness (icml26.eval.tasks.r2g.modular, anchor_*) and of experiment r2g on it."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from icml26.errors import InputError
-from icml26.eval.tasks.grokking import (AnchorHistory, anchor_dataset, anchor_decoder, anchor_init, count_parameters,
+from icml26.eval.tasks.r2g import (AnchorHistory, anchor_dataset, anchor_decoder, anchor_init, count_parameters,
                                         train_anchor)
 
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from icml26.errors import InputError
-from icml26.eval.tasks.reldb import (CONST_COLUMN, Database, Table, make_pkey_fkey_graph, premium_purchase_task,
+from icml26.eval.tasks.rdl_graph import (CONST_COLUMN, Database, Table, make_pkey_fkey_graph, premium_purchase_task,
                                      snapshot, synthetic_ecommerce)
 from icml26.models.rdl_graph import (HardConcreteGate, RDLGraphConfig, RDLGraphModel, add_templates,
                                      candidate_templates, count_messages, parse_template, template_edges)

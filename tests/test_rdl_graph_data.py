@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from icml26.errors import InputError
-from icml26.eval.tasks.reldb import (load_relbench_directory, load_relbench_task, premium_purchase_task,
+from icml26.eval.tasks.rdl_graph import (load_relbench_directory, load_relbench_task, premium_purchase_task,
                                      snapshots, split_seed_times, synthetic_ecommerce, write_relbench_directory)
 
 

@@ -1,11 +1,11 @@
-"""R-GRPO (icml26.training.rgrpo): masking of retrieved tokens, group advantages, rewards, config, CPU steps."""
+"""R-GRPO (icml26.training.optminer): masking of retrieved tokens, group advantages, rewards, config, CPU steps."""
 
 import math
 
 import pytest
 import torch
 
-from icml26.training.rgrpo import (
+from icml26.training.optminer import (
     RGRPOConfig, RGRPOTrainer, align_tool_mask, check_tool_mask, extract_answer, group_advantages,
     make_answer_reward, make_retrieval_bonus, numeric_match, tool_result_spans,
 )

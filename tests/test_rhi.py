@@ -1,4 +1,4 @@
-"""Robust Halpern Iteration (``training/robust_rl.py``, ``training/robust_rl_oracles.py``) and its experiment.
+"""Robust Halpern Iteration (``training/rhi/halpern.py``, ``training/rhi/oracles.py``) and its experiment.
 
 Support functions are checked against closed forms and an independent scipy solve, and for their
 defining properties on random inputs; the ground truth against the nominal gain, monotonicity in
@@ -16,8 +16,7 @@ from scipy.optimize import brentq, minimize, minimize_scalar
 from scipy.special import logsumexp
 
 from icml26.errors import InputError
-from icml26.training import robust_rl as rl
-
+from icml26.training.rhi import halpern as rl
 SETS = [rl.Contamination(0.2), rl.LpBall(0.02, 2), rl.LpBall(0.02, 1), rl.LpBall(0.02, math.inf),
         rl.LpBall(0.02, 3), rl.KLBall(0.3), rl.ChiSquareBall(0.3)]
 
@@ -372,7 +371,7 @@ def test_clear_errors():
 # ----------------------------------------------------------------------------------------------
 def test_listing_the_experiment_imports_neither_numpy_nor_torch():
     code = ("import sys, icml26.eval.experiments.rhi; "
-            "print(sorted(m for m in ('numpy', 'torch', 'icml26.training.robust_rl') if m in sys.modules))")
+            "print(sorted(m for m in ('numpy', 'torch', 'icml26.training.rhi.halpern') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

@@ -1,4 +1,4 @@
-"""RKME specifications (:mod:`icml26.training.rkme`), the market and the inversion-risk games."""
+"""RKME specifications (:mod:`icml26.training.rkme.spec`), the market and the inversion-risk games."""
 
 import dataclasses
 import json
@@ -11,7 +11,7 @@ from icml26 import InputError
 from icml26.training.rkme import (RKMESpecification, StandardScaling, data_self_term, gaussian_kernel,
                                   kernel_row_means, median_gamma, neighbour_kme_distance, noisy_copy_spec,
                                   simplex_qp, z_gradient)
-from icml26.training.rkme_market import LearnwareMarket, convert_dist_to_score
+from icml26.training.rkme import LearnwareMarket, convert_dist_to_score
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +99,7 @@ def test_mmd2_falls_with_m(digits):
 
 
 def test_blocked_kernels_match_the_direct_ones(digits, monkeypatch):
-    import icml26.training.rkme as rkme
+    import icml26.training.rkme.spec as rkme
 
     monkeypatch.setattr(rkme, "KERNEL_CHUNK", 7)
     X = StandardScaling.fit(digits[:50]).transform(digits[:50])
@@ -273,7 +273,7 @@ def test_bad_input_names_the_argument(digits):
 # the games
 # ----------------------------------------------------------------------------------------------
 def test_membership_game_catches_a_spec_that_stores_raw_records():
-    from icml26.eval.tasks.rkme_risk import MembershipGame, play, rkme_factory
+    from icml26.eval.tasks.rkme import MembershipGame, play, rkme_factory
 
     game = MembershipGame(n=60, n_worlds=60)
     results = play(game, {"raw": rkme_factory(reduce=False), "m = 3": rkme_factory(n_points=3)}, seed=0)
@@ -284,14 +284,14 @@ def test_membership_game_catches_a_spec_that_stores_raw_records():
 
 
 def test_attribute_game_reads_the_hidden_pixel_from_raw_records():
-    from icml26.eval.tasks.rkme_risk import AttributeGame, play, rkme_factory
+    from icml26.eval.tasks.rkme import AttributeGame, play, rkme_factory
 
     raw = play(AttributeGame(n=60, n_worlds=40), rkme_factory(reduce=False), seed=0)
     assert raw.with_spec >= 0.8 and raw.delta > 0 and raw.adversary.endswith("nearest")
 
 
 def test_games_validate_their_arguments():
-    from icml26.eval.tasks.rkme_risk import AttributeGame, MembershipGame, play
+    from icml26.eval.tasks.rkme import AttributeGame, MembershipGame, play
 
     with pytest.raises(InputError, match="target"):
         MembershipGame(target="rare")

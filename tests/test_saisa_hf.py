@@ -17,7 +17,7 @@ from transformers import (AutoConfig, AutoModel, AutoModelForCausalLM, AutoModel
 
 from icml26.errors import InputError
 from icml26.models.saisa import SaisaForConditionalGeneration
-from icml26.models.saisa_processing import SaisaImageProcessor, SaisaProcessor
+from icml26.models.saisa import SaisaImageProcessor, SaisaProcessor
 from icml26.tiny import load_tiny_model
 from icml26.training.saisa import SaisaDataCollator
 from icml26.utils import IGNORE_INDEX
@@ -97,7 +97,7 @@ def test_auto_classes_load_the_saved_folder_with_auto_map(saved):
     assert config["model_type"] == "saisa"
     assert set(config["auto_map"]) == {"AutoConfig", "AutoModel", "AutoModelForImageTextToText",
                                        "AutoModelForCausalLM"}
-    assert "from icml26.models.saisa import" in (folder / "saisa.py").read_text()
+    assert "from icml26.models.saisa.modeling import" in (folder / "saisa.py").read_text()
     assert type(AutoConfig.from_pretrained(folder)).__name__ == "SaisaConfig"
     for auto in (AutoModel, AutoModelForImageTextToText, AutoModelForCausalLM):
         model = auto.from_pretrained(folder)
@@ -138,7 +138,7 @@ print(type(model).__module__, type(processor).__name__)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300,
                           cwd=folder, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split()[-2:] == ["icml26.models.saisa", "SaisaProcessor"], done.stdout
+    assert done.stdout.split()[-2:] == ["icml26.models.saisa.modeling", "SaisaProcessor"], done.stdout
     torch.testing.assert_close(torch.load(folder / "remote_logits.pt"), logits, atol=1e-5, rtol=1e-5)
 
 
@@ -245,7 +245,7 @@ def test_peft_lora_with_the_projectors_in_modules_to_save_round_trips(tmp_path):
 
 
 def test_auto_peft_model_without_a_task_type_loads_with_icml26_allowed(tmp_path):
-    """peft's generic ``AutoPeftModel`` imports the base class the adapter names (``icml26.models.saisa``):
+    """peft's generic ``AutoPeftModel`` imports the base class the adapter names (``icml26.models.saisa.modeling``):
     peft refuses it until ``icml26`` is in ``import_allowlist``."""
     peft = pytest.importorskip("peft")
     model, processor = _build()

@@ -1,4 +1,4 @@
-"""The SAISA model (``models/saisa.py``): structure, an independent reference, caching, padding, I/O.
+"""The SAISA model (``models/saisa/modeling.py``): structure, an independent reference, caching, padding, I/O.
 
 Tiny random models (Llama / Qwen3 text configs: hidden 64, 2 layers, 4 heads, 2 KV heads, vocab 50)
 with the built-in patch encoder (8x8 single-channel images, 16 visual tokens of size 32) run the
@@ -644,7 +644,7 @@ def test_token_ids_past_the_vocabulary_and_labels_of_the_wrong_length(models, mo
     # The value check reads the ids (a device sync): it runs on CPU or when ICML26_CHECK_VALUES=1 only.
     # (the rule itself is tested in tests/test_kernels_backend.py; the model uses that one helper)
     import icml26.kernels
-    import icml26.models.saisa as saisa_module
+    import icml26.models.saisa.modeling as saisa_module
 
     assert saisa_module.values_checked is icml26.kernels.values_checked
 

@@ -13,8 +13,8 @@ pytest.importorskip("datasets")
 
 from icml26.errors import InputError  # noqa: E402
 from icml26.utils import IGNORE_INDEX  # noqa: E402
-from icml26.eval.tasks import digits_vqa  # noqa: E402
-from icml26.eval.tasks.digits_vqa import (  # noqa: E402
+from icml26.eval.tasks import saisa as digits_vqa  # noqa: E402
+from icml26.eval.tasks.saisa import (  # noqa: E402
     DIGIT_WORDS,
     SYSTEM_PROMPT,
     build_tokenizer,

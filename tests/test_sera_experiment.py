@@ -1,4 +1,4 @@
-"""Tests of SERA's student measurements (icml26.eval.tasks.sera_eval) and the `sera` experiment."""
+"""Tests of SERA's student measurements (icml26.eval.tasks.sera) and the `sera` experiment."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from icml26.eval.tasks.sera_eval import heldout_prompts, tool_call_validity
+from icml26.eval.tasks.sera import heldout_prompts, tool_call_validity
 
 TOOLS = [{"type": "function", "function": {"name": n, "parameters": {"type": "object", "properties": {}}}}
          for n in ("bash", "submit")]
@@ -88,7 +88,7 @@ def test_tool_call_validity_counts_only_well_formed_calls_to_offered_tools():
 def test_reply_tokens_counts_the_reply_as_the_template_renders_it():
     from transformers import AutoTokenizer
 
-    from icml26.eval.tasks.sera_eval import reply_tokens
+    from icml26.eval.tasks.sera import reply_tokens
     from icml26.tiny import build_tiny_model
 
     tokenizer = AutoTokenizer.from_pretrained(build_tiny_model("qwen3", max_position_embeddings=1024))

@@ -1,4 +1,4 @@
-"""TFMixer (``models/tfmixer.py``), the IMTS data and baselines (``eval/tasks/imts.py``) and the experiment.
+"""TFMixer (``models/tfmixer/modeling.py``), the IMTS data and baselines (``eval/tasks/tfmixer/imts.py``) and the experiment.
 
 Masking is checked the strict way: padded slots and unobserved slots holding NaN must leave every
 forecast at a real query and every loss unchanged. The PhysioNet 2012 loader reads record files
@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from icml26.errors import InputError  # noqa: E402
-from icml26.eval.tasks.imts import (  # noqa: E402
+from icml26.eval.tasks.tfmixer import (  # noqa: E402
     IMTSCollator,
     LOCFForecaster,
     HistoryMeanForecaster,
@@ -211,8 +211,8 @@ def test_clear_errors_for_bad_inputs():
 def test_value_checks_follow_the_validation_cost_rule(monkeypatch):
     """Checks that read values run on CPU tensors or with ICML26_CHECK_VALUES=1, never silently on CUDA."""
     import icml26.kernels
-    import icml26.models.tfmixer as tfmixer
-    import icml26.training.r2g as r2g
+    import icml26.models.tfmixer.modeling as tfmixer
+    import icml26.training.r2g.loss as r2g
 
     # One helper holds the rule (tested in tests/test_kernels_backend.py); the models use it.
     assert tfmixer.values_checked is icml26.kernels.values_checked is r2g.values_checked

@@ -1,4 +1,4 @@
-"""TFMixer's options for sparse real data (``models/tfmixer.py``): sparse decoding, the forecast
+"""TFMixer's options for sparse real data (``models/tfmixer/modeling.py``): sparse decoding, the forecast
 level (a residual over LOCF), the per-channel fallback for empty channels, the per-variable loss,
 and the mmap-threshold fix for variable-shape CPU training (``icml26.utils``)."""
 
@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from icml26.errors import InputError  # noqa: E402
-from icml26.eval.tasks.imts import HistoryMeanForecaster, LOCFForecaster, MTANForecaster  # noqa: E402
+from icml26.eval.tasks.tfmixer import HistoryMeanForecaster, LOCFForecaster, MTANForecaster  # noqa: E402
 from icml26.models.tfmixer import (  # noqa: E402
     TFMixerConfig,
     TFMixerForForecasting,
@@ -88,7 +88,7 @@ def test_bucketed_nonzero_pads_to_the_bucket_and_keeps_the_order():
 @pytest.mark.parametrize("sparse", [False, True])
 def test_bucketed_point_lists_change_no_output_loss_or_gradient(monkeypatch, sparse):
     """Buckets of 1 (no dummies) and of 64 (most entries dummies) give the same model."""
-    import icml26.models.tfmixer as tfm
+    import icml26.models.tfmixer.modeling as tfm
 
     batch = _batch(b=6, length=30, seed=3)
     results = []
@@ -241,7 +241,7 @@ def test_fix_malloc_mmap_threshold_keeps_memory_flat():
 
 
 def test_mean_reversion_baseline_recovers_known_coefficients():
-    from icml26.eval.tasks.imts import IMTSDataset, MeanReversionForecaster, _last_and_mean
+    from icml26.eval.tasks.tfmixer.imts import IMTSDataset, MeanReversionForecaster, _last_and_mean
 
     batch = _batch(b=40, seed=5, density=0.5)
     batch["mask"][:, 0, :] = True  # every channel observed

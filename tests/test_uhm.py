@@ -5,10 +5,9 @@ import numpy as np
 import pytest
 
 from icml26 import InputError
-from icml26.eval.tasks import mazes
+from icml26.eval.tasks import uhm as mazes
 from icml26.training import uhm
-from icml26.training import uhm_targets as tg
-
+from icml26.training.uhm import targets as tg
 G, LAM, K = 0.99, 0.95, 50
 
 

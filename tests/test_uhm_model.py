@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from icml26 import InputError
 from icml26.models.uhm import UHMConfig, UniversalHorizonModel
 from icml26.training import uhm
-from icml26.training.uhm_actor_critic import (ActorCriticConfig, OfflineActorCritic, TorchOneStepTD, TorchUHMTarget,
+from icml26.training.uhm import (ActorCriticConfig, OfflineActorCritic, TorchOneStepTD, TorchUHMTarget,
                                               categorical_uhm_loss, td_flow_loss)
 
 

@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 
 from icml26 import InputError
-from icml26.eval.tasks import mazes
-
+from icml26.eval.tasks import uhm as mazes
 G = 0.99
 
 

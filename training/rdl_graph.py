@@ -1,4 +1,4 @@
-"""Training the RDL structure optimiser (:mod:`icml26.models.rdl_graph`): one readable loop.
+"""Training the RDL structure optimiser (:mod:`icml26.models.rdl_graph.modeling`): one readable loop.
 
 Full batch per snapshot (a graph of the database up to one seed time, with that seed time's labels):
 each epoch visits ``snapshots_per_epoch`` training snapshots (all by default) in a seeded order, one Adam

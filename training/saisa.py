@@ -1,4 +1,4 @@
-"""Training SAISA, LLaVA and NAEViT-LLaVA models (:mod:`icml26.models.saisa`) with HF ``Trainer``.
+"""Training SAISA, LLaVA and NAEViT-LLaVA models (:mod:`icml26.models.saisa.modeling`) with HF ``Trainer``.
 
 The paper's recipe (SAISA, arXiv 2502.02458, its experimental setup: "the same configuration as
 LLaVA-1.5"; the official training code is unreleased):
@@ -7,7 +7,7 @@ LLaVA-1.5"; the official training code is unreleased):
   Reconstruction: for ``"saisa"`` a single *shared* projector feeds every layer
   (``config.share_projectors``), the paper's "shared MLP pre-training" as its reviewers describe it;
 - **stage 2, instruction tuning**: Reconstruction: every layer's projector starts as a copy of the shared one
-  (:meth:`~icml26.models.saisa.SaisaForConditionalGeneration.untie_projectors`) and learns with the
+  (:meth:`~icml26.models.saisa.modeling.SaisaForConditionalGeneration.untie_projectors`) and learns with the
   LLM (fully, or through peft LoRA adapters); the vision tower stays frozen.
 
 Each stage is one plain :class:`transformers.Trainer` run, so ``accelerate launch`` scales it, and
@@ -336,7 +336,7 @@ def _check_dataset(dataset, name: str) -> None:
 
 def train_saisa(model, stage1_dataset, stage2_dataset, collator, config: SaisaTrainingConfig | None = None,
                 output_dir: str = "saisa-training", *, peft_config=None, phase_prefix: str = "") -> SaisaTrainingOutput:
-    """Two-stage training of a :class:`~icml26.models.saisa.SaisaForConditionalGeneration`.
+    """Two-stage training of a :class:`~icml26.models.saisa.modeling.SaisaForConditionalGeneration`.
 
     Stage 1 (``config.stage1_steps``, skipped when 0) trains only the projector on
     ``stage1_dataset`` with the LLM and vision tower frozen; a ``"saisa"`` model shares projector 0
@@ -356,7 +356,7 @@ def train_saisa(model, stage1_dataset, stage2_dataset, collator, config: SaisaTr
     config = config or SaisaTrainingConfig()
     arch = getattr(model.config, "architecture", None)
     if arch is None or not hasattr(model, "projectors"):
-        raise TypeError(f"train_saisa: expected an icml26.models.saisa.SaisaForConditionalGeneration, "
+        raise TypeError(f"train_saisa: expected an icml26.models.saisa.modeling.SaisaForConditionalGeneration, "
                         f"got {type(model).__name__}")
     history: dict[str, list[dict[str, Any]]] = {"stage1": [], "stage2": []}
 

@@ -22,7 +22,7 @@ SELECTORS = ("full private MDE", "lazy private MDE", "StrongSetEM")
 
 
 def _make(name, epsilon, seed):
-    from icml26.training.private_selection import PrivateMDE, StrongSetEM
+    from icml26.training.dp_select import PrivateMDE, StrongSetEM
 
     if name == "full private MDE":
         return PrivateMDE(epsilon, lazy=False, random_state=seed)
@@ -50,7 +50,7 @@ def run(config, sizes: dict | None = None) -> Result:
     import numpy as np
 
     from icml26.eval.tasks.dp_select import draw_problem, make_class
-    from icml26.training.private_selection import CHUNK_PAIRS
+    from icml26.training.dp_select.selection import CHUNK_PAIRS
 
     size = {**SIZES, **(sizes or {})}
     ns, seed = tuple(size["ns"]), config.seeds[0]

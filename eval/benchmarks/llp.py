@@ -1,6 +1,6 @@
 """``icml26 bench llp``: forward+backward speed and peak memory of the LLP losses at large bags.
 
-One training step's loss of :class:`icml26.training.llp.LLPLoss` (arXiv 2509.15145; LowVar is the
+One training step's loss of :class:`icml26.training.llp.risk.LLPLoss` (arXiv 2509.15145; LowVar is the
 reconstructed estimator, EasyLLP and DLLP prior work): a linear model on ``d = 64`` features gives
 ``[16, 512, 10]`` logits (16 bags of k = 512 instances, c = 10 classes), then the loss and its
 backward pass. Timed in interleaved rounds so that a slow spell of a shared machine lands on every

@@ -1,7 +1,7 @@
 """``icml26 bench rdl_graph``: training-step and inference time, messages used and template memory of the
 RDL structure optimiser (arXiv 2606.08491), raw schema against the optimised graph.
 
-One snapshot of the synthetic shop (:func:`icml26.eval.tasks.reldb.synthetic_ecommerce`). The pruned plan
+One snapshot of the synthetic shop (:func:`icml26.eval.tasks.rdl_graph.synthetic_ecommerce`). The pruned plan
 closes ``page_view`` and every template but ``2hop::category->product->order``, close to the plan the
 experiment's gates reach (which at quick seed 0 also closes ``product`` and keeps a second template).
 Timed: a training step (forward, backward, Adam) of the raw-schema GNN, of the full optimiser on the raw
@@ -34,7 +34,7 @@ def run(config, sizes: dict | None = None) -> Result:
     import torch
 
     from icml26.eval.measure import interleaved_median_ms
-    from icml26.eval.tasks.reldb import premium_purchase_task, snapshot, synthetic_ecommerce
+    from icml26.eval.tasks.rdl_graph import premium_purchase_task, snapshot, synthetic_ecommerce
     from icml26.models.rdl_graph import (RDLGraphConfig, RDLGraphModel, add_templates, candidate_templates,
                                          count_messages)
 

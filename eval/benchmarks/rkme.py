@@ -1,4 +1,4 @@
-"""``icml26 bench rkme``: fit time and peak memory of :class:`icml26.training.rkme.RKMESpecification`
+"""``icml26 bench rkme``: fit time and peak memory of :class:`icml26.training.rkme.spec.RKMESpecification`
 against n (records) and m (reduced points).
 
 Data: standard normal features, d = 64 (digits' width). Peak memory is traced with ``tracemalloc``

@@ -7,7 +7,7 @@ The three architectures share one random backbone (same weights) and get the sam
 features (CLIP-L/336-sized, d_v = 1024) after a short text prefix, then ``n_text`` text tokens.
 CPU (always): a small Llama backbone (hidden 256, 4 layers), fp32. GPU (when present): a
 0.5B-shaped Qwen2-style backbone in bf16, batch 8. The analytic FLOP ratio of the same shapes
-(:func:`icml26.models.saisa.flops`) is reported beside the measured times.
+(:func:`icml26.models.saisa.modeling.flops`) is reported beside the measured times.
 
 On CPU the ratio depends on glibc's allocator: when it returns LLaVA's large temporaries to the
 system, every prefill pays page faults on fresh pages, LLaVA far more than SAISA, and the ratio

@@ -7,7 +7,7 @@ Each model trains in a fresh process (its own peak memory, no allocator state ca
 the top costs are read off the JSON. Resident memory is sampled every 10 steps of the long run:
 ``memory_growth_gb`` is its last sample minus its first after warm-up (flat memory: close to 0).
 
-Rows: ``tfmixer-defaults`` is :class:`~icml26.models.tfmixer.TFMixerConfig`'s default size with dense
+Rows: ``tfmixer-defaults`` is :class:`~icml26.models.tfmixer.modeling.TFMixerConfig`'s default size with dense
 decoding and the pooled loss (the model the 50-78 series/s figure was measured on), ``tfmixer`` the
 PhysioNet configuration of the experiment (:data:`icml26.eval.experiments.tfmixer.PHYSIONET_CONFIG`),
 ``mtan`` the mTAN baseline trained the same way. Without the PhysioNet file (``ICML26_PHYSIONET`` or
@@ -61,7 +61,7 @@ def _time_steps(model, splits, steps: int, warmup: int, threads: int, sample_mem
     import torch
 
     from icml26.eval.experiments.tfmixer import PAD_TO
-    from icml26.eval.tasks.imts import IMTSCollator
+    from icml26.eval.tasks.tfmixer import IMTSCollator
 
     torch.set_num_threads(threads)
     collate = IMTSCollator(pad_to_multiple_of=PAD_TO)  # as train_forecaster
@@ -114,8 +114,8 @@ def _time_steps(model, splits, steps: int, warmup: int, threads: int, sample_mem
 
 
 def _load(data: dict):
-    from icml26.eval.tasks.imts import SyntheticIMTSConfig, make_synthetic_imts
-    from icml26.eval.tasks.physionet2012 import load_physionet2012
+    from icml26.eval.tasks.tfmixer import SyntheticIMTSConfig, make_synthetic_imts
+    from icml26.eval.tasks.tfmixer import load_physionet2012
 
     if data["source"] == "physionet":
         return load_physionet2012(data["path"], "tpatchgnn")
@@ -153,7 +153,7 @@ def _child(job: dict) -> dict:
 
 
 def _data_spec(path) -> dict:
-    from icml26.eval.tasks.physionet2012 import default_physionet_path
+    from icml26.eval.tasks.tfmixer import default_physionet_path
 
     path = path or default_physionet_path()
     if path is not None:

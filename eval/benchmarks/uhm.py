@@ -1,6 +1,6 @@
 """``icml26 bench uhm``: time per critic update against ``k_max``, model calls per second, peak memory.
 
-One update of :class:`icml26.training.uhm_targets.TabularCritic` on a GridMaze "explore" dataset
+One update of :class:`icml26.training.uhm.targets.TabularCritic` on a GridMaze "explore" dataset
 (arXiv 2605.15603's cost claim: one model call per UHM/GHM target at any horizon, ``k_max`` calls
 for MBTD(lambda)): draw a batch, build the targets, move the table. UHM at ``k_max`` in
 ``K_MAX = (10, 50, 200)`` against MBTD(lambda) at the same ``k_max`` and 1-step TD; times in
@@ -24,9 +24,9 @@ GAMMA, LAM = 0.99, 0.95
 def _updates(sizes, k_values, seed):
     import numpy as np
 
-    from icml26.eval.tasks import mazes
-    from icml26.training import uhm, uhm_targets as tg
-
+    from icml26.eval.tasks import uhm as mazes
+    from icml26.training import uhm
+    from icml26.training.uhm import targets as tg
     env = mazes.GridMaze(seed=seed)
     S, A = env.n_states, env.n_actions
     data = mazes.collect_explore(env, sizes["transitions"], 200, seed=seed)

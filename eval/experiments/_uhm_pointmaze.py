@@ -10,7 +10,7 @@ BC weight ``pm_alpha`` (0.01: ReBRAC's OGBench navigate runs use actor BC weight
 TD3+BC's D4RL 2.5, under which the BC term swamps the normalised Q term in a 100-step task) and the
 model's warm-up. Every ``pm_eval_every`` updates each arm records its greedy success and its value at the
 start states, ``min(Q1, Q2)(s_0, pi(s_0))`` averaged over them, against the Monte-Carlo value of the
-shortest-path controller (:func:`~icml26.eval.tasks.mazes.pointmaze_oracle_values`): how far the critic's
+shortest-path controller (:func:`~icml26.eval.tasks.uhm.pointmaze_oracle_values`): how far the critic's
 value has propagated from the goal, which is what the horizon model is meant to speed up.
 """
 
@@ -26,11 +26,11 @@ def pointmaze_study(s, seed: int) -> dict[str, Any]:
     import torch
 
     from icml26.eval.experiments.uhm import inner_seed
-    from icml26.eval.tasks import mazes
+    from icml26.eval.tasks import uhm as mazes
     from icml26.models.uhm import UHMConfig, UniversalHorizonModel
     from icml26.progress import phase
     from icml26.training.uhm import winsorized
-    from icml26.training.uhm_actor_critic import (ActorCriticConfig, OfflineActorCritic, TorchOneStepTD,
+    from icml26.training.uhm import (ActorCriticConfig, OfflineActorCritic, TorchOneStepTD,
                                                   TorchUHMTarget, ema_update, td_flow_loss)
 
     env = mazes.PointMaze2D(size=s.maze_size, seed=inner_seed(seed, 0) % 2 ** 31)

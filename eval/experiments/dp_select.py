@@ -96,7 +96,7 @@ def cost_study(s: DPSelectSettings, seed: int) -> dict[str, Any]:
 
     from icml26.eval.tasks.dp_select import draw_problem, make_class
     from icml26.progress import phase
-    from icml26.training.private_selection import PrivateMDE, StrongSetEM
+    from icml26.training.dp_select import PrivateMDE, StrongSetEM
 
     rows = []
     with phase("cost vs n", total=len(s.cost_ns)) as done:
@@ -130,7 +130,7 @@ def cost_study(s: DPSelectSettings, seed: int) -> dict[str, Any]:
 # 2. accuracy and the price of privacy
 # ----------------------------------------------------------------------------------------------
 def _selectors(epsilon: float, rs: int):
-    from icml26.training.private_selection import BKSWSelector, PrivateMDE, StrongSetEM
+    from icml26.training.dp_select import BKSWSelector, PrivateMDE, StrongSetEM
 
     return {"private MDE": PrivateMDE(epsilon, random_state=rs),
             "StrongSetEM": StrongSetEM(epsilon, random_state=rs + 1),
@@ -141,7 +141,7 @@ def accuracy_study(s: DPSelectSettings, seed: int, cells: list[tuple[int, float]
     """TV of every selector at each ``(s, epsilon)`` cell, for every family, truth and run."""
     from icml26.eval.tasks.dp_select import FAMILIES, TRUTHS, draw_problem, make_class
     from icml26.progress import phase
-    from icml26.training.private_selection import MinimumDistanceEstimate
+    from icml26.training.dp_select import MinimumDistanceEstimate
 
     rows = []
     sizes = sorted({size for size, _ in cells})
@@ -181,8 +181,8 @@ def _median(rows, key="tv", **where) -> float:
 def audit_study(s: DPSelectSettings, seed: int) -> list[dict[str, Any]]:
     """Exact worst privacy loss and the Monte-Carlo audit of each selector on the small instance."""
     from icml26.eval.tasks.dp_select import audit_instance
-    from icml26.training.private_selection import BKSWSelector, PrivateMDE, StrongSetEM
-    from icml26.training.private_selection_audit import ForgottenFactorMDE, audit_epsilon, exact_privacy_loss
+    from icml26.training.dp_select import BKSWSelector, PrivateMDE, StrongSetEM
+    from icml26.training.dp_select import ForgottenFactorMDE, audit_epsilon, exact_privacy_loss
 
     H, x = audit_instance(AUDIT_INSTANCE)  # fixed, as in the tests: the seed varies the draws
     rs = inner_seed(seed, 21)

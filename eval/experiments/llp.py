@@ -219,7 +219,7 @@ def selection_study(s: LLPSettings, seed: int) -> dict[str, Any]:
     from icml26.eval.tasks.llp import logistic_model
     from icml26.progress import phase
     from icml26.training.llp import random_bags
-    from icml26.training.llp_estimator import candidate_bag_estimates, tournament_from_estimates
+    from icml26.training.llp import candidate_bag_estimates, tournament_from_estimates
 
     torch.set_num_threads(1)
     data = logistic_model(D, PRIOR, 1.0, seed=inner_seed(seed, 30))

@@ -1,11 +1,11 @@
 """R2G on Grokfast's task: does repelling attention values make a transformer grok sooner?
 
 The paper (R2G, ICLR 2026 submission #10469, OpenReview ``yiSic9R2r8``; the ICML 2026 version's arXiv id
-is not public) claims its repulsion term ``alpha / D`` (:mod:`icml26.training.r2g`) makes transformers
+is not public) claims its repulsion term ``alpha / D`` (:mod:`icml26.training.r2g.loss`) makes transformers
 grok sooner. Its reviewers asked for a comparison with Grokfast (arXiv 2405.20233), so the main setting
 is Grokfast's own (ironjr/grokfast ``main.py``): ``a * b mod 97``, half of the 9,312 pairs for training
 (its seeded ``randperm``), its 2-layer width-128 decoder (built as a GPT-2 from a config, with Grokfast's
-initial weights, :func:`~icml26.eval.tasks.grokking.anchor_decoder`), minibatches of 512, Adam lr 1e-3,
+initial weights, :func:`~icml26.eval.tasks.r2g.modular.anchor_decoder`), minibatches of 512, Adam lr 1e-3,
 betas (0.9, 0.98), its 10-step warm-up and its evaluation after every epoch. Grokfast reports 910 steps
 to 95% validation accuracy with its EMA filter (alpha 0.98, lambda 2, coupled L2 weight decay 0.005)
 and 39,890 for the unfiltered baseline (Adam, no decay).
@@ -74,7 +74,7 @@ COLORS = {"baseline": "tab:gray", "R2G": "tab:red", "R2G-angular": "tab:purple",
 
 
 def arm_settings(arm: str, alphas: dict[str, float]) -> dict[str, Any]:
-    """Keyword arguments of :func:`~icml26.eval.tasks.grokking.train_anchor` for ``arm``."""
+    """Keyword arguments of :func:`~icml26.eval.tasks.r2g.modular.train_anchor` for ``arm``."""
     euclidean = {"alpha": alphas["euclidean"], "distance": "euclidean", "reduction": "mean"}
     angular = {"alpha": alphas["angular"], "distance": "angular", "reduction": "mean"}
     arms = {
@@ -131,7 +131,7 @@ def _train(job: dict) -> dict:
     """Train one arm at one seed; write the result to ``job["path"]`` (when given) and return it."""
     import torch
 
-    from icml26.eval.tasks.grokking import anchor_dataset, anchor_decoder, train_anchor
+    from icml26.eval.tasks.r2g import anchor_dataset, anchor_decoder, train_anchor
 
     if job["device"] == "cpu":
         torch.set_num_threads(1)
@@ -162,7 +162,7 @@ def _job_key(job: dict) -> Any:
 def run_jobs(jobs: list[dict], device, folder: Path | None = None, phase_name: str = "runs") -> dict[str, dict]:
     """Each job's result by name: loaded from ``folder/<name>.json`` when a previous run wrote it
     (the same settings, checked), else trained (in parallel on CPU) and written there."""
-    from icml26.eval.tasks.grokking import AnchorHistory
+    from icml26.eval.tasks.r2g import AnchorHistory
 
     done, todo = {}, []
     for job in jobs:

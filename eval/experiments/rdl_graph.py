@@ -1,13 +1,13 @@
 """RDL structure optimiser (arXiv 2606.08491, ICML 2026): learned filtering and injection on a synthetic
 shop with planted structure.
 
-Data: :func:`icml26.eval.tasks.reldb.synthetic_ecommerce` (users, categories, products, orders and the heavy
+Data: :func:`icml26.eval.tasks.rdl_graph.synthetic_ecommerce` (users, categories, products, orders and the heavy
 distractor ``page_view``); label: a premium-category purchase within 90 days of a monthly seed time. The
 signal is three hops from a user (user <- order -> product -> category), so a two-layer GNN on the raw
 schema cannot reach it; the template ``2hop::category->product->order`` brings it within two. Seed times
 split train / validation / test by time (RelBench's protocol); model selection on validation AUROC.
 
-One GNN (:class:`icml26.models.rdl_graph.RDLGraphModel`, two layers) for every arm: ``raw`` (the pk-fk
+One GNN (:class:`icml26.models.rdl_graph.modeling.RDLGraphModel`, two layers) for every arm: ``raw`` (the pk-fk
 graph), ``filter`` (table/column gates and VIB), ``inject`` (every candidate template behind its gate),
 ``full`` (both), ``oracle`` (no ``page_view``, the category->order template added, no gates) and
 ``irrelevant`` (kNN between users on their noise columns, no gates). Every arm starts from the same seed,
@@ -49,7 +49,7 @@ class RDLSettings:
     months). Training: ``epochs`` x ``snapshots_per_epoch`` monthly training seed times, ``gate_lr``,
     ``gate_warmup_epochs``, ``select_from_epoch``; the experiment's penalty weights ``lambda_filter`` (table
     L0), ``lambda_column`` (column L0), ``lambda_template`` (template L0). Templates: every 2-hop and kNN candidate of the schema
-    (:func:`icml26.models.rdl_graph.candidate_templates`), each capped at ``max_edges_per_template`` edges per
+    (:func:`icml26.models.rdl_graph.modeling.candidate_templates`), each capped at ``max_edges_per_template`` edges per
     snapshot. ``sweep``: multiples
     of ``lambda_filter`` and ``lambda_column`` for the filter-strength sweep (empty: none). The cap of 5000 in
     quick mode keeps ``2hop::category->product->order`` whole (one edge per order, about 5k orders).
@@ -94,7 +94,7 @@ def inner_seed(seed: int, *stream: int) -> int:
 
 def build_data(s: RDLSettings, seed: int) -> dict[str, Any]:
     """The database, its snapshots per split and the candidate templates (built once per seed)."""
-    from icml26.eval.tasks.reldb import (column_stats, premium_purchase_task, snapshots, split_seed_times,
+    from icml26.eval.tasks.rdl_graph import (column_stats, premium_purchase_task, snapshots, split_seed_times,
                                          synthetic_ecommerce)
     from icml26.models.rdl_graph import add_templates, candidate_templates
 

@@ -3,7 +3,7 @@ to Learnware-Inversion Risks"): market identification against m, and the increme
 specification beside the model in membership and attribute games.
 
 RKME and the market are prior work (Wu et al., arXiv 2001.07135; the ``learnware`` package). The games
-and the incremental-Bayes-value reading are a RECONSTRUCTION (:mod:`icml26.eval.tasks.rkme_risk`);
+and the incremental-Bayes-value reading are a RECONSTRUCTION (:mod:`icml26.eval.tasks.rkme`);
 empirical adversaries give lower bounds on the Bayes value only, hence the ``reduce=False`` control.
 
 Data: scikit-learn's ``load_digits`` (offline). Market: 10 learnwares (5 digit pairs, 5 copies shifted by
@@ -92,8 +92,8 @@ def market_study(s: RKMESettings, seed: int) -> dict[str, Any]:
     """Identification accuracy, reuse accuracy and fidelity (MMD^2 to each learnware's KME) against m."""
     import numpy as np
 
-    from icml26.eval.tasks.rkme_risk import PAIRS, digits_market, fit_model
-    from icml26.training.rkme_market import LearnwareMarket
+    from icml26.eval.tasks.rkme import PAIRS, digits_market, fit_model
+    from icml26.training.rkme import LearnwareMarket
 
     task = digits_market(s.shift, s.noise, s.train, seed=inner_seed(seed, 1))
     markets, fidelity, fit_s = {}, {}, {}
@@ -138,7 +138,7 @@ def market_study(s: RKMESettings, seed: int) -> dict[str, Any]:
 # the games
 # ----------------------------------------------------------------------------------------------
 def _factories(s: RKMESettings, kind: str) -> dict[str, Any]:
-    from icml26.eval.tasks.rkme_risk import noisy_copy_factory, rkme_factory
+    from icml26.eval.tasks.rkme import noisy_copy_factory, rkme_factory
 
     if kind == "attribute":
         out = {_label(m): rkme_factory(n_points=m) for m in s.attribute_points}
@@ -152,7 +152,7 @@ def _factories(s: RKMESettings, kind: str) -> dict[str, Any]:
 
 
 def _game_job(job: tuple) -> tuple[str, Any]:
-    from icml26.eval.tasks.rkme_risk import AttributeGame, MembershipGame, attribute_worlds, membership_worlds
+    from icml26.eval.tasks.rkme import AttributeGame, MembershipGame, attribute_worlds, membership_worlds
 
     kind, s, seed, start, stop = job
     if kind == "attribute":
@@ -197,7 +197,7 @@ def _run_seed(config, s: RKMESettings, seed: int) -> Result:
     import torch
 
     from icml26.eval.parallel import map_jobs
-    from icml26.eval.tasks.rkme_risk import attribute_result, membership_result, merge_worlds, paired_difference
+    from icml26.eval.tasks.rkme import attribute_result, membership_result, merge_worlds, paired_difference
 
     start = time.perf_counter()
     jobs = _batches("random", s, seed, s.worlds) + [("market", s, seed)]

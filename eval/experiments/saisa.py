@@ -12,7 +12,7 @@ LLM on the digit and yes/no questions). Each (seed, architecture) trains in its 
 Cost: the same three architectures with 1x1 patches (64 visual tokens) on a digit question
 (8 text tokens): prefill FLOPs counted by ``torch.utils.flop_counter.FlopCounterMode`` on one
 forward, and the wall time of a training step (forward + backward, median over interleaved
-rounds). The analytic 7B ratio comes from :func:`icml26.models.saisa.flops`.
+rounds). The analytic 7B ratio comes from :func:`icml26.models.saisa.modeling.flops`.
 
 Sizes live in :data:`SETTINGS` (tests shrink them with ``dataclasses.replace``).
 """
@@ -136,7 +136,7 @@ def _train_arch(job: tuple) -> dict[str, Any]:
 
     if device == "cpu":
         torch.set_num_threads(CPU_THREADS)
-    from icml26.eval.tasks.digits_vqa import evaluate_accuracy
+    from icml26.eval.tasks.saisa import evaluate_accuracy
     from icml26.training.saisa import SaisaDataCollator, train_saisa
 
     device = torch.device(device)
@@ -286,7 +286,7 @@ def run_experiment(config, settings: SaisaSettings | None = None):
 
     import torch
 
-    from icml26.eval.tasks.digits_vqa import load_digits_vqa
+    from icml26.eval.tasks.saisa import load_digits_vqa
     from icml26.models.saisa import flops as analytic_flops
     from icml26.results import Claim, Result
 
@@ -391,7 +391,7 @@ def run_experiment(config, settings: SaisaSettings | None = None):
         "Accuracy is greedy exact match of the answer token on the test images. "
         f"Cost: 1x1 patches (n_v = {n_visual}) and a digit question (n_t = {n_text}: 3-token system prompt, "
         "question, answer, eos); FLOPs counted by FlopCounterMode on one forward (vision tower, projectors and "
-        "lm_head included), the analytic column is our decoder-only count (icml26.models.saisa.flops); step time is forward + "
+        "lm_head included), the analytic column is our decoder-only count (icml26.models.saisa.modeling.flops); step time is forward + "
         f"backward of batch {s.timing_batch} in the stage-2 setting, {CPU_THREADS} intra-op thread on CPU, the "
         "architectures interleaved round by round. The 7B ratio is the same count (not a measurement). "
         "Caveats. (1) The accuracy comparison depends on the budget: in development runs over seeds 0-2 this "

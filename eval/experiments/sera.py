@@ -169,7 +169,7 @@ def _figures(log_history: list[dict], recalls: list[float]):
 
 def _measure(model, tokenizer, prompts, held_a, rows_b, validity: dict, name: str) -> dict:
     """Tool-call validity on the held-out prompts and the assistant-token losses on held-out A and on B."""
-    from icml26.eval.tasks.sera_eval import assistant_token_loss, tool_call_validity
+    from icml26.eval.tasks.sera import assistant_token_loss, tool_call_validity
     from icml26.progress import phase
 
     with phase(name, total=3) as bar:
@@ -205,7 +205,7 @@ def _run_seed(config, sizes: SeraSettings, seed: int, work):
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from icml26.eval.tasks.sera_eval import heldout_prompts, reply_tokens
+    from icml26.eval.tasks.sera import heldout_prompts, reply_tokens
     from icml26.progress import trainer_callback
     from icml26.results import Claim, Result
     from icml26.tiny import build_tiny_model

@@ -5,7 +5,7 @@ and USHCN. Reconstruction: the synthetic and CO2 claims test the paper's reading
 branch carries what a time-only model misses) on data we can build; PhysioNet 2012 set A (when its
 file is found: ``--data``, ``ICML26_PHYSIONET`` or the repository's shared data) is scored under
 t-PatchGNN's protocol against LOCF, the history mean, the least-squares blend of the two (TFMixer's
-own level head, :class:`~icml26.eval.tasks.imts.MeanReversionForecaster`), mTAN and t-PatchGNN's CPU
+own level head, :class:`~icml26.eval.tasks.tfmixer.imts.MeanReversionForecaster`), mTAN and t-PatchGNN's CPU
 figure.
 
 Every trained model (TFMixer, its no-GFM and no-LTM ablations, mTAN; no-reconstruction-loss in
@@ -86,7 +86,7 @@ LABELS = {"tfmixer": "TFMixer", "no_gfm": "no GFM (LTM only)", "no_ltm": "no LTM
 
 def build_model(name: str, num_channels: int):
     """A fresh model by name: a TFMixer variant of :data:`VARIANTS`, ``"mtan"``, ``"locf"`` or ``"mean"``."""
-    from icml26.eval.tasks.imts import HistoryMeanForecaster, LOCFForecaster, MTANForecaster
+    from icml26.eval.tasks.tfmixer import HistoryMeanForecaster, LOCFForecaster, MTANForecaster
     from icml26.models.tfmixer import TFMixerConfig, TFMixerForForecasting
 
     if name in VARIANTS:
@@ -129,12 +129,12 @@ def train_forecaster(model, splits, *, steps: int, batch_size: int, lr: float, e
 
     import torch
 
-    from icml26.eval.tasks.imts import IMTSCollator, evaluate_forecaster
+    from icml26.eval.tasks.tfmixer import IMTSCollator, evaluate_forecaster
     from icml26.progress import phase
 
     gen = torch.Generator().manual_seed(seed)
     # lengths rounded up to 16: with TFMixer's bucketed point lists the step's tensor sizes repeat, so
-    # glibc's heap reuses its blocks instead of fragmenting (icml26.models.tfmixer.bucketed_nonzero)
+    # glibc's heap reuses its blocks instead of fragmenting (icml26.models.tfmixer.modeling.bucketed_nonzero)
     collate = IMTSCollator(pad_to_multiple_of=PAD_TO)
     model.to(device).train()
     # fused: one kernel for all parameters (TFMixer's 102 tensors: 1.9 ms a step with clipping, 5.8 ms looped)
@@ -187,10 +187,10 @@ PHYSIONET_VARIANTS = {"tfmixer": {}, "no_gfm": {"use_gfm": False}, "no_ltm": {"u
 
 def build_physionet_model(name: str, splits):
     """A fresh model for PhysioNet 2012 splits by name (``tfmixer``, ``no_gfm``, ``no_ltm``, ``mtan``,
-    ``locf``, ``mean``, ``blend``: :class:`~icml26.eval.tasks.imts.MeanReversionForecaster`): every
+    ``locf``, ``mean``, ``blend``: :class:`~icml26.eval.tasks.tfmixer.imts.MeanReversionForecaster`): every
     model fills an empty channel from the training mean (the protocol's rule for the baselines; a
     learnt start for TFMixer) and trains on the per-variable loss."""
-    from icml26.eval.tasks.imts import HistoryMeanForecaster, LOCFForecaster, MeanReversionForecaster, MTANForecaster
+    from icml26.eval.tasks.tfmixer import HistoryMeanForecaster, LOCFForecaster, MeanReversionForecaster, MTANForecaster
     from icml26.models.tfmixer import TFMixerConfig, TFMixerForForecasting
 
     c, fallback = splits.train.num_channels, splits.info["train_mean"]
@@ -240,7 +240,7 @@ def _fit_and_score(names, splits, settings: TFMixerSettings, seed, device, steps
     """
     import torch
 
-    from icml26.eval.tasks.imts import evaluate_forecaster
+    from icml26.eval.tasks.tfmixer import evaluate_forecaster
 
     prefix = "physionet_" if task == "physionet" else ""
     train = {key: getattr(settings, prefix + key) for key in ("batch_size", "lr", "eval_every", "patience")}
@@ -282,7 +282,7 @@ TPATCHGNN_CPU_MSE = 6.46e-3
 
 def _physionet(config, settings: TFMixerSettings, device) -> dict[str, Any]:
     """PhysioNet 2012 under ``tpatchgnn`` per seed: rows, per-group MSE, claims (or why it was skipped)."""
-    from icml26.eval.tasks.physionet2012 import PHYSIONET_GROUPS, default_physionet_path, load_physionet2012
+    from icml26.eval.tasks.tfmixer import PHYSIONET_GROUPS, default_physionet_path, load_physionet2012
 
     path = config.data or default_physionet_path()
     if path is None:
@@ -332,7 +332,7 @@ def run_experiment(config, settings: TFMixerSettings | None = None) -> Result:
     """The experiment with its sizes exposed (``run`` uses :data:`SETTINGS` of ``config.mode``)."""
     import torch
 
-    from icml26.eval.tasks.imts import SyntheticIMTSConfig, load_co2_imts, make_synthetic_imts
+    from icml26.eval.tasks.tfmixer import SyntheticIMTSConfig, load_co2_imts, make_synthetic_imts
 
     settings = settings or SETTINGS[config.mode]
     device = config.torch_device()
@@ -416,7 +416,7 @@ def run_experiment(config, settings: TFMixerSettings | None = None) -> Result:
         f"All trained models: {steps} steps (CO2 {settings.co2_steps}), batch {settings.batch_size}, AdamW "
         f"lr {settings.lr} one-cycle, best-validation checkpoint. The paper's numbers (PhysioNet, MIMIC, "
         "HumanActivity, USHCN; 14 baselines) need data that cannot be downloaded here; "
-        "`icml26.eval.tasks.imts.load_physionet2012` reads the PhysioNet 2012 files when a user has them. "
+        "`icml26.eval.tasks.tfmixer.imts.load_physionet2012` reads the PhysioNet 2012 files when a user has them. "
         f"Throughput is optimiser steps only, {settings.threads} torch thread(s) on {device}. "
         f"Synthetic test MSE of the time-only models: no-GFM {no_gfm_mse:.3g}"
         + (f", mTAN {med(per_seed, 'mtan', 'test_mse'):.3g}" if "mtan" in per_seed[0] else "")
@@ -461,7 +461,7 @@ def _forecast_figure(splits, models, device):
     import numpy as np
     from matplotlib.figure import Figure
 
-    from icml26.eval.tasks.imts import synthetic_signal
+    from icml26.eval.tasks.tfmixer import synthetic_signal
 
     test, info = splits.test, splits.test.info
     picks = [(i, c) for i in range(3) for c in range(2)]
@@ -492,7 +492,7 @@ def _spectrum_figure(model, splits, rows, device):
     import torch
     from matplotlib.figure import Figure
 
-    from icml26.eval.tasks.imts import IMTSCollator
+    from icml26.eval.tasks.tfmixer import IMTSCollator
 
     samples = [splits.test[i] for i in range(min(200, len(splits.test)))]
     batch = {k: v.to(device) for k, v in IMTSCollator()(samples).items()}

@@ -1,7 +1,7 @@
 """Universal horizon models for offline RL (arXiv 2605.15603, ICML 2026) on generated mazes.
 
 OGBench (the paper's benchmark) downloads its datasets, so everything runs on
-:mod:`icml26.eval.tasks.mazes`: a 15 x 15 GridMaze (about 100 cells, 5 actions, slip 0.1, sparse goal
+:mod:`icml26.eval.tasks.uhm`: a 15 x 15 GridMaze (about 100 cells, 5 actions, slip 0.1, sparse goal
 reward 1 at the absorbing goal, gamma 0.99) with "explore" data (uniform random actions, episodes of
 200 steps, 50k transitions), exact ground truth (``Q*`` by value iteration, ``P_pi^n`` by matrix powers,
 greedy success by exact propagation). Each seed draws the maze, the data and every learner from
@@ -113,8 +113,7 @@ def make_maze(s: UHMSettings, seed: int, dataset: str = "explore"):
     """The seed's maze, its dataset and the exact ground truth the evaluation (never the learners) uses."""
     import numpy as np
 
-    from icml26.eval.tasks import mazes
-
+    from icml26.eval.tasks import uhm as mazes
     env = mazes.GridMaze(size=s.maze_size, seed=inner_seed(seed, 0) % 2 ** 31)
     collect = mazes.collect_explore if dataset == "explore" else mazes.collect_navigate
     data = collect(env, s.transitions, s.episode_length, seed=inner_seed(seed, 1, len(dataset)))
@@ -136,10 +135,10 @@ def updates_for(env, s: UHMSettings) -> int:
 def control_study(s: UHMSettings, seed: int, dataset: str = "explore") -> dict[str, Any]:
     import numpy as np
 
-    from icml26.eval.tasks import mazes
+    from icml26.eval.tasks import uhm as mazes
     from icml26.progress import phase
-    from icml26.training import uhm, uhm_targets as tg
-
+    from icml26.training import uhm
+    from icml26.training.uhm import targets as tg
     env, data, covered, q_star, _ = make_maze(s, seed, dataset)
     S, A, g = env.n_states, env.n_actions, s.gamma
     updates = updates_for(env, s)
@@ -187,9 +186,8 @@ def control_study(s: UHMSettings, seed: int, dataset: str = "explore") -> dict[s
 def variance_study(s: UHMSettings, seed: int) -> dict[str, Any]:
     import numpy as np
 
-    from icml26.eval.tasks import mazes
+    from icml26.eval.tasks import uhm as mazes
     from icml26.training import uhm
-
     env, data, covered, _, explore = make_maze(s, seed)
     q_pi = mazes.policy_q(env.P, env.R, explore, s.gamma)
     pairs = np.argwhere(covered)
@@ -207,9 +205,8 @@ def variance_study(s: UHMSettings, seed: int) -> dict[str, Any]:
 # ----------------------------------------------------------------------------------------------
 def recursion_study(s: UHMSettings, seed: int) -> dict[str, Any]:
     """TV of the tabular UHM (from the data) to ``P_pi^n`` for the explore policy, n = 1..tv_horizon."""
-    from icml26.eval.tasks import mazes
+    from icml26.eval.tasks import uhm as mazes
     from icml26.training import uhm
-
     env, data, covered, _, explore = make_maze(s, seed)
     truth = mazes.horizon_distributions(env.P, explore, s.tv_horizon)
     model = uhm.TabularUHM(s.tv_horizon).fit(data, explore, env.n_states, env.n_actions)
@@ -217,14 +214,14 @@ def recursion_study(s: UHMSettings, seed: int) -> dict[str, Any]:
 
 
 def train_categorical(data, n_states: int, n_actions: int, policy, k_max: int, s: UHMSettings, seed: int):
-    """A categorical-head UHM trained by :func:`~icml26.training.uhm_actor_critic.categorical_uhm_loss`
+    """A categorical-head UHM trained by :func:`~icml26.training.uhm.actor_critic.categorical_uhm_loss`
     (horizons uniform on ``1..k_max``; ``k_max = 1`` is the one-step model)."""
     import torch
     import torch.nn.functional as F
 
     from icml26.models.uhm import UHMConfig, UniversalHorizonModel
     from icml26.training.uhm import td_lambda
-    from icml26.training.uhm_actor_critic import categorical_uhm_loss, ema_update
+    from icml26.training.uhm import categorical_uhm_loss, ema_update
 
     with torch.random.fork_rng():
         torch.manual_seed(seed)
@@ -262,7 +259,7 @@ def model_table(model, n_states: int, n_actions: int, n: int):
 def compounding_study(s: UHMSettings, seed: int) -> dict[str, Any]:
     import numpy as np
 
-    from icml26.eval.tasks import mazes
+    from icml26.eval.tasks import uhm as mazes
     from icml26.progress import phase
 
     env, data, covered, _, explore = make_maze(s, seed)

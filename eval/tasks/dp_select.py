@@ -4,10 +4,10 @@ The classes and truths are those of the experiment ``dp_select`` (ICML 2026, "Fa
 Algorithms for Private Hypothesis Selection"; the paper has no experiments, these are ours):
 
 - ``"gaussian"``: ``n`` discretised ``N(mu, 1)`` on 200 bins of ``[-10, 10]``, means evenly spaced in
-  ``[-5, 5]`` (:func:`icml26.training.private_selection.gaussian_cover`);
+  ``[-5, 5]`` (:func:`icml26.training.dp_select.selection.gaussian_cover`);
 - ``"dirichlet"``: ``n`` random ``Dirichlet(1)`` histograms on 50 points;
 - truth ``"realizable"``: ``P = H_i``; ``"agnostic"``: ``0.8 H_i + 0.2`` a discretised Laplace centred
-  at ``H_i``'s mean with scale 1 (:func:`icml26.training.private_selection.agnostic_truth`); ``i`` is
+  at ``H_i``'s mean with scale 1 (:func:`icml26.training.dp_select.selection.agnostic_truth`); ``i`` is
   drawn uniformly from the middle 80% of the class (away from the grid's ends).
 """
 
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from icml26.errors import input_error
-from icml26.training.private_selection import (HypothesisClass, agnostic_truth, dirichlet_class, gaussian_cover,
+from icml26.training.dp_select import (HypothesisClass, agnostic_truth, dirichlet_class, gaussian_cover,
                                                sample, tv)
 
 FAMILIES = ("gaussian", "dirichlet")

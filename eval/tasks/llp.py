@@ -1,4 +1,4 @@
-"""Data for learning from label proportions (:mod:`icml26.training.llp`): a seeded imbalanced logistic
+"""Data for learning from label proportions (:mod:`icml26.training.llp.risk`): a seeded imbalanced logistic
 model with exact quantities, and scikit-learn's offline datasets.
 
 :class:`LogisticModel`: ``w ~ N(0, I_d) / sqrt(d)``, features ``x ~ N(feature_mean * 1, I_d)`` and

@@ -1,0 +1,509 @@
+"""PhysioNet/CinC Challenge 2012 as IMTS forecasting splits, under the field's protocols.
+
+The records are read from the challenge's ``set-a.tar.gz`` as distributed (members read with
+:mod:`tarfile`, nothing extracted) or from an extracted folder; the parsed rows are cached under the
+toolkit's cache folder (:func:`icml26.utils.cache_dir`), keyed by a hash of the source. Protocols
+(:data:`PHYSIONET_PROTOCOLS`):
+
+- ``"tpatchgnn"``: t-PatchGNN's pipeline (Zhang et al., ICML 2024; ``usail-hkust/t-PatchGNN``, files
+  ``lib/physionet.py``, ``lib/parse_datasets.py``, ``lib/utils.py``, ``lib/evaluation.py``,
+  ``tPatchGNN/run_models.py``), scored per variable (:func:`icml26.eval.tasks.tfmixer.imts.evaluate_forecaster`).
+- ``"apn"``: 36 h -> the next 3 h, the APN / PyOmniTS setting (``Ladbaby/PyOmniTS``,
+  ``data/data_provider/datasets/P12.py``), as far as its public code shows; the rest is a reconstruction.
+- ``"zscore_24h"`` and ``"zscore_36h_3obs"``: this toolkit's earlier pipeline (own seeded split, z-score
+  or min-max, pooled metric), which ``"tpatchgnn"`` and ``"apn"`` named before they became exact.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import tarfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from icml26.errors import described, input_error
+from icml26.eval.tasks.tfmixer.imts import IMTSDataset, IMTSSplits, _sample
+from icml26.utils import atomic_write_bytes, cache_dir
+
+#: t-PatchGNN's variable list (Latent ODE's): 4 static descriptors, then the time series (Weight is both).
+PHYSIONET_VARIABLES = (
+    "Age", "Gender", "Height", "ICUType", "Weight", "Albumin", "ALP", "ALT", "AST", "Bilirubin", "BUN",
+    "Cholesterol", "Creatinine", "DiasABP", "FiO2", "GCS", "Glucose", "HCO3", "HCT", "HR", "K", "Lactate", "Mg",
+    "MAP", "MechVent", "Na", "NIDiasABP", "NIMAP", "NISysABP", "PaCO2", "PaO2", "pH", "Platelets", "RespRate",
+    "SaO2", "SysABP", "Temp", "TroponinI", "TroponinT", "Urine", "WBC")
+PHYSIONET_STATIC = ("RecordID", "Age", "Gender", "Height", "ICUType", "Weight")
+#: Channel groups for per-group results (our grouping, after the challenge's description): the general
+#: descriptors, the bedside signals charted about hourly, and the blood tests (labs, a few a day).
+PHYSIONET_GROUPS = {
+    "descriptors": ("Age", "Gender", "Height", "ICUType", "Weight"),
+    "vitals": ("DiasABP", "FiO2", "GCS", "HR", "MAP", "MechVent", "NIDiasABP", "NIMAP", "NISysABP", "RespRate",
+               "SaO2", "SysABP", "Temp", "Urine"),
+    "labs": ("Albumin", "ALP", "ALT", "AST", "Bilirubin", "BUN", "Cholesterol", "Creatinine", "Glucose", "HCO3",
+             "HCT", "K", "Lactate", "Mg", "Na", "PaCO2", "PaO2", "pH", "Platelets", "TroponinI", "TroponinT", "WBC"),
+}
+#: The 36 time series PyOmniTS forecasts on P12 (no descriptor, no Weight).
+APN_VARIABLES = tuple(v for v in PHYSIONET_VARIABLES if v not in PHYSIONET_STATIC)
+HEADER = "Time,Parameter,Value"
+_CACHE_VERSION = 1  # bump when the cached layout changes
+
+
+@dataclass(frozen=True)
+class PhysioNetProtocol:
+    """A protocol's window (hours) and metric; ``forecast_steps`` counts observation times, if set."""
+
+    history_hours: float
+    horizon_hours: float | None
+    forecast_steps: int | None
+    metric: str  # "per_variable" (t-PatchGNN's evaluation) or "pooled" (every target weighs the same)
+    exact: bool  # True: split, normalisation and descriptors are fixed by the protocol
+
+
+PHYSIONET_PROTOCOLS = {
+    "tpatchgnn": PhysioNetProtocol(24.0, 24.0, None, "per_variable", True),
+    "apn": PhysioNetProtocol(36.0, 3.0, None, "pooled", True),
+    "zscore_24h": PhysioNetProtocol(24.0, 24.0, None, "pooled", False),
+    "zscore_36h_3obs": PhysioNetProtocol(36.0, None, 3, "pooled", False),
+}
+
+
+def default_physionet_path() -> Path | None:
+    """Where the set-A archive is expected: ``$ICML26_PHYSIONET``, else
+    ``<repository root>/../shared/data/physionet2012/set-a.tar.gz`` (this repository's CI); None if
+    neither exists (callers skip with a message; nothing is ever downloaded)."""
+    env = os.environ.get("ICML26_PHYSIONET")
+    candidates = [Path(env).expanduser()] if env else []
+    candidates.append(Path(__file__).resolve().parents[2].parent / "shared" / "data" / "physionet2012" / "set-a.tar.gz")
+    return next((p for p in candidates if p.exists()), None)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading: rows of (hours, parameter, value) per record, from an archive or a folder, cached
+# ---------------------------------------------------------------------------------------------
+def _parse_rows(text: str, where: str) -> list[tuple[float, str, float]] | None:
+    """Every ``Time,Parameter,Value`` row of one record file (RecordID included); None if not a record."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if not lines or lines[0].replace(" ", "") != HEADER:
+        return None
+    rows = []
+    for number, line in enumerate(lines[1:], start=2):
+        parts = line.split(",")
+        try:
+            stamp, name, value = parts[0], parts[1].strip(), float(parts[2])
+            hh, mm = stamp.split(":")
+            rows.append((int(hh) + int(mm) / 60.0, name, value))
+        except (ValueError, IndexError):
+            raise input_error("read_physionet_record", f"{where}:{number}", "'HH:MM,Parameter,Value'", line) from None
+    return rows
+
+
+def _record_id(rows, fallback: str) -> str:
+    ids = [v for h, n, v in rows if n == "RecordID" and h == 0]
+    return str(int(ids[0])) if ids else fallback
+
+
+def read_physionet_record(path: str | os.PathLike) -> dict[str, Any]:
+    """Parse one record file: ``{"record_id", "static": {name: value}, "observations": [(hours, name, value)]}``.
+
+    Rows are ``Time,Parameter,Value`` with ``Time`` as ``HH:MM`` since admission; the static
+    descriptors are the first rows at 00:00 named in :data:`PHYSIONET_STATIC`; a descriptor of -1
+    (unknown) is not an observation here (``protocol="tpatchgnn"`` keeps it, as t-PatchGNN does).
+    """
+    path = Path(path)
+    text = path.read_text()
+    rows = _parse_rows(text, str(path))
+    if rows is None:
+        first = text.strip().splitlines()[0][:40] if text.strip() else described("an empty file")
+        raise input_error("read_physionet_record", str(path),
+                          "a PhysioNet 2012 record starting with 'Time,Parameter,Value'", first)
+    return _record_dict(_record_id(rows, path.stem), rows)
+
+
+def _record_dict(record_id: str, rows) -> dict[str, Any]:
+    static, observations = {}, []
+    for hours, name, value in rows:
+        if hours == 0 and name in PHYSIONET_STATIC and name not in static:
+            static[name] = value
+            if name == "RecordID" or value == -1:  # an id, or an unknown descriptor: not an observation
+                continue
+        observations.append((hours, name, value))
+    return {"record_id": record_id, "static": static, "observations": observations}
+
+
+def _source_texts(source: Path) -> Iterator[tuple[str, str]]:
+    """``(name, text)`` of every ``.txt`` file: archive members in archive order, folder files sorted."""
+    if source.is_dir():
+        for path in sorted(source.rglob("*.txt")):
+            yield str(path), path.read_text()
+        return
+    with tarfile.open(source, "r:*") as archive:
+        for member in archive:
+            if member.isfile() and member.name.endswith(".txt"):
+                yield f"{source}:{member.name}", archive.extractfile(member).read().decode("utf-8")
+
+
+def _source_key(source: Path) -> str:
+    digest = hashlib.sha256(f"physionet2012 v{_CACHE_VERSION}".encode())
+    if source.is_dir():
+        for path in sorted(source.rglob("*.txt")):
+            stat = path.stat()
+            digest.update(f"{path.relative_to(source)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    else:
+        with source.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()[:24]
+
+
+def _parse_source(source: Path) -> dict[str, np.ndarray]:
+    ids, hours, names, values, offsets = [], [], [], [], [0]
+    for where, text in _source_texts(source):
+        rows = _parse_rows(text, where)
+        if rows is None:  # e.g. Outcomes-a.txt
+            continue
+        ids.append(_record_id(rows, Path(where.rsplit(":", 1)[-1]).stem))
+        for h, n, v in rows:
+            hours.append(h)
+            names.append(n)
+            values.append(v)
+        offsets.append(len(hours))
+    table, index = np.unique(np.array(names, dtype=str), return_inverse=True) if names else (np.zeros(0, str), [])
+    return {"record_ids": np.array(ids, dtype=str), "offsets": np.array(offsets, np.int64),
+            "hours": np.array(hours, np.float64), "param": np.asarray(index, np.int16).reshape(-1),
+            "value": np.array(values, np.float64), "names": table}
+
+
+def physionet_rows(source: str | os.PathLike, *, cache: bool = True) -> dict[str, np.ndarray]:
+    """Every row of every record in ``source`` (``set-a.tar.gz`` or a folder), as flat arrays.
+
+    Returns ``record_ids [N]``, ``offsets [N + 1]`` (record ``i`` is rows ``offsets[i]:offsets[i+1]``,
+    in file order), ``hours``, ``param`` (an index into ``names``) and ``value``. With ``cache``, the
+    arrays are kept under ``cache_dir("physionet2012")``, keyed by the archive's SHA-256 (a folder: its
+    files' names, sizes and modification times) and written atomically.
+    """
+    source = Path(source)
+    if not source.exists():
+        raise input_error("load_physionet2012", "source", "set-a.tar.gz or a folder of record files", str(source))
+    if not source.is_dir() and not tarfile.is_tarfile(source):
+        raise input_error("load_physionet2012", "source", "a tar archive or a folder", str(source))
+    target = cache_dir("physionet2012") / f"{_source_key(source)}.npz" if cache else None
+    if target is not None and target.exists():
+        try:
+            with np.load(target, allow_pickle=False) as stored:
+                return {k: stored[k] for k in stored.files}
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):  # a damaged cache file is rebuilt
+            pass
+    rows = _parse_source(source)
+    if not len(rows["record_ids"]):
+        raise input_error("load_physionet2012", "source", "record files ('Time,Parameter,Value' .txt)",
+                          described(f"none under {str(source)!r}"))
+    if target is not None:
+        buffer = io.BytesIO()
+        np.savez(buffer, **rows)
+        atomic_write_bytes(target, buffer.getvalue())
+    return rows
+
+
+def _record_slices(rows) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    off = rows["offsets"]
+    for i in range(len(off) - 1):
+        sl = slice(off[i], off[i + 1])
+        yield rows["hours"][sl], rows["param"][sl], rows["value"][sl]
+
+
+def _grid(times: np.ndarray, rows_t: np.ndarray, col: np.ndarray, val: np.ndarray, c: int):
+    """``[T, C]`` values (duplicates at one time averaged) and mask on the sorted unique ``times``."""
+    keep = col >= 0
+    ti = np.searchsorted(times, rows_t[keep])
+    sums, counts = np.zeros((len(times), c)), np.zeros((len(times), c))
+    np.add.at(sums, (ti, col[keep]), val[keep])
+    np.add.at(counts, (ti, col[keep]), 1)
+    return sums / np.maximum(counts, 1), counts > 0
+
+
+def _columns(rows, variables: Sequence[str]) -> np.ndarray:
+    column = {name: j for j, name in enumerate(variables)}
+    return np.array([column.get(str(n), -1) for n in rows["names"]], np.int64)
+
+
+# ---------------------------------------------------------------------------------------------
+# Protocols
+# ---------------------------------------------------------------------------------------------
+def _minmax(arrays, group) -> tuple[np.ndarray, np.ndarray]:
+    c = arrays[0][1].shape[1]
+    lo, hi = np.full(c, np.inf), np.full(c, -np.inf)
+    for i in group:
+        _, vals, mask = arrays[i]
+        lo = np.minimum(lo, np.where(mask, vals, np.inf).min(0, initial=np.inf))
+        hi = np.maximum(hi, np.where(mask, vals, -np.inf).max(0, initial=-np.inf))
+    seen = np.isfinite(lo)
+    scale = np.where(seen, hi - lo, 1.0)
+    return np.where(seen, lo, 0.0), scale + (scale == 0) * 1e-8  # t-PatchGNN's normalize_masked_data
+
+
+def _zscore(arrays, group) -> tuple[np.ndarray, np.ndarray]:
+    c = arrays[0][1].shape[1]
+    center, scale = np.zeros(c), np.ones(c)
+    for j in range(c):
+        seen = np.concatenate([arrays[i][1][arrays[i][2][:, j], j] for i in group] or [np.zeros(0)])
+        if len(seen):
+            center[j], scale[j] = seen.mean(), seen.std() if seen.std() > 0 else 1.0
+    return center, scale
+
+
+def _observed_mean(arrays, group, center, scale) -> np.ndarray:
+    """Per channel, the mean of the normalised observations of the records in ``group`` (0 if none)."""
+    c = len(center)
+    total, count = np.zeros(c), np.zeros(c)
+    for i in group:
+        _, vals, mask = arrays[i]
+        total += np.where(mask, (vals - center) / scale, 0.0).sum(0)
+        count += mask.sum(0)
+    return np.where(count > 0, total / np.maximum(count, 1), 0.0)
+
+
+def _tpatchgnn_arrays(rows, quantization: float):
+    """t-PatchGNN's records: a row at t = 0 always, one row per distinct (quantised) time, duplicates
+    averaged, every row of the 41 variables an observation (descriptors of -1 included; RecordID not).
+    Equal to ``PhysioNet.download`` in ``lib/physionet.py`` (its files are sorted by time)."""
+    col = _columns(rows, PHYSIONET_VARIABLES)
+    arrays = []
+    for hours, param, value in _record_slices(rows):
+        if quantization:
+            hours = np.round(hours / quantization) * quantization
+        times = np.unique(np.concatenate([[0.0], hours]))
+        arrays.append((times, *_grid(times, hours, col[param], value, len(PHYSIONET_VARIABLES))))
+    return arrays
+
+
+def _apn_arrays(rows):
+    """Reconstruction: PyOmniTS's P12 ("sampling rate (rounded): 1 hour", 36 variables): each time is
+    floored to its hour, values in one hour averaged, the 00:00 descriptor rows dropped."""
+    col = _columns(rows, APN_VARIABLES)
+    arrays = []
+    for hours, param, value in _record_slices(rows):
+        hours = np.floor(hours)
+        times = np.unique(hours[col[param] >= 0]) if (col[param] >= 0).any() else np.zeros(0)
+        arrays.append((times, *_grid(times, hours, col[param], value, len(APN_VARIABLES))))
+    return arrays
+
+
+def _legacy_arrays(rows, variables, include_static):
+    """The earlier pipeline: observations as :func:`read_physionet_record` gives them, duplicates averaged."""
+    names = [str(n) for n in rows["names"]]
+    column = {name: j for j, name in enumerate(variables)}
+    skip = set() if include_static else set(PHYSIONET_STATIC)
+    arrays = []
+    for hours, param, value in _record_slices(rows):
+        record = _record_dict("", [(h, names[p], v) for h, p, v in zip(hours.tolist(), param.tolist(), value.tolist())])
+        obs = [(h, column[n], v) for h, n, v in record["observations"] if n in column and not (n in skip and h == 0)]
+        t = np.array([o[0] for o in obs], float)
+        times = np.unique(t)
+        arrays.append((times, *_grid(times, t, np.array([o[1] for o in obs], np.int64),
+                                     np.array([o[2] for o in obs], float), len(variables))))
+    return arrays
+
+
+def train_test_split_indices(n: int, *, train_size: float | None = None, test_size: float | None = None,
+                             shuffle: bool = True, random_state: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``sklearn.model_selection.train_test_split(np.arange(n), ...)`` for float sizes, without importing
+    scikit-learn (seconds on a loaded machine): the same sizes (test ``ceil``, train ``floor``, the missing
+    one ``1 - other``), and with ``shuffle`` the same ``RandomState(random_state).permutation``
+    (test first), as ``ShuffleSplit`` draws it; unshuffled, the first ``n_train`` indices train."""
+    if test_size is None and train_size is None:
+        test_size = 0.25
+    test_size = 1.0 - train_size if test_size is None else test_size
+    train_size = 1.0 - test_size if train_size is None else train_size
+    n_test, n_train = int(np.ceil(test_size * n)), int(np.floor(train_size * n))
+    if not shuffle:
+        return np.arange(n_train), np.arange(n_train, n_train + n_test)
+    permutation = np.random.RandomState(random_state).permutation(n)
+    return permutation[n_test:n_test + n_train], permutation[:n_test]
+
+
+def _split_groups(n: int, protocol: str, split, seed) -> list[np.ndarray]:
+    if protocol == "tpatchgnn":  # lib/parse_datasets.py: 80 % seen (shuffled, seed 42), its first 75 % train
+        seen, test = train_test_split_indices(n, train_size=0.8, random_state=42, shuffle=True)
+        train, val = train_test_split_indices(len(seen), train_size=0.75, shuffle=False)
+        return [seen[train], seen[val], test]
+    if protocol == "apn":  # P12.py: unshuffled 10 % test, then 10 % of the rest validation
+        rest, test = train_test_split_indices(n, test_size=0.1, shuffle=False)
+        train, val = train_test_split_indices(len(rest), test_size=0.1, shuffle=False)
+        return [rest[train], rest[val], test]
+    order = np.random.default_rng(seed).permutation(n)
+    n_train, n_val = int(round(split[0] * n)), int(round(split[1] * n))
+    return [order[:n_train], order[n_train:n_train + n_val], order[n_train + n_val:]]
+
+
+def load_physionet2012(source: str | os.PathLike, protocol: str = "tpatchgnn", *,
+                       variables: Sequence[str] | None = None, include_static: bool | None = None,
+                       normalization: str | None = None, split: tuple[float, float, float] | None = None,
+                       seed: int | None = None, quantization: float = 0.0, cache: bool = True) -> IMTSSplits:
+    """PhysioNet 2012 records from ``source`` (``set-a.tar.gz`` as distributed, or a folder searched
+    recursively for ``*.txt``) as train/validation/test IMTS splits under ``protocol``.
+
+    ``"tpatchgnn"`` is t-PatchGNN's pipeline, step for step:
+
+    - parsing (``lib/physionet.py``): the 41 variables of :data:`PHYSIONET_VARIABLES`; a row at
+      t = 0 always; several values of one variable at one time averaged; the 00:00 descriptors are
+      observations at t = 0, *including* the -1 that means unknown (its code keeps them);
+      ``quantization`` hours rounds times first (``run_models.py`` default 0: none);
+    - split (``lib/parse_datasets.py``): records in source order (an archive's member order; a
+      folder's files sorted by path, which is not the order t-PatchGNN's ``os.listdir`` saw, so only
+      the archive reproduces the published split); ``train_test_split(train_size=0.8,
+      random_state=42, shuffle=True)`` into seen/test, then the seen records' first 75 % train and
+      the rest validation (2,400 / 800 / 800 of set A's 4,000);
+    - min-max fit on the *seen* records (train + validation, ``get_data_min_max(seen_data)``),
+      a zero range replaced by 1e-8, unobserved slots 0;
+    - 24 h history (``--history 24``: times < 24) and every observation from 24 h on as targets
+      (its collate takes all later rows; the records end at 48 h);
+    - ``info["metric"] = "per_variable"``: :func:`~icml26.eval.tasks.tfmixer.imts.evaluate_forecaster`
+      averages each variable's errors over the split, then the variables that have targets
+      (``lib/evaluation.py``, ``evaluation``);
+    - ``info["train_mean"]``: per channel, the mean of the normalised training observations, the fill
+      for a channel with no history (``LOCFForecaster(fill_value=info["train_mean"])``).
+
+    Times are hours / history hours (history in [0, 1)), this toolkit's convention; t-PatchGNN
+    divides by the latest time seen (``info["time_max"]``), a rescaling that changes no baseline.
+    Records with nothing to forecast are left out (they add nothing to the metric); records with no
+    history stay (their t = 0 row is unobserved).
+
+    ``"apn"``: 36 h history -> the next 3 h. From PyOmniTS's ``P12.py``: 36 variables
+    (:data:`APN_VARIABLES`), times rounded to the hour, history cut at 35.5 h, unshuffled split
+    (10 % test, then 10 % of the rest validation). Reconstruction: times floored to the hour (so
+    the history is [0, 36) h and the targets [36, 39) h), records in RecordID order, z-score fit
+    on the training records, a pooled MSE over all targets, records with no history or no target
+    left out.
+
+    ``"zscore_24h"`` / ``"zscore_36h_3obs"``: the earlier pipeline (called ``"tpatchgnn"`` /
+    ``"apn"`` before): ``split`` fractions (default 0.6/0.2/0.2) drawn with ``seed`` (default 0),
+    ``normalization`` ``"zscore"`` (default) or ``"minmax"`` fit on the training records,
+    ``include_static`` (default True) with unknown descriptors dropped, ``variables`` (default
+    :data:`PHYSIONET_VARIABLES`), pooled metric; the second forecasts the next 3 observation times
+    after 36 h. These options are fixed by ``"tpatchgnn"`` and ``"apn"`` and rejected there.
+    """
+    if protocol not in PHYSIONET_PROTOCOLS:
+        raise input_error("load_physionet2012", "protocol", f"one of {tuple(PHYSIONET_PROTOCOLS)}", protocol)
+    spec = PHYSIONET_PROTOCOLS[protocol]
+    if spec.exact:
+        for name, value in (("variables", variables), ("include_static", include_static),
+                            ("normalization", normalization), ("split", split), ("seed", seed)):
+            if value is not None:
+                raise input_error("load_physionet2012", name, f"None (protocol {protocol!r} fixes it)", value)
+    if protocol != "tpatchgnn" and quantization:
+        raise input_error("load_physionet2012", "quantization", "0 (only protocol 'tpatchgnn' quantises)",
+                          quantization)
+    if not isinstance(quantization, (int, float)) or quantization < 0:
+        raise input_error("load_physionet2012", "quantization", "a non-negative number of hours", quantization)
+    normalization = normalization or "zscore"
+    split = (0.6, 0.2, 0.2) if split is None else split
+    if normalization not in ("zscore", "minmax"):
+        raise input_error("load_physionet2012", "normalization", "'zscore' or 'minmax'", normalization)
+    if len(split) != 3 or abs(sum(split) - 1) > 1e-6 or min(split) < 0:
+        raise input_error("load_physionet2012", "split", "three fractions summing to 1", split)
+    rows = physionet_rows(source, cache=cache)
+    ids = [str(r) for r in rows["record_ids"]]
+    if protocol == "tpatchgnn":
+        variables, arrays = PHYSIONET_VARIABLES, _tpatchgnn_arrays(rows, float(quantization))
+    else:  # Reconstruction (apn): RecordID order; the earlier pipeline sorted the files by name
+        order = sorted(range(len(ids)), key=lambda i: (int(ids[i]), "") if protocol == "apn" and ids[i].isdigit()
+                       else (0, ids[i]))
+        rows, ids = _reorder(rows, order), [ids[i] for i in order]
+    if protocol == "apn":
+        variables, arrays = APN_VARIABLES, _apn_arrays(rows)
+    elif protocol != "tpatchgnn":
+        variables = tuple(PHYSIONET_VARIABLES if variables is None else variables)
+        arrays = _legacy_arrays(rows, variables, True if include_static is None else include_static)
+    groups = _split_groups(len(ids), protocol, split, 0 if seed is None else seed)
+    if protocol == "tpatchgnn":
+        center, scale = _minmax(arrays, np.concatenate(groups[:2]))
+    elif protocol == "apn" or normalization == "zscore":
+        center, scale = _zscore(arrays, groups[0])
+    else:
+        lo, scale = _minmax(arrays, groups[0])
+        center, scale = lo, np.where(scale > 1e-8, scale, 1.0)
+    history_h, horizon_h, steps = spec.history_hours, spec.horizon_hours, spec.forecast_steps
+    parts, dropped = [], {"no_history": 0, "no_forecast": 0}
+    for g in groups:
+        samples, kept = [], []
+        for i in g:
+            times, vals, mask = arrays[i]
+            vals = np.where(mask, (vals - center) / scale, 0.0)
+            hist = times < history_h
+            fut = ~hist
+            if horizon_h is not None and protocol != "tpatchgnn":
+                fut &= times < history_h + horizon_h if protocol == "apn" else times <= history_h + horizon_h
+            fut_idx = np.flatnonzero(fut & mask.any(1))[: steps or None]
+            if protocol != "tpatchgnn" and not mask[hist].any():
+                dropped["no_history"] += 1
+                continue
+            if not len(fut_idx):
+                dropped["no_forecast"] += 1
+                continue
+            samples.append(_sample(vals[hist], times[hist] / history_h, mask[hist], times[fut_idx] / history_h,
+                                   vals[fut_idx], mask[fut_idx]))
+            kept.append(ids[i])
+        parts.append(IMTSDataset(samples, variables, {"source": "physionet2012", "record_ids": kept,
+                                                      "metric": spec.metric}))
+    seen = np.concatenate(groups[:2]) if protocol == "tpatchgnn" else groups[0]
+    info = {"source": "physionet2012", "protocol": protocol, "metric": spec.metric,
+            "split_record_ids": {name: [ids[i] for i in g] for name, g in zip(("train", "validation", "test"), groups)},
+            "history_hours": history_h, "horizon_hours": horizon_h, "forecast_steps": steps,
+            "normalization": "minmax" if protocol == "tpatchgnn" else normalization, "variables": tuple(variables),
+            "center": center, "scale": scale, "train_mean": _observed_mean(arrays, groups[0], center, scale),
+            "time_max": float(max((arrays[i][0].max() for i in seen if len(arrays[i][0])), default=0.0)),
+            "dropped": dropped, "records": len(ids), "quantization": float(quantization)}
+    return IMTSSplits(*parts, info=info)
+
+
+def _reorder(rows, order: Sequence[int]) -> dict[str, np.ndarray]:
+    off = rows["offsets"]
+    index = np.concatenate([np.arange(off[i], off[i + 1]) for i in order]) if len(order) else np.zeros(0, int)
+    lengths = np.array([off[i + 1] - off[i] for i in order], np.int64)
+    out = {k: rows[k][index] for k in ("hours", "param", "value")}
+    out.update(record_ids=rows["record_ids"][list(order)], names=rows["names"],
+               offsets=np.concatenate([[0], np.cumsum(lengths)]))
+    return out
+
+
+__all__ = ["APN_VARIABLES", "PHYSIONET_GROUPS", "PHYSIONET_PROTOCOLS", "PHYSIONET_STATIC", "PHYSIONET_VARIABLES", "PhysioNetProtocol",
+           "default_physionet_path",
+           "load_physionet2012", "physionet_rows", "read_physionet_record",
+           "train_test_split_indices"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m icml26.eval.tasks.tfmixer.physionet2012 [--data PATH] [--protocol NAME]``: the LOCF and
+    history-mean baselines (empty channels filled with the training mean) on validation and test."""
+    import argparse
+
+    from icml26.eval.tasks.tfmixer.imts import HistoryMeanForecaster, LOCFForecaster, evaluate_forecaster
+
+    parser = argparse.ArgumentParser(prog="python -m icml26.eval.tasks.tfmixer.physionet2012", description=main.__doc__)
+    parser.add_argument("--data", help="set-a.tar.gz or a folder (default: $ICML26_PHYSIONET, then the CI path)")
+    parser.add_argument("--protocol", default="tpatchgnn", choices=tuple(PHYSIONET_PROTOCOLS))
+    args = parser.parse_args(argv)
+    path = args.data or default_physionet_path()
+    if path is None:
+        parser.error("no data: pass --data or set ICML26_PHYSIONET")
+    try:
+        splits = load_physionet2012(path, protocol=args.protocol)
+    except ValueError as exc:
+        parser.error(str(exc))
+    fill = splits.info["train_mean"]
+    print(f"protocol {args.protocol} ({splits.info['metric']} metric): train/validation/test "
+          f"{len(splits.train)}/{len(splits.validation)}/{len(splits.test)} samples")
+    for name, model in (("LOCF", LOCFForecaster(fill_value=fill)), ("history mean", HistoryMeanForecaster(fill))):
+        for part in ("validation", "test"):
+            res = evaluate_forecaster(model, getattr(splits, part))
+            print(f"{name:>12} {part:>10}: MSE {res['mse']:.4e}  MAE {res['mae']:.4e}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,27 @@
+"""The RDL structure optimiser: the public face of ``icml26.models.rdl_graph``."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+from icml26.models.rdl_graph.templates import TemplateSpec, add_templates, candidate_templates, count_messages, parse_template, template_edges
+
+if TYPE_CHECKING:
+    from icml26.models.rdl_graph.modeling import COLUMN_GATINGS, HardConcreteGate, NEIGHBOR_AGGRS, RDLGraphConfig, RDLGraphModel, RDLGraphOutput, RDLGraphPlan
+
+# Names whose modules import transformers or TRL load on first use, so importing this package
+# stays a torch-only import.
+_LAZY = {
+    **dict.fromkeys(('COLUMN_GATINGS', 'HardConcreteGate', 'NEIGHBOR_AGGRS', 'RDLGraphConfig', 'RDLGraphModel', 'RDLGraphOutput', 'RDLGraphPlan'), 'modeling'),
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+__all__ = ['COLUMN_GATINGS', 'HardConcreteGate', 'NEIGHBOR_AGGRS', 'RDLGraphConfig', 'RDLGraphModel', 'RDLGraphOutput', 'RDLGraphPlan', 'TemplateSpec', 'add_templates', 'candidate_templates', 'count_messages', 'parse_template', 'template_edges']

@@ -1,0 +1,26 @@
+"""TFMixer: the public face of ``icml26.models.tfmixer``."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+
+if TYPE_CHECKING:
+    from icml26.models.tfmixer.modeling import LABEL_NAMES, SLOT_BUCKET, TFMixerConfig, TFMixerForForecasting, TFMixerForecastOutput, TFMixerLabelsCallback, TFMixerPreTrainedModel, bucketed_nonzero, check_imts_inputs, masked_mse, squared_error_loss
+
+# Names whose modules import transformers or TRL load on first use, so importing this package
+# stays a torch-only import.
+_LAZY = {
+    **dict.fromkeys(('LABEL_NAMES', 'SLOT_BUCKET', 'TFMixerConfig', 'TFMixerForForecasting', 'TFMixerForecastOutput', 'TFMixerLabelsCallback', 'TFMixerPreTrainedModel', 'bucketed_nonzero', 'check_imts_inputs', 'masked_mse', 'squared_error_loss'), 'modeling'),
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+__all__ = ['LABEL_NAMES', 'SLOT_BUCKET', 'TFMixerConfig', 'TFMixerForForecasting', 'TFMixerForecastOutput', 'TFMixerLabelsCallback', 'TFMixerPreTrainedModel', 'bucketed_nonzero', 'check_imts_inputs', 'masked_mse', 'squared_error_loss']

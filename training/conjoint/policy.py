@@ -1,0 +1,404 @@
+"""Factored stochastic policies learned from paired conjoint data, with delta-method uncertainty.
+
+Jerzak, Chandra & Hazra, "MiniMax Learning of Interpretable Factored Stochastic Policies from Conjoint
+Data, with Uncertainty Quantification" (ICML 2026, arXiv 2504.19043); reference code: the R package
+``strategize`` (cjerzak/strategize-software, GPL-3), whose files are named below where we follow them.
+
+A policy is a product of per-factor categorical distributions, pi = (x)_d Categorical(pi_d). Step one
+fits a logit on the difference design of forced-choice pairs, logit P(left chosen) = (x(t_L) - x(t_R)) . theta,
+x(t) holding treatment-coded main effects (level 0 of each factor is the reference) and two-way
+interactions (``two_step_model_outcome_glm.R``). Step two maximises a policy value minus a penalty
+towards the randomisation design p, on one of two scales:
+
+- ``"linear"``: U(pi) = E_{t~pi}[x(t)] . theta, a quadratic in pi whose stationary point solves C pi = b
+  (``two_step_optimize_exact_solution.R``; this is the closed form of the paper's "two-way interactions + L2");
+- ``"probability"``: Q(pi) = E_{t~pi, u~p}[sigma((x(t) - x(u)) . theta)], the win probability against the
+  design's opponent, computed exactly by enumerating the profile space, maximised by gradient ascent.
+
+Uncertainty is the delta method Var = J Sigma J^T, Sigma the respondent-clustered sandwich of the logit and
+J = d(value, pi*)/d theta by ``torch.func`` through the closed form, through the unrolled ascent, or by
+implicit differentiation of the optimality condition. The two-party game is :class:`MinimaxPolicy`
+(re-exported from :mod:`.conjoint_minimax`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from icml26.errors import check_finite, input_error
+
+from icml26.training.conjoint.model import DTYPE, FactorialDesign, PairedConjointLogit, _design_from_data
+
+__all__ = ["AverageCasePolicy", "AverageCasePolicyCV", "penalty", "PENALTIES", "closed_form_system"]
+
+PENALTIES = ("L2", "KL", "L1", "LInfinity")
+
+
+# ==============================================================================================
+# Penalties towards the design
+# ==============================================================================================
+def penalty(kind: str, pi, p) -> torch.Tensor:
+    """Pen(pi, p) summed over factors: ``L2`` sum (pi - p)^2, ``KL`` sum p log(p / pi) (KL(p||pi), as the
+    reference's ``two_step_optimize_get_q.R``), ``L1`` sum |pi - p|, ``LInfinity`` sum_d max_l |pi_d - p_d|
+    (Reconstruction: the reference's per-factor reduction is not documented; we sum the factors' maxima)."""
+    terms = []
+    for q, base in zip(pi, p):
+        if kind == "L2":
+            terms.append(((q - base) ** 2).sum())
+        elif kind == "KL":
+            terms.append((base * (torch.log(base) - torch.log(q))).sum())
+        elif kind == "L1":
+            terms.append((q - base).abs().sum())
+        elif kind == "LInfinity":
+            terms.append((q - base).abs().max())
+        else:
+            raise input_error("penalty", "kind", f"one of {PENALTIES}", kind)
+    return torch.stack(terms).sum()
+
+
+# ==============================================================================================
+# Step two: the average-case policy
+# ==============================================================================================
+def _quadratic_form(model: PairedConjointLogit, coef: torch.Tensor):
+    """(beta, B) with U(pi) = beta . f + f^T B f / 2 over the free coordinates f (each pair once)."""
+    design, n = model.design_, model.design_.n_free
+    beta = coef[:n]
+    B = torch.zeros(n, n, dtype=DTYPE)
+    at = n
+    for d, e in model.pairs_:
+        sd, se = design.free_slices[d], design.free_slices[e]
+        block = coef[at:at + (sd.stop - sd.start) * (se.stop - se.start)].reshape(sd.stop - sd.start, -1)
+        B[sd, se] = block
+        B[se, sd] = block.T
+        at += block.numel()
+    return beta, B
+
+
+def closed_form_system(model: PairedConjointLogit, lam: float, coef: torch.Tensor | None = None):
+    """(C, b) of the stationarity condition C f = b of U(pi) - lam sum (pi - p)^2 in the free coordinates.
+
+    With pi_d = c_d + A_d f_d (c_d the reference level, A_d = [-1; I]), C = B - 2 lam A^T A and
+    b = -beta + 2 lam A^T (c - p): C_{ll} = -4 lam, C_{ll'} = -2 lam within a factor, C = beta_{dl,d'l'}
+    across factors, b_l = -beta_l - 4 lam p_l - 2 lam sum_{l' != l free} p_l', as ``getPiStar_exact`` of the
+    reference (``two_step_optimize_exact_solution.R``).
+    """
+    design = model.design_
+    coef = model.coef_tensor() if coef is None else coef
+    beta, B = _quadratic_form(model, coef)
+    AtA = torch.zeros(design.n_free, design.n_free, dtype=DTYPE)
+    Atcp = torch.zeros(design.n_free, dtype=DTYPE)
+    for s, q in zip(design.free_slices, design.p):
+        k = s.stop - s.start
+        AtA[s, s] = torch.eye(k, dtype=DTYPE) + 1
+        Atcp[s] = -(1 - q[0]) - torch.as_tensor(q[1:], dtype=DTYPE)  # A^T (c - p) = -(1 - p_0) - p_l
+    return B - 2 * lam * AtA, -beta + 2 * lam * Atcp
+
+
+def _check_lam(function, lam):
+    lam = check_finite(function, "lam", lam)
+    if lam < 0:
+        raise input_error(function, "lam", "a number >= 0", lam)
+    return lam
+
+
+def _softmax_split(design, logits):
+    return [torch.softmax(logits[s], 0) for s in _logit_slices(design)]
+
+
+def _logit_slices(design):
+    offsets = np.cumsum([0] + design.n_levels)
+    return [slice(int(offsets[d]), int(offsets[d + 1])) for d in range(design.n_factors)]
+
+
+def _initial_logits(design, rng, sd=1e-3):
+    """alr(p) + N(0, sd^2), the reference's start (``a_init_sd = 0.001``)."""
+    base = np.concatenate([np.log(q) - np.log(q[0]) for q in design.p])
+    noise = rng.normal(0, sd, base.shape) if rng is not None else 0.0
+    return torch.as_tensor(base + noise, dtype=DTYPE)
+
+
+def ascend(objective, logits0: torch.Tensor, smooth: bool, max_iter: int = 500, lr: float = 0.05) -> torch.Tensor:
+    """Maximise ``objective(logits)``: L-BFGS with a strong-Wolfe line search when the objective is smooth,
+    else Adam with a step decaying as 1/sqrt(t) (L1 and LInfinity penalties)."""
+    logits = logits0.detach().clone().requires_grad_(True)
+    if smooth:
+        opt = torch.optim.LBFGS([logits], lr=1.0, max_iter=max_iter, tolerance_grad=1e-12, tolerance_change=1e-15,
+                                history_size=20, line_search_fn="strong_wolfe")
+
+        def closure():
+            opt.zero_grad()
+            loss = -objective(logits)
+            loss.backward()
+            return loss
+
+        opt.step(closure)
+    else:
+        opt = torch.optim.Adam([logits], lr=lr)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda t: 1 / math.sqrt(1 + t / 50))
+        for _ in range(max_iter * 2):
+            opt.zero_grad()
+            (-objective(logits)).backward()
+            opt.step()
+            sched.step()
+    return logits.detach()
+
+
+#: probabilities below this are taken as on the simplex's boundary by the implicit delta method
+ACTIVE_TOL = 1e-4
+
+
+def _active_face(pi, tol: float = ACTIVE_TOL):
+    """Free coordinates of the simplex face that ``pi`` lies on, and the map back to full distributions.
+
+    At a boundary optimum (a level at probability 0) the objective's gradient does not vanish in the interior
+    coordinates, so the implicit function theorem applies on the face only: the zero levels stay at 0 (their
+    derivative in theta is 0 while the active set is stable), the largest level of each factor is the
+    reference (1 - the others), and the remaining positive levels are free. At an interior optimum this is the
+    usual free parametrisation up to the choice of reference level, which does not change the delta method.
+    """
+    levels, offsets, z = [], [0], []
+    for q in pi:
+        q = torch.as_tensor(q, dtype=DTYPE).detach()
+        active = torch.nonzero(q > tol).ravel()
+        ref = int(active[torch.argmax(q[active])])
+        free = active[active != ref]
+        levels.append((q.numel(), ref, free))
+        z.append(q[free])
+        offsets.append(offsets[-1] + free.numel())
+
+    def to_full(zz):
+        out = []
+        for (n, ref, free), a, b in zip(levels, offsets[:-1], offsets[1:]):
+            part = zz[a:b]
+            base = torch.zeros(n, dtype=zz.dtype).index_add(0, free, part)
+            out.append(base + torch.nn.functional.one_hot(torch.tensor(ref), n).to(zz.dtype) * (1 - part.sum()))
+        return out
+
+    return torch.cat(z), to_full
+
+
+class AverageCasePolicy:
+    """The average-case optimal factored policy: argmax_pi value(pi) - lam Pen(pi, p), with delta-method SEs.
+
+    ``scale="linear"`` maximises U(pi) = E_pi[x(t)] . theta (the quadratic of the paper's closed form);
+    ``scale="probability"`` maximises Q(pi) = E_{t~pi,u~p}[P(t beats u)] under the fitted logit (enumerated).
+    ``solver``: ``"auto"`` (closed form when it is valid, else gradient ascent), ``"closed_form"`` (forced:
+    refused unless L2, the linear scale, C negative definite and pi* interior) or ``"gradient"`` (ascent on
+    softmax logits). ``se_method``: ``"auto"`` (closed form after a closed-form solve, implicit otherwise; none,
+    NaN SEs, for the non-smooth L1/LInfinity, whose optima sit on kinks where pi*(theta) has no derivative),
+    ``"closed_form"``, ``"unrolled"`` (differentiates ``n_unroll`` steps of gradient ascent on the logits, the
+    reference's ``se_method="full"``) or ``"implicit"`` (the implicit function theorem at the optimum, on the
+    simplex face it lies on: levels at probability 0 stay there, see :func:`_active_face`).
+
+    After ``fit(model, design)``: ``pi_`` (one array per factor), ``objective_`` (penalised), ``value_``
+    (the unpenalised value on ``scale``), ``value_se_``, ``pi_se_``, ``solver_used_``, ``jacobian_``
+    (d(value, pi)/d theta) and :meth:`conf_int`.
+    """
+
+    def __init__(self, penalty: str = "L2", lam: float = 1.0, solver: str = "auto", se_method: str = "auto",
+                 scale: str = "linear", conf_level: float = 0.90, max_iter: int = 500, n_unroll: int = 300,
+                 random_state=None):
+        name = "AverageCasePolicy"
+        if penalty not in PENALTIES:
+            raise input_error(name, "penalty", f"one of {PENALTIES}", penalty)
+        if solver not in ("auto", "closed_form", "gradient"):
+            raise input_error(name, "solver", "'auto', 'closed_form' or 'gradient'", solver)
+        if se_method not in ("auto", "closed_form", "unrolled", "implicit"):
+            raise input_error(name, "se_method", "'auto', 'closed_form', 'unrolled' or 'implicit'", se_method)
+        if scale not in ("linear", "probability"):
+            raise input_error(name, "scale", "'linear' or 'probability'", scale)
+        conf_level = check_finite(name, "conf_level", conf_level)
+        if not 0 < conf_level < 1:
+            raise input_error(name, "conf_level", "a number in (0, 1)", conf_level)
+        self.penalty, self.lam, self.solver, self.se_method = penalty, _check_lam(name, lam), solver, se_method
+        self.scale, self.conf_level, self.max_iter, self.n_unroll = scale, conf_level, max_iter, n_unroll
+        self.random_state = random_state
+
+    # -- objective ---------------------------------------------------------------------------------
+    def _value(self, model, pi, coef):
+        return model.utility(pi, coef) if self.scale == "linear" else model.win_prob(pi, None, coef)
+
+    def _objective(self, model, pi, coef):
+        return self._value(model, pi, coef) - self.lam * penalty(self.penalty, pi, model.design_.p_tensor())
+
+    def _closed_form(self, model, coef):
+        C, b = closed_form_system(model, self.lam, coef)
+        return torch.linalg.solve(C, b)
+
+    def _closed_form_problem(self, model) -> str | None:
+        """Why the closed form does not apply here, or None."""
+        if self.penalty != "L2" or self.scale != "linear":
+            return f"the closed form needs penalty='L2' and scale='linear' (got {self.penalty!r}, {self.scale!r})"
+        C, b = closed_form_system(model, self.lam)
+        top = float(torch.linalg.eigvalsh((C + C.T) / 2).max())
+        if not top < 0:
+            return f"C is not negative definite (largest eigenvalue {top:.4g})"
+        full = model.design_.to_full(torch.linalg.solve(C, b))
+        low = min(float(q.min()) for q in full)
+        if not (low > 0 and max(float(q.max()) for q in full) < 1):
+            return f"pi* = C^-1 b leaves the simplex (smallest probability {low:.4g})"
+        return None
+
+    def fit(self, model: PairedConjointLogit, design: FactorialDesign | None = None) -> AverageCasePolicy:
+        pi = self._solve(model, design)
+        self._delta_method(model, pi)
+        return self
+
+    def _solve(self, model, design=None) -> list[torch.Tensor]:
+        """Validate, solve and set ``pi_``, ``value_``, ``objective_``, ``solver_used_``; no SEs."""
+        name = "AverageCasePolicy.fit"
+        if not isinstance(model, PairedConjointLogit):
+            raise TypeError(f"{name}: model: expected a PairedConjointLogit, got {type(model).__name__}")
+        model._check_fitted(name)
+        if design is not None and (design.factors != model.design_.factors or design.n_levels != model.design_.n_levels):
+            raise input_error(name, "design", f"the model's design {model.design_!r}", design)
+        design = model.design_
+        self.design_, self.model_ = design, model
+        problem = self._closed_form_problem(model) if self.solver != "gradient" else "gradient requested"
+        if self.solver == "closed_form" and problem:
+            raise input_error(name, "solver", "'auto' or 'gradient' here: " + problem, "closed_form")
+        coef = model.coef_tensor()
+        if problem is None:
+            pi = design.to_full(self._closed_form(model, coef))
+            self.solver_used_ = "closed_form"
+        else:
+            rng = np.random.default_rng(self.random_state)
+            smooth = self.penalty in ("L2", "KL")
+            logits = ascend(lambda a: self._objective(model, _softmax_split(design, a), coef),
+                            _initial_logits(design, rng), smooth, self.max_iter)
+            pi = _softmax_split(design, logits)
+            self.solver_used_ = "gradient" + ("" if self.solver == "gradient" else f" ({problem})")
+        with torch.no_grad():
+            self.pi_ = [q.detach().numpy().copy() for q in pi]
+            self.value_ = float(self._value(model, pi, coef))
+            self.objective_ = float(self._objective(model, pi, coef))
+        return pi
+
+    # -- uncertainty -------------------------------------------------------------------------------
+    def _delta_method(self, model, pi):
+        from torch.func import jacrev
+
+        design = model.design_
+        method = self.se_method
+        if method == "auto":
+            method = ("closed_form" if self.solver_used_ == "closed_form" else
+                      "implicit" if self.penalty in ("L2", "KL") else "none")
+        if method == "none":  # L1 / LInfinity optima sit on kinks where pi*(theta) is not differentiable
+            self.se_method_used_, self.jacobian_ = "none", None
+            self.value_se_ = math.nan
+            self.pi_se_ = [np.full(k, math.nan) for k in design.n_levels]
+            return
+        if method == "closed_form" and self.solver_used_ != "closed_form":
+            raise input_error("AverageCasePolicy.fit", "se_method", "'implicit' or 'unrolled' when the closed form "
+                              "was not used", "closed_form")
+        self.se_method_used_ = method
+        coef0 = model.coef_tensor()
+
+        def outputs(full, coef):
+            return torch.cat([self._value(model, full, coef).reshape(1), torch.cat(full)])
+
+        if method == "closed_form":
+            J = jacrev(lambda c: outputs(design.to_full(self._closed_form(model, c)), c))(coef0)
+        elif method == "implicit":
+            z0, to_full = _active_face(pi)
+            grad_F = jacrev(lambda z, c: self._objective(model, to_full(z), c))
+            dout_dz, dout_dc = jacrev(lambda z, c: outputs(to_full(z), c), argnums=(0, 1))(z0, coef0)
+            if z0.numel():
+                H = jacrev(grad_F, argnums=0)(z0, coef0)
+                G_theta = jacrev(grad_F, argnums=1)(z0, coef0)
+                J = dout_dz @ -torch.linalg.solve(H, G_theta) + dout_dc
+            else:  # every factor at a vertex: pi* does not move with theta
+                J = dout_dc
+        else:
+            a0 = _initial_logits(design, None)
+            step = self._unroll_step(model, a0, coef0)
+
+            smooth = self.penalty in ("L2", "KL")
+
+            def unrolled(c):
+                a = a0
+                g = torch.func.grad(lambda x: self._objective(model, _softmax_split(design, x), c))
+                for t in range(self.n_unroll):  # a subgradient needs a decaying step to settle at a kink
+                    a = a + (step if smooth else step / math.sqrt(1 + t / 50)) * g(a)
+                return outputs(_softmax_split(design, a), c)
+
+            J = jacrev(unrolled)(coef0)
+        cov = J @ torch.as_tensor(model.vcov_, dtype=DTYPE) @ J.T
+        se = torch.sqrt(torch.clamp(torch.diagonal(cov), min=0)).numpy()
+        self.jacobian_ = J.detach().numpy()
+        self.value_se_ = float(se[0])
+        offsets = np.cumsum([1] + design.n_levels)
+        self.pi_se_ = [se[offsets[d]:offsets[d + 1]] for d in range(design.n_factors)]
+
+    def _unroll_step(self, model, a0, coef):
+        """1 / (largest curvature of the objective in the logits at the start), the plain-GD step."""
+        if self.penalty == "KL":
+            design = model.design_
+            H = torch.func.hessian(lambda a: self._objective(model, _softmax_split(design, a), coef))(a0)
+            return 1.0 / max(float(torch.linalg.eigvalsh((H + H.T) / 2).abs().max()), 1e-8)
+        design, p = model.design_, model.design_.p_tensor()
+        # L1 / LInfinity have no curvature at p: their step is sized on the L2 penalty of the same lam
+        H = torch.func.hessian(lambda a: self._value(model, _softmax_split(design, a), coef)
+                               - self.lam * penalty("L2", _softmax_split(design, a), p))(a0)
+        return 1.0 / max(float(torch.linalg.eigvalsh((H + H.T) / 2).abs().max()), 1e-8)
+
+    def conf_int(self, conf_level: float | None = None) -> dict:
+        """Normal intervals: {"value": (lo, hi), factor: array (L_d, 2)} at ``conf_level`` (default the
+        estimator's)."""
+        from scipy.stats import norm
+
+        level = self.conf_level if conf_level is None else conf_level
+        z = float(norm.ppf(0.5 + level / 2))
+        out = {"value": (self.value_ - z * self.value_se_, self.value_ + z * self.value_se_)}
+        for f, q, s in zip(self.design_.factors, self.pi_, self.pi_se_):
+            out[f] = np.stack([q - z * s, q + z * s], axis=1)
+        return out
+
+
+class AverageCasePolicyCV:
+    """lam chosen by respondent-grouped K-fold cross-fitting of the policy value.
+
+    For each lam in ``lams`` and each fold, the outcome model is fitted on the other folds, the policy solved
+    there, and its value measured under a model fitted on the held-out fold (the reference's
+    ``cv_strategize``: the out-of-fold value). ``lam_`` maximises the mean; ``cv_values_`` holds the means
+    (one per lam); ``best_estimator_`` is the policy refitted on all data at ``lam_``.
+    """
+
+    def __init__(self, lams, n_folds: int = 3, model_params: dict | None = None, random_state=None, **policy_params):
+        lams = [_check_lam("AverageCasePolicyCV", lam) for lam in np.ravel(lams)]
+        if not lams:
+            raise input_error("AverageCasePolicyCV", "lams", "at least one lam", lams)
+        if not isinstance(n_folds, int) or n_folds < 2:
+            raise input_error("AverageCasePolicyCV", "n_folds", "an int >= 2", n_folds)
+        self.lams, self.n_folds, self.random_state = lams, n_folds, random_state
+        self.model_params = dict(model_params or {})
+        self.policy_params = policy_params
+
+    def fit(self, left, right, chosen, respondent, design: FactorialDesign | None = None) -> AverageCasePolicyCV:
+        from sklearn.model_selection import GroupKFold
+
+        design = design or _design_from_data(left, right)
+        L, R = design.as_indices(left), design.as_indices(right)
+        y, groups = np.asarray(chosen), np.asarray(respondent)
+        values = np.zeros((len(self.lams), self.n_folds))
+        for k, (train, test) in enumerate(GroupKFold(self.n_folds).split(L, y, groups)):
+            fitted = PairedConjointLogit(**self.model_params).fit(L[train], R[train], y[train], groups[train], design)
+            # the held-out fold is scored by the unscreened model of the same family
+            held_params = dict(self.model_params)
+            if held_params.get("interactions") == "screened":
+                held_params["interactions"] = "all"
+            held = PairedConjointLogit(**held_params).fit(L[test], R[test], y[test], groups[test], design)
+            for i, lam in enumerate(self.lams):
+                policy = AverageCasePolicy(lam=lam, **self.policy_params)
+                pi = policy._solve(fitted, design)  # the fold fits need no SEs
+                with torch.no_grad():
+                    values[i, k] = float(policy._value(held, pi, held.coef_tensor()))
+        self.cv_values_ = values.mean(1)
+        self.cv_folds_ = values
+        self.lam_ = float(self.lams[int(np.argmax(self.cv_values_))])
+        model = PairedConjointLogit(**self.model_params).fit(L, R, y, groups, design)
+        self.best_estimator_ = AverageCasePolicy(lam=self.lam_, **self.policy_params).fit(model, design)
+        return self

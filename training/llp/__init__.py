@@ -1,0 +1,28 @@
+"""Learning from label proportions: the public face of ``icml26.training.llp``."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+from icml26.training.llp.estimator import LLPClassifier, TournamentResult, candidate_bag_estimates, mom_tournament, tournament_from_estimates
+from icml26.training.llp.risk import BASE_LOSSES, LLPLoss, METHODS, bag_estimates, bag_means, dllp_loss, easyllp_loss, leave_one_bag_out_mean, lowvar_llp_loss, per_class_losses, random_bags
+
+if TYPE_CHECKING:
+    from icml26.training.llp.trainer import LLPConfig, LLPDataCollator, LLPTrainer, LLPTrainingArguments, logits_to_bags
+
+# Names whose modules import transformers or TRL load on first use, so importing this package
+# stays a torch-only import.
+_LAZY = {
+    **dict.fromkeys(('LLPConfig', 'LLPDataCollator', 'LLPTrainer', 'LLPTrainingArguments', 'logits_to_bags'), 'trainer'),
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+__all__ = ['BASE_LOSSES', 'LLPClassifier', 'LLPConfig', 'LLPDataCollator', 'LLPLoss', 'LLPTrainer', 'LLPTrainingArguments', 'METHODS', 'TournamentResult', 'bag_estimates', 'bag_means', 'candidate_bag_estimates', 'dllp_loss', 'easyllp_loss', 'leave_one_bag_out_mean', 'logits_to_bags', 'lowvar_llp_loss', 'mom_tournament', 'per_class_losses', 'random_bags', 'tournament_from_estimates']

@@ -1,0 +1,338 @@
+"""A scikit-learn LLP estimator and Median-of-Means model selection from bag-level data.
+
+Paper: arXiv 2509.15145 ("Optimal Learning from Label Proportions with General Loss Functions",
+ICML 2026); the estimators are in :mod:`icml26.training.llp.risk`.
+
+- :class:`LLPClassifier`: a linear model or a one-hidden-layer MLP trained with Adam on mini-batches of
+  bags (the paper's online / SGD setting) with the LowVar, EasyLLP or DLLP loss, or on instance labels
+  (``method="oracle"``, the supervised upper bound).
+- :func:`mom_tournament`: a Median-of-Means tournament (Lugosi & Mendelson, arXiv 1608.00757) over
+  candidate models, from bags and their proportions only. Reconstruction of the wiring (the paper
+  names the tournament, the summaries give no procedure): bag estimates ``L_b(h)`` of the chosen
+  estimator with ``mu`` from the instances of the other validation bags; the bags split at random
+  into ``n_blocks`` blocks; ``M(h, h')`` = the median over blocks of the block means of
+  ``L_b(h) - L_b(h')``; ``h`` beats ``h'`` when ``M(h, h') <= 0``; the winner has the most wins, ties
+  broken by the smaller ``max_h' M(h, h')``.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, ClassifierMixin
+
+from icml26.errors import check_finite, describe, described, input_error
+
+from icml26.training.llp.risk import BASE_LOSSES, METHODS, LLPLoss, _prior, check_bags, pad_bags, per_class_losses
+from icml26.training.llp.risk import bag_estimates as llp_bag_estimates
+
+__all__ = ["LLPClassifier", "TournamentResult", "candidate_bag_estimates", "mom_tournament", "tournament_from_estimates"]
+
+MODELS = ("linear", "mlp")
+
+
+def _features(function: str, X: Any) -> np.ndarray:
+    X = np.asarray(X, dtype=np.float32)
+    if X.ndim != 2 or X.shape[0] == 0 or not np.isfinite(X).all():
+        raise input_error(function, "X", "a finite 2-D array [n, d] with n >= 1", describe(X))
+    return X
+
+
+def _positive_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise input_error("LLPClassifier", name, "an int >= 1", value)
+    return int(value)
+
+
+class LLPClassifier(ClassifierMixin, BaseEstimator):
+    """Learns a classifier from bags and their label proportions (scikit-learn API).
+
+    ``fit(X, bag_index, proportions)``: ``bag_index[i]`` is the bag of row ``i`` (``0..m-1``; ``-1``:
+    in no bag), ``proportions[m, c]`` the bags' label proportions (``[m]``: the share of class 1). With
+    ``method="oracle"``: ``fit(X, y=labels)``.
+
+    Args:
+        method: ``"lowvar"`` (the paper's estimator, reconstructed), ``"easyllp"``, ``"dllp"`` or
+            ``"oracle"`` (cross-entropy on instance labels, with the same clipped base loss).
+        model: ``"linear"`` (logistic / softmax regression) or ``"mlp"`` (one hidden ReLU layer).
+        hidden: width of the MLP's hidden layer.
+        lr, weight_decay: Adam's learning rate and L2 weight decay.
+        epochs: passes over the bags.
+        bags_per_batch: bags per step; the bags are split into ``m // bags_per_batch`` batches, so every
+            batch has at least ``bags_per_batch`` bags (LowVar's leave-one-bag-out needs two).
+        base, prob_clip: the instance loss (see :func:`icml26.training.llp.risk.per_class_losses`).
+        prior: the class prior; None: the instance-weighted mean of ``proportions`` over the training bags.
+        oracle_batch_size: instances per step of ``method="oracle"``.
+        random_state: seeds the initial weights and the order of the bags.
+
+    Fitted attributes: ``classes_``, ``n_features_in_``, ``prior_``, ``loss_curve_`` (mean training loss
+    per epoch), ``n_iter_`` (epochs), ``epoch_states_`` (the weights after each epoch: :meth:`at_epoch`
+    rebuilds the model of any epoch, e.g. as a candidate for :func:`mom_tournament`).
+    """
+
+    def __init__(self, method: str = "lowvar", model: str = "linear", hidden: int = 64, lr: float = 1e-2,
+                 epochs: int = 5, bags_per_batch: int = 16, weight_decay: float = 0.0, base: str = "log",
+                 prob_clip: float = 1e-3, prior: Any = None, oracle_batch_size: int = 512,
+                 random_state: int | None = None) -> None:
+        self.method = method
+        self.model = model
+        self.hidden = hidden
+        self.lr = lr
+        self.epochs = epochs
+        self.bags_per_batch = bags_per_batch
+        self.weight_decay = weight_decay
+        self.base = base
+        self.prob_clip = prob_clip
+        self.prior = prior
+        self.oracle_batch_size = oracle_batch_size
+        self.random_state = random_state
+
+    # -- fitting -----------------------------------------------------------------------------
+    def _validate_params(self) -> None:
+        if self.method not in (*METHODS, "oracle"):
+            raise input_error("LLPClassifier", "method", f"one of {[*METHODS, 'oracle']}", self.method)
+        if self.model not in MODELS:
+            raise input_error("LLPClassifier", "model", f"one of {list(MODELS)}", self.model)
+        if not callable(self.base) and self.base not in BASE_LOSSES:
+            raise input_error("LLPClassifier", "base", f"one of {list(BASE_LOSSES)} or a callable", self.base)
+        for name in ("hidden", "epochs", "bags_per_batch", "oracle_batch_size"):
+            _positive_int(name, getattr(self, name))
+        check_finite("LLPClassifier", "lr", self.lr, positive=True)
+        check_finite("LLPClassifier", "weight_decay", self.weight_decay, non_negative=True)
+
+    def _network(self, d: int, c: int) -> torch.nn.Module:
+        with torch.random.fork_rng(devices=[]):  # library code never seeds the global generator
+            torch.manual_seed(int(np.random.SeedSequence(self.random_state).generate_state(1)[0]))
+            if self.model == "linear":
+                return torch.nn.Linear(d, c)
+            return torch.nn.Sequential(torch.nn.Linear(d, self.hidden), torch.nn.ReLU(), torch.nn.Linear(self.hidden, c))
+
+    def fit(self, X: Any, bag_index: Any = None, proportions: Any = None, y: Any = None) -> LLPClassifier:
+        """Train on bags (``bag_index``, ``proportions``) or, with ``method="oracle"``, on labels ``y``."""
+        self._validate_params()
+        X = _features("LLPClassifier.fit", X)
+        rng = np.random.default_rng(self.random_state)
+        if self.method == "oracle":
+            if y is None:
+                raise input_error("LLPClassifier.fit", "y", "instance labels for method='oracle'", None)
+            y = np.asarray(y)
+            if y.shape != (X.shape[0],) or not np.issubdtype(y.dtype, np.integer) or y.min() < 0:
+                raise input_error("LLPClassifier.fit", "y", f"integer labels >= 0 of shape ({X.shape[0]},)", describe(y))
+            c = max(int(y.max()) + 1, 2)
+            counts = np.bincount(y, minlength=c)
+            prior = counts / counts.sum()
+        else:
+            if bag_index is None or proportions is None:
+                raise input_error("LLPClassifier.fit", "bag_index", f"bag_index and proportions for method="
+                                  f"{self.method!r} (instance labels only with method='oracle')", bag_index)
+            bag_index, alpha = check_bags("LLPClassifier.fit", bag_index, proportions, X.shape[0])
+            c = alpha.shape[1]
+            sizes = np.bincount(bag_index[bag_index >= 0], minlength=alpha.shape[0])
+            prior = (alpha * sizes[:, None]).sum(0) / sizes.sum()
+            if self.prior is not None:  # validated as the losses will read it: [c], or P(y = 1) when binary
+                prior = _prior("LLPClassifier", self.prior, torch.zeros(1, c, dtype=torch.float64), torch.ones(1))
+            if self.method == "lowvar" and alpha.shape[0] < 2:
+                raise input_error("LLPClassifier.fit", "bag_index", "two bags or more for method='lowvar'",
+                                  described("1 bag"))
+        net = self._network(X.shape[1], c)
+        optimizer = torch.optim.Adam(net.parameters(), lr=self.lr, weight_decay=self.weight_decay)
+        if self.method == "oracle":
+            curve = self._fit_oracle(net, optimizer, torch.from_numpy(X), torch.from_numpy(y.astype(np.int64)), rng)
+        else:
+            bags, mask = pad_bags(X, bag_index, alpha.shape[0])
+            loss = LLPLoss(self.method, base=self.base, prob_clip=self.prob_clip, prior=torch.as_tensor(prior))
+            curve = self._fit_bags(net, optimizer, loss, torch.from_numpy(bags), torch.from_numpy(mask),
+                                   torch.from_numpy(alpha.astype(np.float32)), rng)
+        self.network_, self.classes_, self.n_features_in_ = net, np.arange(c), X.shape[1]
+        self.prior_ = np.asarray(torch.as_tensor(prior, dtype=torch.float64))
+        self.loss_curve_, self.n_iter_ = curve, self.epochs
+        return self
+
+    def _fit_bags(self, net, optimizer, loss, bags, mask, alpha, rng) -> list[float]:
+        m = bags.shape[0]
+        curve, self.epoch_states_ = [], []
+        for _ in range(self.epochs):
+            total = 0.0
+            batches = np.array_split(rng.permutation(m), max(1, m // self.bags_per_batch))
+            for batch in batches:
+                batch = torch.from_numpy(batch)
+                value = loss(net(bags[batch]), alpha[batch], mask[batch])
+                optimizer.zero_grad(set_to_none=True)
+                value.backward()
+                optimizer.step()
+                total += float(value.detach())
+            curve.append(total / len(batches))
+            self.epoch_states_.append(copy.deepcopy(net.state_dict()))
+        return curve
+
+    def _fit_oracle(self, net, optimizer, X, y, rng) -> list[float]:
+        curve, self.epoch_states_ = [], []
+        n = X.shape[0]
+        for _ in range(self.epochs):
+            total, steps = 0.0, 0
+            for batch in np.array_split(rng.permutation(n), max(1, n // self.oracle_batch_size)):
+                batch = torch.from_numpy(batch)
+                losses = per_class_losses(net(X[batch]), self.base, prob_clip=self.prob_clip)
+                value = losses.gather(1, y[batch, None]).mean()
+                optimizer.zero_grad(set_to_none=True)
+                value.backward()
+                optimizer.step()
+                total, steps = total + float(value.detach()), steps + 1
+            curve.append(total / steps)
+            self.epoch_states_.append(copy.deepcopy(net.state_dict()))
+        return curve
+
+    # -- prediction --------------------------------------------------------------------------
+    def _check_fitted(self, function: str) -> None:
+        if not hasattr(self, "network_"):
+            from sklearn.exceptions import NotFittedError
+
+            raise NotFittedError(f"LLPClassifier.{function}: call fit first")
+
+    def decision_function(self, X: Any) -> np.ndarray:
+        """Logits ``[n, c]``."""
+        self._check_fitted("decision_function")
+        X = _features("LLPClassifier.decision_function", X)
+        if X.shape[1] != self.n_features_in_:
+            raise input_error("LLPClassifier.decision_function", "X", f"{self.n_features_in_} features", describe(X))
+        with torch.no_grad():
+            return self.network_(torch.from_numpy(X)).double().numpy()
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Class probabilities ``[n, c]``."""
+        logits = self.decision_function(X)
+        logits -= logits.max(1, keepdims=True)
+        e = np.exp(logits)
+        return e / e.sum(1, keepdims=True)
+
+    def predict(self, X: Any) -> np.ndarray:
+        return self.classes_[self.decision_function(X).argmax(1)]
+
+    def at_epoch(self, epoch: int) -> LLPClassifier:
+        """A copy of this fitted estimator with the weights it had after ``epoch`` (1-based; -1: the last)."""
+        self._check_fitted("at_epoch")
+        n = len(self.epoch_states_)
+        if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)) or not (1 <= epoch <= n or -n <= epoch <= -1):
+            raise input_error("LLPClassifier.at_epoch", "epoch", f"an epoch in 1..{n} (or -{n}..-1)", epoch)
+        other = copy.deepcopy(self)
+        other.network_.load_state_dict(self.epoch_states_[epoch - 1 if epoch > 0 else epoch])
+        other.n_iter_ = epoch if epoch > 0 else n + 1 + epoch
+        return other
+
+
+# ----------------------------------------------------------------------------------------------
+# Median-of-Means tournament
+# ----------------------------------------------------------------------------------------------
+@dataclass
+class TournamentResult:
+    """What :func:`mom_tournament` found.
+
+    ``winner``: index of the chosen candidate; ``wins[h]``: how many others ``h`` beats;
+    ``pairwise_median[h, h']``: ``M(h, h')``, the median over blocks of the mean of ``L_b(h) - L_b(h')``;
+    ``estimates[h]``: the plain mean of ``L_b(h)`` over all bags (``argmin`` of it is the plain-mean
+    selector); ``n_blocks``: the blocks used.
+    """
+
+    winner: int
+    wins: np.ndarray
+    pairwise_median: np.ndarray
+    estimates: np.ndarray
+    n_blocks: int
+
+    @property
+    def mean_winner(self) -> int:
+        """The plain-mean selector's choice: ``argmin estimates``."""
+        return int(np.argmin(self.estimates))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"winner": self.winner, "wins": self.wins.tolist(), "pairwise_median": self.pairwise_median.tolist(),
+                "estimates": self.estimates.tolist(), "n_blocks": self.n_blocks, "mean_winner": self.mean_winner}
+
+
+def _probabilities(candidate: Any, X: np.ndarray, index: int, c: int) -> np.ndarray:
+    if hasattr(candidate, "predict_proba"):
+        probs = candidate.predict_proba(X)
+    elif callable(candidate):
+        probs = candidate(X)
+    else:
+        raise TypeError(f"mom_tournament: candidates[{index}]: expected an estimator with predict_proba or a "
+                        f"callable X -> probabilities, got {type(candidate).__name__}")
+    probs = np.asarray(probs, dtype=np.float64)
+    if probs.shape != (X.shape[0], c) or not np.isfinite(probs).all() or probs.min() < 0:
+        raise input_error("mom_tournament", f"candidates[{index}]", f"probabilities of shape ({X.shape[0]}, {c})",
+                          describe(probs))
+    return probs
+
+
+def candidate_bag_estimates(probs: np.ndarray, bag_index: np.ndarray, alpha: np.ndarray,
+                            estimators: Sequence[str] = ("lowvar",), *, prior: Any = None,
+                            base: str | Callable = "log", prob_clip: float = 1e-3) -> dict[str, np.ndarray]:
+    """``{estimator: L_b(h) [m]}`` from a candidate's probabilities ``[n, c]`` (float64; ``mu`` leave-one-bag-out).
+
+    The per-class instance losses are summed per bag (``index_add``), so the bags are never padded.
+    """
+    keep = np.flatnonzero(bag_index >= 0)
+    m, c = alpha.shape
+    logits = torch.from_numpy(np.log(np.clip(probs[keep], 1e-300, None)))
+    losses = per_class_losses(logits, base, prob_clip=prob_clip)
+    index = torch.from_numpy(bag_index[keep])
+    sizes = torch.bincount(index, minlength=m).double()
+    lbar = torch.zeros(m, c, dtype=torch.float64).index_add_(0, index, losses) / sizes.unsqueeze(-1)
+    a = torch.from_numpy(alpha)
+    return {e: llp_bag_estimates(lbar, sizes, a, prior, method=e).numpy() for e in estimators}
+
+
+def tournament_from_estimates(estimates: np.ndarray, n_blocks: int = 10, seed: int | None = None) -> TournamentResult:
+    """The Median-of-Means tournament on bag estimates ``[H, m]`` (candidates x bags) already computed."""
+    L = np.asarray(estimates, dtype=np.float64)
+    H, m = L.shape
+    if isinstance(n_blocks, bool) or not isinstance(n_blocks, (int, np.integer)) or not 1 <= n_blocks <= m:
+        raise input_error("mom_tournament", "n_blocks", f"an int in [1, {m}] (the number of bags)", n_blocks)
+    blocks = np.array_split(np.random.default_rng(seed).permutation(m), n_blocks)
+    block_means = np.stack([L[:, b].mean(1) for b in blocks], axis=1)  # [H, G]
+    M = np.median(block_means[:, None, :] - block_means[None, :, :], axis=2)
+    off = ~np.eye(H, dtype=bool)
+    wins = ((M <= 0) & off).sum(1)
+    worst = np.where(off, M, -np.inf).max(1) if H > 1 else np.zeros(1)
+    best = np.flatnonzero(wins == wins.max())
+    winner = int(best[np.argmin(worst[best])])
+    return TournamentResult(winner, wins, M, L.mean(1), int(n_blocks))
+
+
+def mom_tournament(candidates: Sequence[Any], X: Any, bag_index: Any, proportions: Any, n_blocks: int = 10,
+                   estimator: str = "lowvar", *, prior: Any = None, base: str | Callable = "log",
+                   prob_clip: float = 1e-3, seed: int | None = None) -> TournamentResult:
+    """Pick among ``candidates`` from validation bags only (Median-of-Means tournament).
+
+    Args:
+        candidates: fitted estimators with ``predict_proba`` or callables ``X -> probabilities [n, c]``.
+        X, bag_index, proportions: the validation bags (as :meth:`LLPClassifier.fit` takes them).
+        n_blocks: MoM blocks (``1 <= n_blocks <= m``; ``n_blocks = 1`` is the plain mean).
+        estimator: ``"lowvar"`` or ``"easyllp"``, the bag estimate compared.
+        prior: the class prior (None: the instance-weighted mean of the validation proportions).
+        base, prob_clip: the loss whose risk is compared (the clipped log-loss by default), computed
+            from the candidates' probabilities.
+        seed: the random split of the bags into blocks.
+
+    Reconstruction of the wiring (see the module docstring).
+    """
+    if estimator not in ("lowvar", "easyllp"):
+        raise input_error("mom_tournament", "estimator", "'lowvar' or 'easyllp'", estimator)
+    candidates = list(candidates)
+    if len(candidates) < 1:
+        raise input_error("mom_tournament", "candidates", "at least one candidate", candidates)
+    X = _features("mom_tournament", X)
+    bag_index, alpha = check_bags("mom_tournament", bag_index, proportions, X.shape[0])
+    m, c = alpha.shape
+    if isinstance(n_blocks, bool) or not isinstance(n_blocks, (int, np.integer)) or not 1 <= n_blocks <= m:
+        raise input_error("mom_tournament", "n_blocks", f"an int in [1, {m}] (the number of bags)", n_blocks)
+    if estimator == "lowvar" and m < 2:
+        raise input_error("mom_tournament", "bag_index", "two bags or more (mu comes from the other bags)",
+                          described("1 bag"))
+    L = np.stack([candidate_bag_estimates(_probabilities(h, X, i, c), bag_index, alpha, (estimator,), prior=prior,
+                                          base=base, prob_clip=prob_clip)[estimator] for i, h in enumerate(candidates)])
+    return tournament_from_estimates(L, n_blocks, seed)

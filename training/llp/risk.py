@@ -1,0 +1,483 @@
+"""Learning from label proportions (LLP) with general losses: debiased bag-level risk estimates.
+
+Paper: Applebaum, Dick, Gentile, Kaplan, Koren, "Optimal Learning from Label Proportions with General
+Loss Functions" (arXiv 2509.15145, ICML 2026). Only a bag ``B = (x_1..x_k)`` and its label proportion
+``alpha = (1/k) sum_i onehot(y_i)`` are observed; the goal is the instance risk ``E l(h(x), y)`` of any
+loss ``l``. Bags are random (instances i.i.d. from the marginal); feature-defined bags are out of scope.
+
+Every estimator here works on per-class losses ``losses[B, k, c] = l(h(x_i), c)`` with a ``mask[B, k]``
+of real slots (bags may differ in size: bag ``b`` has ``k_b = mask[b].sum()`` instances), the bags'
+``proportions[B, c]`` and the class prior ``p[c] = E onehot(y)``. With ``lbar[b, c]`` the bag mean of
+``losses[b, :, c]``:
+
+- :func:`easyllp_loss`, prior work (EasyLLP, Busa-Fekete et al., NeurIPS 2023, arXiv 2302.03115),
+  implemented as published: soft labels ``k_b (alpha_bc - p_c) + p_c`` on every instance, i.e.
+  ``L_b = sum_c [p_c lbar_bc + k_b (alpha_bc - p_c) lbar_bc]``. Unbiased; its variance grows like
+  ``k_b``.
+- :func:`lowvar_llp_loss`, the paper's low-variance estimator. Reconstruction: the paper's formula
+  was not reachable; this is EasyLLP plus the control variate ``-k_b (alpha_bc - p_c) mu_c`` with
+  ``mu_c = E_x l(h(x), c)`` estimated from *other* bags:
+  ``L_b = sum_c [p_c lbar_bc + k_b (alpha_bc - p_c) (lbar_bc - mu_c)]``. It has the properties the
+  paper states: unbiased for any loss (``E[k (alpha_c - p_c)(lbar_c - mu_c)] = Cov(y_c, l_c)``),
+  binary and multi-class (``c = 2`` is the binary formula ``mean l0 + p dbar + k (alpha - p)(dbar -
+  mu_d)`` with ``d = l1 - l0``), and a variance free of ``k`` (a product of two ``O(1/sqrt k)``
+  fluctuations times ``k``). A loss shift shared by all classes cancels in the correction.
+- :func:`dllp_loss`, prior work (DLLP, Ardehaly & Culotta 2017), as published: the cross-entropy
+  between ``alpha`` and the bag's mean predicted distribution.
+
+``mu``: ``None`` takes, for each bag, the instance mean of the losses over the *other* bags of the
+call (leave-one-bag-out; differentiable, so the control variate also acts on the gradient, and
+independent of the bag, so the estimate stays unbiased; needs two bags or more). A tensor ``[c]`` or
+``[B, c]`` is used as given. :class:`LLPLoss` adds ``mu="ema"``.
+
+``prior``: ``None`` takes the instance-weighted mean of ``proportions`` over the bags of the call. Pass
+the dataset's prior for mini-batches (:class:`LLPClassifier` and :class:`LLPTrainer` use the mean of
+``alpha`` over the whole training set). An estimated prior ``p_hat`` shifts EasyLLP's mean by
+``(k - 1) sum_c mu_c (p_c - p_hat_c)``, which grows with ``k``; LowVar's shift is ``sum_c mu_c (p_hat_c
+- p_c)``, free of ``k``.
+
+The trainer lives in :mod:`icml26.training.llp.trainer` (:class:`LLPTrainer`,
+:class:`LLPDataCollator`), the scikit-learn estimator and model selection in
+:mod:`icml26.training.llp.estimator` (:class:`LLPClassifier`, :func:`mom_tournament`); all are importable
+from here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from icml26.errors import check_finite, describe, described, input_error
+from icml26.kernels import values_checked
+
+__all__ = ["BASE_LOSSES", "METHODS", "LLPLoss", "bag_estimates", "bag_means", "dllp_loss", "easyllp_loss",
+    "leave_one_bag_out_mean", "lowvar_llp_loss", "per_class_losses", "random_bags"]
+
+METHODS = ("lowvar", "easyllp", "dllp")
+BASE_LOSSES = ("log", "squared", "brier", "hinge", "focal")
+REDUCTIONS = ("mean", "none")
+#: Tolerance on "proportions (and a prior) sum to 1".
+SUM_TOL = 1e-4
+
+
+# ----------------------------------------------------------------------------------------------
+# validation shared by the estimators
+# ----------------------------------------------------------------------------------------------
+def _floating(function: str, name: str, value: Any, dims: int, shape_text: str) -> torch.Tensor:
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{function}: {name}: expected a floating {shape_text} tensor, got {type(value).__name__}")
+    if value.dim() != dims or not value.is_floating_point():
+        raise input_error(function, name, f"a floating {shape_text} tensor", describe(value))
+    return value
+
+
+def _mask(function: str, mask: Any, B: int, k: int, device: torch.device) -> torch.Tensor:
+    if mask is None:
+        return torch.ones(B, k, dtype=torch.bool, device=device)
+    if not isinstance(mask, torch.Tensor):
+        raise TypeError(f"{function}: mask: expected a boolean [B, k] tensor, got {type(mask).__name__}")
+    if mask.shape != (B, k):
+        raise input_error(function, "mask", f"a boolean tensor of shape [B, k] = [{B}, {k}]", describe(mask))
+    mask = mask.to(device=device, dtype=torch.bool)
+    if values_checked(mask) and B and not bool(mask.any(1).all()):
+        empty = torch.nonzero(~mask.any(1)).flatten()[:5].tolist()
+        raise input_error(function, "mask", "at least one real instance in every bag",
+                          described(f"empty bags {empty}"))
+    return mask
+
+
+def _proportions(function: str, proportions: Any, B: int, c: int, like: torch.Tensor) -> torch.Tensor:
+    """``[B, c]`` proportions; a ``[B]`` tensor is the share of class 1 of a binary problem."""
+    if not isinstance(proportions, torch.Tensor):
+        proportions = torch.as_tensor(np.asarray(proportions, dtype=np.float64))
+    alpha = proportions.to(device=like.device, dtype=like.dtype)
+    if alpha.dim() == 1 and c == 2:
+        alpha = torch.stack([1 - alpha, alpha], dim=-1)
+    if alpha.shape != (B, c):
+        raise input_error(function, "proportions", f"shape [B, c] = [{B}, {c}] (or [B] when c = 2)",
+                          describe(proportions))
+    if values_checked(alpha) and alpha.numel():
+        low, high = float(alpha.min()), float(alpha.max())
+        if not (low >= 0 and high <= 1):
+            raise input_error(function, "proportions", "values in [0, 1]", described(f"values in [{low:g}, {high:g}]"))
+        worst = float((alpha.sum(-1) - 1).abs().max())
+        if worst > SUM_TOL:
+            raise input_error(function, "proportions", f"rows summing to 1 (within {SUM_TOL:g})",
+                              described(f"a row off by {worst:.3g}"))
+    return alpha
+
+
+def _prior(function: str, prior: Any, alpha: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
+    c = alpha.shape[-1]
+    if prior is None:  # the instance-weighted mean of the proportions given
+        weights = sizes.to(alpha.dtype)
+        return (alpha * weights[:, None]).sum(0) / weights.sum()
+    if isinstance(prior, (int, float)) and not isinstance(prior, bool):
+        if c != 2:
+            raise input_error(function, "prior", f"a [c] = [{c}] vector (a number only when c = 2)", prior)
+        prior = [1 - float(prior), float(prior)]
+    p = torch.as_tensor(prior if isinstance(prior, torch.Tensor) else np.asarray(prior, dtype=np.float64))
+    p = p.to(device=alpha.device, dtype=alpha.dtype)
+    if p.dim() == 0 or (p.dim() == 1 and p.shape[0] == 1):
+        if c != 2:
+            raise input_error(function, "prior", f"a [c] = [{c}] vector (a number only when c = 2)", describe(p))
+        p = torch.cat([1 - p.reshape(1), p.reshape(1)])
+    if p.shape != (c,):
+        raise input_error(function, "prior", f"a vector of {c} class probabilities (a number when c = 2)", describe(p))
+    if values_checked(p):
+        if not bool(((p > 0) & (p < 1)).all()) or abs(float(p.sum()) - 1) > SUM_TOL:
+            raise input_error(function, "prior", "class probabilities in (0, 1) summing to 1",
+                              p.tolist() if p.numel() <= 10 else describe(p))
+    return p
+
+
+def _reduction(function: str, reduction: str) -> str:
+    if reduction not in REDUCTIONS:
+        raise input_error(function, "reduction", f"one of {list(REDUCTIONS)}", reduction)
+    return reduction
+
+
+def _reduce(per_bag: torch.Tensor, reduction: str) -> torch.Tensor:
+    return per_bag.mean() if reduction == "mean" else per_bag
+
+
+# ----------------------------------------------------------------------------------------------
+# bag statistics
+# ----------------------------------------------------------------------------------------------
+def bag_means(losses: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(lbar[B, c], sizes[B])``: the per-class mean over each bag's real slots, and the bag sizes."""
+    weights = mask.to(losses.dtype)
+    sizes = weights.sum(1)
+    # where, not a product: a NaN or inf in a padded slot must not leak into the bag.
+    total = torch.where(mask.unsqueeze(-1), losses, torch.zeros((), dtype=losses.dtype, device=losses.device)).sum(1)
+    return total / sizes.clamp_min(1).unsqueeze(-1), sizes
+
+
+def leave_one_bag_out_mean(lbar: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
+    """``mu[b, c]``: the instance mean of the losses over every bag but ``b`` (differentiable)."""
+    totals = lbar * sizes.unsqueeze(-1)
+    others = sizes.sum() - sizes
+    return (totals.sum(0, keepdim=True) - totals) / others.clamp_min(1).unsqueeze(-1)
+
+
+def _setup(function: str, losses, proportions, prior, mask):
+    losses = _floating(function, "losses", losses, 3, "[B, k, c]")
+    B, k, c = losses.shape
+    if c < 2:
+        raise input_error(function, "losses", "c >= 2 classes in the last dimension", describe(losses))
+    mask = _mask(function, mask, B, k, losses.device)
+    alpha = _proportions(function, proportions, B, c, losses)
+    lbar, sizes = bag_means(losses, mask)
+    p = _prior(function, prior, alpha, sizes)
+    return lbar, sizes, alpha, p
+
+
+def _mu(function: str, mu: Any, lbar: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
+    B, c = lbar.shape
+    if mu is None:
+        if B < 2:
+            raise input_error(function, "mu", "two bags or more for the leave-one-bag-out mean (mu=None); pass mu "
+                              "as a [c] tensor, or use LLPLoss(mu='ema'), for a single bag", described(f"{B} bag"))
+        return leave_one_bag_out_mean(lbar, sizes)
+    if isinstance(mu, str):
+        raise input_error(function, "mu", "None (leave-one-bag-out) or a [c] / [B, c] tensor (mu='ema' lives in "
+                          "LLPLoss, which keeps the running mean)", mu)
+    mu = torch.as_tensor(mu, dtype=lbar.dtype, device=lbar.device)
+    if mu.shape not in ((c,), (B, c)):
+        raise input_error(function, "mu", f"a tensor of shape [c] = [{c}] or [B, c] = [{B}, {c}]", describe(mu))
+    return mu.expand(B, c)
+
+
+# ----------------------------------------------------------------------------------------------
+# the estimators (pure functions)
+# ----------------------------------------------------------------------------------------------
+def lowvar_llp_loss(losses: torch.Tensor, proportions: Any, prior: Any = None, mu: Any = None,
+                    mask: torch.Tensor | None = None, reduction: str = "mean") -> torch.Tensor:
+    """The low-variance unbiased bag estimate ``L_b = sum_c [p_c lbar_bc + k_b (alpha_bc - p_c)(lbar_bc - mu_bc)]``.
+
+    Reconstruction of the paper's estimator (arXiv 2509.15145): EasyLLP plus a control variate with
+    ``mu`` from other bags (see the module docstring).
+
+    Args:
+        losses: ``[B, k, c]`` per-class losses ``l(h(x_i), c)`` (any float dtype; float64 for exact checks).
+        proportions: ``[B, c]`` label proportions (rows in the simplex), or ``[B]`` shares of class 1 when
+            ``c = 2``.
+        prior: ``[c]`` class prior (a number: ``P(y = 1)`` when ``c = 2``); None: the instance-weighted
+            mean of ``proportions``.
+        mu: None (leave-one-bag-out instance mean, two bags or more), or a ``[c]`` / ``[B, c]`` tensor.
+        mask: ``[B, k]`` booleans, True on real instances (None: every slot is real).
+        reduction: ``"mean"`` over bags or ``"none"`` (the ``[B]`` bag estimates).
+    """
+    reduction = _reduction("lowvar_llp_loss", reduction)
+    lbar, sizes, alpha, p = _setup("lowvar_llp_loss", losses, proportions, prior, mask)
+    return _reduce(_lowvar(lbar, sizes, alpha, p, _mu("lowvar_llp_loss", mu, lbar, sizes)), reduction)
+
+
+def easyllp_loss(losses: torch.Tensor, proportions: Any, prior: Any = None, mask: torch.Tensor | None = None,
+                 reduction: str = "mean") -> torch.Tensor:
+    """EasyLLP's bag estimate ``L_b = sum_c (k_b (alpha_bc - p_c) + p_c) lbar_bc`` (prior work, as published).
+
+    Busa-Fekete, Choi, Dick, Gentile, Munoz Medina, "Easy Learning from Label Proportions" (NeurIPS
+    2023, arXiv 2302.03115): every instance of a bag gets the soft label ``k (alpha - p) + p``. With
+    ``k = 1`` it is the instance loss. Arguments as :func:`lowvar_llp_loss` (no ``mu``).
+    """
+    reduction = _reduction("easyllp_loss", reduction)
+    lbar, sizes, alpha, p = _setup("easyllp_loss", losses, proportions, prior, mask)
+    return _reduce(_easyllp(lbar, sizes, alpha, p), reduction)
+
+
+def _lowvar(lbar, sizes, alpha, p, mu):
+    return (p * lbar).sum(-1) + sizes * ((alpha - p) * (lbar - mu)).sum(-1)
+
+
+def _easyllp(lbar, sizes, alpha, p):
+    return ((sizes.unsqueeze(-1) * (alpha - p) + p) * lbar).sum(-1)
+
+
+def bag_estimates(lbar: torch.Tensor, sizes: torch.Tensor, proportions: Any, prior: Any = None,
+                  method: str = "lowvar", mu: Any = None) -> torch.Tensor:
+    """The ``[B]`` bag estimates of ``method`` (``"lowvar"`` or ``"easyllp"``) from bag statistics alone.
+
+    ``lbar[B, c]``: each bag's per-class mean loss; ``sizes[B]``: its instance count. The same estimates as
+    :func:`lowvar_llp_loss` / :func:`easyllp_loss` with ``reduction="none"``, for data too large to pad
+    into ``[B, k, c]`` (:func:`mom_tournament` sums instance losses per bag with ``index_add``).
+    """
+    if method not in ("lowvar", "easyllp"):
+        raise input_error("bag_estimates", "method", "'lowvar' or 'easyllp'", method)
+    lbar = _floating("bag_estimates", "lbar", lbar, 2, "[B, c]")
+    B, c = lbar.shape
+    sizes = torch.as_tensor(sizes, dtype=lbar.dtype, device=lbar.device)
+    if sizes.shape != (B,):
+        raise input_error("bag_estimates", "sizes", f"a [B] = [{B}] tensor of bag sizes", describe(sizes))
+    if values_checked(sizes) and B and not bool((sizes >= 1).all()):
+        raise input_error("bag_estimates", "sizes", "bag sizes >= 1", described(f"min {float(sizes.min()):g}"))
+    alpha = _proportions("bag_estimates", proportions, B, c, lbar)
+    p = _prior("bag_estimates", prior, alpha, sizes)
+    if method == "easyllp":
+        return _easyllp(lbar, sizes, alpha, p)
+    return _lowvar(lbar, sizes, alpha, p, _mu("bag_estimates", mu, lbar, sizes))
+
+
+def dllp_loss(probs: torch.Tensor, proportions: Any, mask: torch.Tensor | None = None, *, eps: float = 1e-7,
+              reduction: str = "mean") -> torch.Tensor:
+    """DLLP's bag loss ``-sum_c alpha_bc log(mean_i probs[b, i, c])`` (prior work, as published).
+
+    Ardehaly & Culotta, "Co-training for demographic classification using deep learning from label
+    proportions" (ICDM workshops 2017): proportion matching by cross-entropy. ``probs``: ``[B, k, c]``
+    predicted class probabilities; the bag mean is clamped to ``[eps, 1]`` before the log.
+    """
+    reduction = _reduction("dllp_loss", reduction)
+    probs = _floating("dllp_loss", "probs", probs, 3, "[B, k, c]")
+    B, k, c = probs.shape
+    mask = _mask("dllp_loss", mask, B, k, probs.device)
+    alpha = _proportions("dllp_loss", proportions, B, c, probs)
+    mean_probs, _ = bag_means(probs, mask)
+    per_bag = -(alpha * mean_probs.clamp(min=eps, max=1.0).log()).sum(-1)
+    return _reduce(per_bag, reduction)
+
+
+# ----------------------------------------------------------------------------------------------
+# per-class losses from logits, and the module
+# ----------------------------------------------------------------------------------------------
+def _as_class_logits(logits: torch.Tensor) -> torch.Tensor:
+    """``[..., c]`` logits; a trailing dimension of 1 (one binary logit ``z``) becomes ``[0, z]``."""
+    if logits.shape[-1] == 1:
+        return torch.cat([torch.zeros_like(logits), logits], dim=-1)
+    return logits
+
+
+def per_class_losses(logits: torch.Tensor, base: str | Callable = "log", *, prob_clip: float = 1e-3,
+                     focal_gamma: float = 2.0) -> torch.Tensor:
+    """``l(h(x), c)`` for every class ``c``: ``[..., c]`` from ``[..., c]`` logits (``[..., 1]``: binary).
+
+    ``log``: ``-log q_c`` with ``q = softmax(logits)`` clipped to ``[prob_clip, 1 - prob_clip]``, which
+    bounds the loss (the estimators' weights ``k (alpha - p)`` can be negative, so an unbounded loss
+    makes the empirical objective unbounded below); ``squared``: ``(1 - q_c)^2``; ``brier``:
+    ``sum_j (q_j - [j = c])^2``; ``hinge``: Crammer-Singer ``max(0, 1 + max_{j != c} z_j - z_c)``;
+    ``focal``: ``-(1 - q_c)^gamma log q_c`` (clipped like ``log``); a callable maps ``[..., c]`` logits to
+    ``[..., c]`` losses.
+    """
+    logits = _as_class_logits(logits)
+    if callable(base):
+        out = base(logits)
+        if not isinstance(out, torch.Tensor) or out.shape != logits.shape:
+            raise input_error("per_class_losses", "base", f"a callable returning per-class losses of shape "
+                              f"{tuple(logits.shape)}", describe(out))
+        return out
+    q = logits.float().softmax(-1).to(logits.dtype) if logits.dtype in (torch.float16, torch.bfloat16) \
+        else logits.softmax(-1)
+    if base == "log":
+        return -q.clamp(prob_clip, 1 - prob_clip).log()
+    if base == "squared":
+        return (1 - q) ** 2
+    if base == "brier":
+        sq = (q * q).sum(-1, keepdim=True)
+        return sq - 2 * q + 1  # sum_j (q_j - e_c)^2 = sum_j q_j^2 - 2 q_c + 1
+    if base == "hinge":
+        c = logits.shape[-1]
+        eye = torch.eye(c, dtype=torch.bool, device=logits.device)
+        others = logits.unsqueeze(-2).masked_fill(eye, float("-inf")).amax(-1)  # max_{j != c} z_j, per c
+        return F.relu(1 + others - logits)
+    if base == "focal":
+        qc = q.clamp(prob_clip, 1 - prob_clip)
+        return -((1 - qc) ** focal_gamma) * qc.log()
+    raise input_error("per_class_losses", "base", f"one of {list(BASE_LOSSES)} or a callable", base)
+
+
+class LLPLoss(torch.nn.Module):
+    """An LLP loss on logits: ``loss = LLPLoss("lowvar")(logits, proportions, mask)``.
+
+    Args:
+        method: ``"lowvar"`` (the paper's estimator, reconstructed), ``"easyllp"`` or ``"dllp"``.
+        base: the instance loss (see :func:`per_class_losses`); DLLP always matches proportions with
+            cross-entropy and ignores it.
+        prob_clip: clip of the predicted probabilities for the log and focal losses (1e-3).
+        prior: the class prior (``[c]``, or ``P(y = 1)`` when binary); None: the batch's mean of ``alpha``
+            (pass the dataset's prior for mini-batch training; :class:`LLPTrainer` does).
+        mu: ``"loo"`` (leave-one-bag-out over the batch: unbiased, differentiable, needs two bags per
+            batch) or ``"ema"``: ``mu = d * ema + (1 - d) * loo`` where ``ema`` is a running mean
+            (``decay = d = 0.99``) of past batches' instance means (detached). The first batch starts
+            the running mean from its own mean (so a constant predictor stays exact), which puts each
+            bag's own losses into its ``mu``: slightly biased early on. With one bag per batch the
+            ``loo`` part is left out. Only ``"lowvar"`` uses ``mu``. The running mean is detached, so
+            the control variate acts on the loss's value but only its ``(1 - d)`` share acts on the
+            gradient: the gradient's variance then grows with ``k`` almost as EasyLLP's does. Prefer
+            ``"loo"`` whenever a batch holds two bags or more.
+
+    ``forward(logits, proportions, mask=None, prior=None)``: ``logits`` ``[B, k, c]`` (``[B, k]`` or
+    ``[B, k, 1]``: one binary logit). Returns the mean over bags.
+    """
+
+    def __init__(self, method: str = "lowvar", base: str | Callable = "log", prob_clip: float = 1e-3,
+                 prior: Any = None, mu: str = "loo", ema_decay: float = 0.99) -> None:
+        super().__init__()
+        if method not in METHODS:
+            raise input_error("LLPLoss", "method", f"one of {list(METHODS)}", method)
+        if not callable(base) and base not in BASE_LOSSES:
+            raise input_error("LLPLoss", "base", f"one of {list(BASE_LOSSES)} or a callable", base)
+        clip = check_finite("LLPLoss", "prob_clip", prob_clip, positive=True)
+        if not clip < 0.5:
+            raise input_error("LLPLoss", "prob_clip", "a number in (0, 0.5)", prob_clip)
+        if mu not in ("loo", "ema"):
+            raise input_error("LLPLoss", "mu", "'loo' or 'ema'", mu)
+        decay = check_finite("LLPLoss", "ema_decay", ema_decay)
+        if not 0 <= decay < 1:
+            raise input_error("LLPLoss", "ema_decay", "a number in [0, 1)", ema_decay)
+        self.method, self.base, self.prob_clip, self.prior, self.mu, self.ema_decay = method, base, clip, prior, mu, decay
+        self.register_buffer("ema", None, persistent=False)
+
+    def reset(self) -> None:
+        """Forget the running mean of ``mu="ema"``."""
+        self.ema = None
+
+    def _ema_mu(self, lbar: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
+        batch_mean = ((lbar * sizes.unsqueeze(-1)).sum(0) / sizes.sum()).detach()
+        if self.ema is None or self.ema.shape != batch_mean.shape:
+            self.ema = batch_mean.clone()
+        running = self.ema.to(lbar.dtype)
+        if lbar.shape[0] >= 2:
+            mu = self.ema_decay * running + (1 - self.ema_decay) * leave_one_bag_out_mean(lbar, sizes)
+        else:
+            mu = running.expand_as(lbar)
+        self.ema = self.ema_decay * self.ema + (1 - self.ema_decay) * batch_mean.to(self.ema.dtype)
+        return mu
+
+    def forward(self, logits: torch.Tensor, proportions: Any, mask: torch.Tensor | None = None,
+                prior: Any = None) -> torch.Tensor:
+        if isinstance(logits, torch.Tensor) and logits.dim() == 2:
+            logits = logits.unsqueeze(-1)
+        logits = _floating("LLPLoss", "logits", logits, 3, "[B, k, c]")
+        prior = self.prior if prior is None else prior
+        if self.method == "dllp":
+            return dllp_loss(_as_class_logits(logits).softmax(-1), proportions, mask)
+        losses = per_class_losses(logits, self.base, prob_clip=self.prob_clip)
+        if self.method == "easyllp":
+            return easyllp_loss(losses, proportions, prior, mask)
+        if self.mu == "loo":
+            return lowvar_llp_loss(losses, proportions, prior, None, mask)
+        B, k, c = losses.shape
+        lbar, sizes = bag_means(losses, _mask("LLPLoss", mask, B, k, losses.device))
+        return lowvar_llp_loss(losses, proportions, prior, self._ema_mu(lbar, sizes), mask)
+
+    def extra_repr(self) -> str:
+        return f"method={self.method!r}, base={self.base!r}, prob_clip={self.prob_clip}, mu={self.mu!r}"
+
+
+# ----------------------------------------------------------------------------------------------
+# bags
+# ----------------------------------------------------------------------------------------------
+def random_bags(y: Any, bag_size: int, seed: int | None = None, *, n_classes: int | None = None,
+                drop_last: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Random bags of ``bag_size`` instances: ``(bag_index[n], proportions[m, c])``.
+
+    A random permutation of the instances cut into consecutive bags; the last bag is smaller when
+    ``bag_size`` does not divide ``n`` (``drop_last=True`` gives it index -1, i.e. no bag). ``y``:
+    integer labels ``0..c-1`` (``c`` = ``n_classes`` or ``max(y) + 1``, at least 2).
+    """
+    y = np.asarray(y)
+    if y.ndim != 1 or y.size == 0 or not np.issubdtype(y.dtype, np.integer) or y.min() < 0:
+        raise input_error("random_bags", "y", "a non-empty 1-D array of integer labels >= 0", describe(y))
+    if isinstance(bag_size, bool) or not isinstance(bag_size, (int, np.integer)) or not 1 <= bag_size <= y.size:
+        raise input_error("random_bags", "bag_size", f"an int in [1, {y.size}] (the number of instances)", bag_size)
+    c = max(int(y.max()) + 1, 2) if n_classes is None else n_classes
+    if isinstance(c, bool) or not isinstance(c, (int, np.integer)) or c < max(int(y.max()) + 1, 2):
+        raise input_error("random_bags", "n_classes", f"an int >= max(y) + 1 and >= 2", n_classes)
+    order = np.random.default_rng(seed).permutation(y.size)
+    bag_index = np.empty(y.size, dtype=np.int64)
+    bag_index[order] = np.arange(y.size) // bag_size
+    m = -(-y.size // bag_size)
+    if drop_last and y.size % bag_size:
+        m -= 1
+        bag_index[bag_index == m] = -1
+    keep = bag_index >= 0
+    counts = np.zeros((m, c))
+    np.add.at(counts, (bag_index[keep], y[keep]), 1.0)
+    return bag_index, counts / counts.sum(1, keepdims=True)
+
+
+def check_bags(function: str, bag_index: Any, proportions: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Validate ``bag_index[n]`` (bag ids ``0..m-1``, ``-1`` = in no bag) against ``proportions[m, c]``.
+
+    Returns them as numpy arrays, ``proportions`` as ``[m, c]`` (a ``[m]`` vector is the share of class 1).
+    """
+    bag_index = np.asarray(bag_index)
+    if bag_index.shape != (n,) or not np.issubdtype(bag_index.dtype, np.integer):
+        raise input_error(function, "bag_index", f"an integer array of shape ({n},) (one bag id per row of X)",
+                          describe(bag_index))
+    alpha = np.asarray(proportions, dtype=np.float64)
+    if alpha.ndim == 1:
+        alpha = np.stack([1 - alpha, alpha], axis=1)
+    if alpha.ndim != 2 or alpha.shape[1] < 2:
+        raise input_error(function, "proportions", "an [m, c] array (or [m] shares of class 1)", describe(proportions))
+    m = alpha.shape[0]
+    used = bag_index[bag_index >= 0]
+    if used.size == 0 or bag_index.min() < -1 or used.max() >= m or np.unique(used).size != m:
+        seen = np.unique(used)
+        raise input_error(function, "bag_index", f"bag ids covering 0..{m - 1}, one per row of proportions ({m} bags), "
+                          "or -1 for an instance in no bag",
+                          described(f"{seen.size} distinct ids in [{bag_index.min()}, {bag_index.max()}]"))
+    if not np.isfinite(alpha).all() or alpha.min() < 0 or alpha.max() > 1:
+        raise input_error(function, "proportions", "values in [0, 1]",
+                          described(f"values in [{np.nanmin(alpha):g}, {np.nanmax(alpha):g}]"))
+    worst = float(np.abs(alpha.sum(1) - 1).max())
+    if worst > SUM_TOL:
+        raise input_error(function, "proportions", f"rows summing to 1 (within {SUM_TOL:g})",
+                          described(f"a row off by {worst:.3g}"))
+    return bag_index, alpha
+
+
+def pad_bags(X: np.ndarray, bag_index: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(bags[m, k_max, ...], mask[m, k_max])``: the rows of ``X`` grouped by bag, zero-padded."""
+    keep = np.flatnonzero(bag_index >= 0)
+    order = keep[np.argsort(bag_index[keep], kind="stable")]
+    sizes = np.bincount(bag_index[keep], minlength=m)
+    k_max = int(sizes.max())
+    slot = np.arange(order.size) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    bags = np.zeros((m, k_max, *X.shape[1:]), dtype=X.dtype)
+    bags[bag_index[order], slot] = X[order]
+    mask = np.zeros((m, k_max), dtype=bool)
+    mask[bag_index[order], slot] = True
+    return bags, mask

@@ -1,0 +1,31 @@
+"""R2G (Repel-to-Grokking): the public face of ``icml26.training.r2g``."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+from icml26.training.r2g.loss import DISTANCES, FORMS, R2GLoss, REDUCTIONS, SCHEDULES, find_value_projections, r2g_distance, r2g_term, random_pairing, value_geometry
+
+if TYPE_CHECKING:
+    from icml26.training.r2g.grokfast import GrokfastCallback, GrokfastEMA
+    from icml26.training.r2g.sft import R2GSFTConfig, R2GSFTTrainer
+    from icml26.training.r2g.trainer import R2GCallback, R2GConfig, R2GDataCollator, R2GTrainer, R2GTrainerMixin, R2GTrainingArguments, alpha_at
+
+# Names whose modules import transformers or TRL load on first use, so importing this package
+# stays a torch-only import.
+_LAZY = {
+    **dict.fromkeys(('GrokfastCallback', 'GrokfastEMA'), 'grokfast'),
+    **dict.fromkeys(('R2GSFTConfig', 'R2GSFTTrainer'), 'sft'),
+    **dict.fromkeys(('R2GCallback', 'R2GConfig', 'R2GDataCollator', 'R2GTrainer', 'R2GTrainerMixin', 'R2GTrainingArguments', 'alpha_at'), 'trainer'),
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+__all__ = ['DISTANCES', 'FORMS', 'GrokfastCallback', 'GrokfastEMA', 'R2GCallback', 'R2GConfig', 'R2GDataCollator', 'R2GLoss', 'R2GSFTConfig', 'R2GSFTTrainer', 'R2GTrainer', 'R2GTrainerMixin', 'R2GTrainingArguments', 'REDUCTIONS', 'SCHEDULES', 'alpha_at', 'find_value_projections', 'r2g_distance', 'r2g_term', 'random_pairing', 'value_geometry']

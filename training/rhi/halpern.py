@@ -1,0 +1,598 @@
+"""Robust average-reward RL: uncertainty sets, exact ground truth, and Robust Halpern Iteration.
+
+Roch, Atia & Wang, "Model-Free Robust Average-Reward Reinforcement Learning with Sample Complexity
+Analysis" (ICML 2026, arXiv 2505.12462). Tabular robust MDP with (s, a)-rectangular uncertainty
+sets U(P_sa) around a nominal kernel; the robust Bellman operator on Q is
+
+    T(Q)(s, a) = r(s, a) + sigma_{U(P_sa)}(V_Q),   V_Q(s) = max_a Q(s, a),
+    sigma_U(V) = min_{q in U} q . V                 (the support function),
+
+a non-expansion in the span seminorm Sp(x) = max x - min x. At the optimum T(Q*) = Q* + g* 1, and
+for the greedy policy pi_Q of any Q, 0 <= g* - g(pi_Q) <= Sp(T(Q) - Q): the span residual is a
+computable certificate. Halpern anchoring Q^k = (1 - b_k) Q^0 + b_k T(Q^{k-1}), b_k = k / (k + 2),
+drives it to 0 at rate O(1/k) even where plain relative value iteration oscillates.
+
+This module: the uncertainty sets (exact, vectorised support functions), :class:`RobustMDP` with its
+exact solvers and generators, the exact :func:`halpern_iteration` and
+:func:`relative_value_iteration`, and the model-free learner :class:`RobustHalpernIteration`.
+Sampling, the generative model and the MLMC oracles live in :mod:`.robust_rl_oracles` and are
+re-exported here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from icml26.errors import InputError
+
+from icml26.training.rhi.oracles import (  # noqa: F401  (re-exported: the public API lives here)
+    MLMC,
+    GenerativeModel,
+    KOrderMLMC,
+    PlugIn,
+    SampleBatch,
+    SupportOracle,
+    TruncatedMLMC,
+    _check_number,
+    check_kernel,
+    check_rewards,
+    level_probabilities,
+    mlmc_cost_factor,
+    mlmc_estimate,
+    richardson_weights,
+)
+
+__all__ = ["Contamination", "LpBall", "KLBall", "ChiSquareBall", "UncertaintySet", "RobustMDP", "RobustSolution",
+    "garnet", "periodic_cycle", "river_swim", "halpern_iteration", "relative_value_iteration", "IterationTrace",
+    "RobustHalpernIteration", "span"]
+
+
+def span(x, axis=None) -> np.ndarray | float:
+    """Span seminorm max x - min x (over all entries by default)."""
+    x = np.asarray(x)
+    return x.max(axis=axis) - x.min(axis=axis)
+
+
+# ==============================================================================================
+# Uncertainty sets
+# ==============================================================================================
+class UncertaintySet:
+    """An (s, a)-rectangular uncertainty set around a nominal row P; subclasses define ``_support``.
+
+    ``support(P, V)`` = min_{q in U(P)} q . V for P of shape (..., S) (one row per (s, a)) and V
+    broadcastable to it, returning shape (...). Every set is validated at construction; radius 0
+    gives the nominal model (sigma = P . V).
+    """
+
+    nonlinear_in_P = False  # True: plug-in estimates are biased and need an MLMC oracle
+
+    def support(self, P, V) -> np.ndarray:
+        P = np.asarray(P, dtype=float)
+        V = np.asarray(V, dtype=float)
+        name = type(self).__name__
+        if P.ndim == 0 or V.ndim == 0 or P.shape[-1] != V.shape[-1]:
+            raise InputError(f"{name}.support: P, V: expected arrays ending in the same number of states S, got "
+                             f"shapes {P.shape} and {V.shape}")
+        try:
+            np.broadcast_shapes(P.shape, V.shape)
+        except ValueError:
+            raise InputError(f"{name}.support: V of shape {V.shape} does not broadcast against P of shape "
+                             f"{P.shape}") from None
+        if not (np.all(np.isfinite(P)) and np.all(np.isfinite(V))):
+            raise InputError(f"{name}.support: expected finite P and V, got NaN or inf")
+        if (P < 0).any():
+            raise InputError(f"{name}.support: P: expected probabilities >= 0, got min {P.min():.6g}")
+        bad = np.abs(P.sum(-1) - 1) > 1e-8
+        if bad.any():
+            idx = tuple(np.argwhere(bad)[0])
+            raise InputError(f"{name}.support: P: expected rows that sum to 1 (tolerance 1e-8), got row {idx} "
+                             f"summing to {P.sum(-1)[idx]:.10g}")
+        return self._support(P, V)
+
+    def _support(self, P: np.ndarray, V: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+def _flat_rows(P, V):
+    """Broadcast P, V to a common (..., S) shape and flatten to (n, S)."""
+    P, V = np.broadcast_arrays(P, V)
+    return P.reshape(-1, P.shape[-1]), V.reshape(-1, V.shape[-1]), P.shape[:-1]
+
+
+def _support_min(P, V):
+    """min of V over the support of each row of P, and the shifted values W = V - min (0 off support)."""
+    supp = P > 0
+    low = np.where(supp, V, np.inf).min(-1)
+    return low, np.where(supp, V - low[:, None], 0.0), supp
+
+
+class Contamination(UncertaintySet):
+    """{(1 - R) P + R q : q in the simplex}: sigma = (1 - R) P . V + R min_s V(s). R in [0, 1]."""
+
+    def __init__(self, R: float):
+        self.R = _check_number("Contamination", "R", R, low=0, high=1)
+
+    def _support(self, P, V):
+        P, V = np.broadcast_arrays(P, V)
+        return (1 - self.R) * (P * V).sum(-1) + self.R * V.min(-1)
+
+    def __repr__(self) -> str:
+        return f"Contamination(R={self.R:g})"
+
+
+class LpBall(UncertaintySet):
+    """{q : ||q - P||_p <= R, sum q = 1, supp q in supp P}: sigma = P . V - R kappa_q(V) (Kumar et al. 2023).
+
+    kappa_q(V) = min_w ||V - w 1||_q over the states P reaches, q the Holder conjugate of p (closed
+    forms for q = 1, 2, inf; vectorised bisection on w otherwise). The dual ignores q >= 0, so it is
+    the exact support function whenever R <= the smallest nonzero P (then every q in the ball is a
+    distribution); beyond that it is the usual relaxed set. ``p`` in [1, inf].
+    """
+
+    def __init__(self, R: float, p: float = 2.0):
+        self.R = _check_number("LpBall", "R", R, low=0)
+        self.p = _check_number("LpBall", "p", p, low=1, allow_inf=True)
+        self.q = math.inf if self.p == 1 else (1.0 if self.p == math.inf else self.p / (self.p - 1))
+
+    def _support(self, P, V):
+        P, V, shape = _flat_rows(P, V)
+        supp = P > 0
+        n = supp.sum(-1)
+        if self.q == 2:
+            mean = np.where(supp, V, 0).sum(-1) / n
+            kappa = np.sqrt(np.where(supp, (V - mean[:, None]) ** 2, 0).sum(-1))
+        elif self.q == math.inf:
+            kappa = 0.5 * (np.where(supp, V, -np.inf).max(-1) - np.where(supp, V, np.inf).min(-1))
+        elif self.q == 1:  # the median minimises sum |V_i - w|; some V_j on the support is a median
+            dist = np.where(supp[:, :, None], np.abs(V[:, :, None] - V[:, None, :]), 0).sum(1)
+            kappa = np.where(supp, dist, np.inf).min(-1)
+        else:  # d/dw sum |V_i - w|^q is increasing in w: bisection to machine precision
+            lo, hi = np.where(supp, V, np.inf).min(-1), np.where(supp, V, -np.inf).max(-1)
+            for _ in range(100):
+                w = 0.5 * (lo + hi)
+                x = V - w[:, None]
+                slope = -np.where(supp, np.sign(x) * np.abs(x) ** (self.q - 1), 0).sum(-1)
+                lo, hi = np.where(slope < 0, w, lo), np.where(slope < 0, hi, w)
+            x = np.abs(V - (0.5 * (lo + hi))[:, None])
+            kappa = np.where(supp, x ** self.q, 0).sum(-1) ** (1 / self.q)
+        return ((P * V).sum(-1) - self.R * kappa).reshape(shape)
+
+    def __repr__(self) -> str:
+        return f"LpBall(R={self.R:g}, p={self.p:g})"
+
+
+class KLBall(UncertaintySet):
+    """{q : KL(q || P) <= delta}: sigma = sup_{a >= 0} -a log E_P[exp(-V / a)] - a delta (Hu & Hong 2013).
+
+    Solved exactly per row, vectorised: with W = V - min_supp V scaled to [0, 1] and b = 1/a, the
+    optimality condition is KL(q_b || P) = delta for the tilted q_b ~ P exp(-b W), increasing in b.
+    Safeguarded Newton on log b inside a bracket; if P(V = min) >= exp(-delta), the supremum is at
+    a -> 0 and sigma = min_supp V. Every a gives a lower bound, so the result is never optimistic.
+    """
+
+    nonlinear_in_P = True
+
+    def __init__(self, delta: float):
+        self.delta = _check_number("KLBall", "delta", delta, low=0)
+
+    def _support(self, P, V):
+        P, V, shape = _flat_rows(P, V)
+        if self.delta == 0:
+            return (P * V).sum(-1).reshape(shape)
+        low, W, supp = _support_min(P, V)
+        scale = W.max(-1)
+        out = low.copy()
+        mass_at_min = np.where(supp & (W == 0), P, 0).sum(-1)
+        solve = (scale > 0) & (-np.log(mass_at_min) > self.delta)
+        if solve.any():
+            out[solve] += scale[solve] * _kl_dual(P[solve], W[solve] / scale[solve, None], self.delta)
+        return out.reshape(shape)
+
+    def __repr__(self) -> str:
+        return f"KLBall(delta={self.delta:g})"
+
+
+def _kl_dual(P, w, delta, iters: int = 100):
+    """max_b -(log E_P[exp(-b w)] + delta) / b for w in [0, 1] with min 0; rows need a finite root."""
+    lo = np.full(len(P), math.log(1e-10))
+    hi = np.full(len(P), math.log(1e16))
+    var = (P * w * w).sum(-1) - (P * w).sum(-1) ** 2
+    u = np.clip(np.log(np.sqrt(2 * delta / np.maximum(var, 1e-300))), lo, hi)  # small-b guess KL ~ b^2 var / 2
+    active = np.arange(len(P))  # rows still iterating: most converge in a handful of Newton steps
+    for _ in range(iters):
+        Pa, wa, ua = P[active], w[active], u[active]
+        b = np.exp(ua)
+        tilt = Pa * np.exp(-b[:, None] * wa)
+        Z = tilt.sum(-1)
+        mean = (tilt * wa).sum(-1) / Z
+        var = np.maximum((tilt * wa * wa).sum(-1) / Z - mean ** 2, 0)
+        gap = -b * mean - np.log(Z) - delta  # KL(q_b || P) - delta, increasing in b
+        lo[active] = np.where(gap < 0, ua, lo[active])
+        hi[active] = np.where(gap < 0, hi[active], ua)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            step = ua - gap / (b * b * var)
+        inside = (step >= lo[active]) & (step <= hi[active])
+        step = np.where(inside, step, 0.5 * (lo[active] + hi[active]))
+        done = (np.abs(step - ua) <= 1e-10 * np.maximum(1, np.abs(ua))) | (hi[active] - lo[active] <= 1e-10)
+        u[active] = step
+        active = active[~done]
+        if active.size == 0:
+            break
+    candidates = np.stack([u, lo, hi])  # each is a lower bound of the supremum: keep the best
+    b = np.exp(candidates)
+    logZ = np.log((P[None] * np.exp(-b[..., None] * w[None])).sum(-1))
+    return (-(logZ + delta) / b).max(0)
+
+
+class ChiSquareBall(UncertaintySet):
+    """{q : sum_i (q_i - P_i)^2 / P_i <= delta}: sigma = sup_eta eta - sqrt(1 + delta) sqrt(E_P[(eta - V)_+^2]).
+
+    (Duchi & Namkoong's Cressie-Read dual, k = 2; exact for the chi-square ball, q << P is implied.)
+    The objective is concave in eta and, between consecutive sorted values of V, of the form
+    eta - c sqrt(F eta^2 - 2 M1 eta + M2): its stationary point has a closed form, so the maximum
+    is found exactly by checking every segment at once (no iteration).
+    """
+
+    nonlinear_in_P = True
+
+    def __init__(self, delta: float):
+        self.delta = _check_number("ChiSquareBall", "delta", delta, low=0)
+
+    def _support(self, P, V):
+        P, V, shape = _flat_rows(P, V)
+        if self.delta == 0:
+            return (P * V).sum(-1).reshape(shape)
+        low, W, _ = _support_min(P, V)
+        order = np.argsort(W, -1)
+        Ws, Ps = np.take_along_axis(W, order, -1), np.take_along_axis(P, order, -1)
+        F = np.cumsum(Ps, -1)  # on segment j, eta in [Ws_j, Ws_{j+1}], the active set is {0..j}
+        M1, M2 = np.cumsum(Ps * Ws, -1), np.cumsum(Ps * Ws * Ws, -1)
+        upper = np.concatenate([Ws[:, 1:], np.full((len(Ws), 1), np.inf)], -1)
+        c2 = 1 + self.delta
+        with np.errstate(divide="ignore", invalid="ignore"):
+            mean = np.where(F > 0, M1 / F, 0)
+            D = np.maximum(M2 - M1 * mean, 0)  # F x (conditional variance)
+            curv = F * (c2 * F - 1)
+            eta = np.where((F > 0) & (curv > 0), mean + np.sqrt(D / curv), np.inf)
+        eta = np.clip(eta, Ws, upper)
+        value = eta - math.sqrt(c2) * np.sqrt(np.maximum(F * (eta - mean) ** 2 + D, 0))
+        return (low + value.max(-1)).reshape(shape)
+
+    def __repr__(self) -> str:
+        return f"ChiSquareBall(delta={self.delta:g})"
+
+
+# ==============================================================================================
+# Tabular robust MDP and its exact (model-based) solvers
+# ==============================================================================================
+@dataclass
+class RobustSolution:
+    """Exact robust average-reward solution.
+
+    ``gain`` g*; ``gain_bounds``: min/max of T(h) - h (g* lies between them); ``bias`` h* with h*(0) =
+    0; ``span`` H = Sp(h*); ``policy`` greedy w.r.t. ``Q`` = r + sigma(h*) (so T(Q) = Q + g*);
+    ``residual``: final Sp(T(h) - h); ``n_iter``; ``converged``.
+    """
+
+    gain: float
+    gain_bounds: tuple[float, float]
+    bias: np.ndarray
+    span: float
+    policy: np.ndarray
+    Q: np.ndarray
+    residual: float
+    n_iter: int
+    converged: bool
+
+
+def _relative_vi(operator, n_states: int, *, tol: float, max_iter: int, tau: float):
+    """h <- T_tau(h) - T_tau(h)(0), T_tau = (1 - tau) I + tau T (aperiodicity transform)."""
+    h = np.zeros(n_states)
+    for it in range(1, max_iter + 1):
+        diff = operator(h) - h
+        if span(diff) <= tol:
+            break
+        h = h + tau * diff
+        h = h - h[0]
+    return h, float(diff.min()), float(diff.max()), it
+
+
+class RobustMDP:
+    """Tabular robust MDP: nominal kernel ``P`` (S, A, S), rewards ``r`` (S, A), an uncertainty set.
+
+    Exact solvers (they read P, unlike the learner): :meth:`solve` (optimal robust gain, bias, span,
+    policy), :meth:`evaluate` (robust gain of a fixed policy), :meth:`discounted_values`, and the
+    robust Bellman operator :meth:`bellman`.
+    """
+
+    def __init__(self, P, r, uncertainty: UncertaintySet):
+        self.P = check_kernel(P)
+        self.n_states, self.n_actions = self.P.shape[0], self.P.shape[1]
+        self.r = check_rewards(r, (self.n_states, self.n_actions))
+        if not isinstance(uncertainty, UncertaintySet):
+            raise TypeError(f"RobustMDP: uncertainty: expected Contamination, LpBall, KLBall or ChiSquareBall, "
+                             f"got {type(uncertainty).__name__}")
+        self.uncertainty = uncertainty
+
+    def with_uncertainty(self, uncertainty: UncertaintySet) -> "RobustMDP":
+        return RobustMDP(self.P, self.r, uncertainty)
+
+    def generative_model(self, seed=None) -> GenerativeModel:
+        """A sampler of the nominal kernel that also knows the rewards."""
+        return GenerativeModel(self.P, seed, rewards=self.r)
+
+    def _check_Q(self, Q) -> np.ndarray:
+        Q = np.asarray(Q, dtype=float)
+        if Q.shape != (self.n_states, self.n_actions):
+            raise InputError(f"RobustMDP: Q: expected shape (S, A) = {(self.n_states, self.n_actions)}, got {Q.shape}")
+        return Q
+
+    def bellman(self, Q) -> np.ndarray:
+        """T(Q) = r + sigma_{U(P_sa)}(max_a Q)."""
+        Q = self._check_Q(Q)
+        return self.r + self.uncertainty._support(self.P, Q.max(1))
+
+    def solve(self, *, tol: float = 1e-10, max_iter: int = 200_000, tau: float = 0.5) -> RobustSolution:
+        """Robust relative value iteration with the aperiodicity transform (Wang et al., AAAI 2023)."""
+        def operator(h):
+            return (self.r + self.uncertainty._support(self.P, h)).max(1)
+
+        h, lo, hi, it = _relative_vi(operator, self.n_states, tol=tol, max_iter=max_iter, tau=tau)
+        Q = self.r + self.uncertainty._support(self.P, h)
+        return RobustSolution(gain=0.5 * (lo + hi), gain_bounds=(lo, hi), bias=h, span=float(span(h)),
+                              policy=Q.argmax(1), Q=Q, residual=hi - lo, n_iter=it, converged=hi - lo <= tol)
+
+    def _check_policy(self, policy) -> np.ndarray:
+        policy = np.asarray(policy)
+        if policy.shape != (self.n_states,) or not np.issubdtype(policy.dtype, np.integer) \
+                or policy.min() < 0 or policy.max() >= self.n_actions:
+            raise InputError(f"RobustMDP: policy: expected {self.n_states} integer actions in [0, {self.n_actions}), "
+                             f"got {policy!r}")
+        return policy
+
+    def evaluate(self, policy, *, tol: float = 1e-10, max_iter: int = 200_000, tau: float = 0.5,
+                 return_bounds: bool = False):
+        """Robust (worst-case) gain of the deterministic ``policy``: the same iteration on rows (s, pi(s))."""
+        policy = self._check_policy(policy)
+        states = np.arange(self.n_states)
+        P_pi, r_pi = self.P[states, policy], self.r[states, policy]
+        h, lo, hi, _ = _relative_vi(lambda h: r_pi + self.uncertainty._support(P_pi, h), self.n_states,
+                                    tol=tol, max_iter=max_iter, tau=tau)
+        return (0.5 * (lo + hi), (lo, hi)) if return_bounds else 0.5 * (lo + hi)
+
+    def discounted_values(self, gamma: float, *, tol: float = 1e-10, max_iter: int = 1_000_000) -> np.ndarray:
+        """Optimal robust discounted values V_gamma, by value iteration with MacQueen's bounds.
+
+        (1 - gamma) V_gamma -> g* as gamma -> 1: the cross-check of :meth:`solve`. Stops when the
+        bounds V + gamma / (1 - gamma) [min, max](V_new - V) on V_gamma are tol / (1 - gamma) apart.
+        """
+        gamma = _check_number("RobustMDP.discounted_values", "gamma", gamma, low=0, high=1, high_open=True)
+        V = np.zeros(self.n_states)
+        for _ in range(max_iter):
+            new = (self.r + gamma * self.uncertainty._support(self.P, V)).max(1)
+            diff, V = new - V, new
+            if gamma * span(diff) <= tol:  # the bounds on (1 - gamma) V are tol apart
+                break
+        return V + gamma / (1 - gamma) * 0.5 * (diff.min() + diff.max())
+
+    def __repr__(self) -> str:
+        return f"RobustMDP(n_states={self.n_states}, n_actions={self.n_actions}, uncertainty={self.uncertainty!r})"
+
+
+def _default_set(uncertainty):
+    return Contamination(0.0) if uncertainty is None else uncertainty
+
+
+def garnet(n_states: int, n_actions: int, uncertainty: UncertaintySet | None = None, *, branching: int | None = None,
+           min_prob: float = 0.1, seed=None) -> RobustMDP:
+    """Garnet G(S, A): each (s, a) reaches ``branching`` random states (default ~30% of S).
+
+    Rewards are U[0, 1]. Every row also reaches (s + 1) mod S, so each policy's nominal chain is
+    irreducible (a single recurrent class: constant gains); every reached state gets probability
+    >= ``min_prob`` (a Dirichlet(1) draw shares the rest), so a small KL / chi-square ball cannot
+    cut an edge: KL needs delta >= -log(1 - min_prob), chi-square delta >= min_prob.
+    ``uncertainty=None``: the nominal model (Contamination(0)). ``seed`` seeds a local NumPy generator.
+    """
+    S = _check_number("garnet", "n_states", n_states, low=2, integer=True)
+    A = _check_number("garnet", "n_actions", n_actions, low=1, integer=True)
+    b = max(2, round(0.3 * S)) if branching is None else branching
+    b = _check_number("garnet", "branching", b, low=1, high=S, integer=True)
+    min_prob = _check_number("garnet", "min_prob", min_prob, low=0, high=1 / b)
+    rng = np.random.default_rng(seed)
+    P = np.zeros((S, A, S))
+    for s in range(S):  # generation only: a few hundred rows at most
+        for a in range(A):
+            others = np.setdiff1d(np.arange(S), [(s + 1) % S])
+            targets = np.append(rng.choice(others, size=b - 1, replace=False), (s + 1) % S)
+            P[s, a, targets] = min_prob + (1 - b * min_prob) * rng.dirichlet(np.ones(b))
+    return RobustMDP(P, rng.uniform(0, 1, (S, A)), _default_set(uncertainty))
+
+
+def periodic_cycle(uncertainty: UncertaintySet | None = None) -> RobustMDP:
+    """Two states, one action, deterministic swap 0 <-> 1, rewards (1, 0): period 2, g* = 1/2.
+
+    Every ball around a deterministic row that keeps q << P is that row, so KL and chi-square sets
+    leave this model nominal. Plain relative value iteration oscillates here forever.
+    """
+    P = np.zeros((2, 1, 2))
+    P[0, 0, 1] = P[1, 0, 0] = 1.0
+    return RobustMDP(P, np.array([[1.0], [0.0]]), _default_set(uncertainty))
+
+
+def river_swim(n_states: int = 6, uncertainty: UncertaintySet | None = None, *, p_forward: float = 0.35,
+               p_backward: float = 0.05, small_reward: float = 0.005) -> RobustMDP:
+    """RiverSwim (Strehl & Littman 2008): action 0 swims left (always succeeds), action 1 swims right
+    against the current (forward ``p_forward``, back ``p_backward``, else stay). Reward
+    ``small_reward`` for resting at the left bank, 1 for swimming right at the far right bank: a
+    large optimal bias span H.
+    """
+    S = _check_number("river_swim", "n_states", n_states, low=2, integer=True)
+    pf = _check_number("river_swim", "p_forward", p_forward, low=0, high=1)
+    pb = _check_number("river_swim", "p_backward", p_backward, low=0, high=1 - pf)
+    P = np.zeros((S, 2, S))
+    r = np.zeros((S, 2))
+    for s in range(S):
+        P[s, 0, max(s - 1, 0)] = 1.0
+        P[s, 1, min(s + 1, S - 1)] += pf
+        P[s, 1, max(s - 1, 0)] += pb
+        P[s, 1, s] += 1 - pf - pb
+    r[0, 0], r[S - 1, 1] = small_reward, 1.0
+    return RobustMDP(P, r, _default_set(uncertainty))
+
+
+@dataclass
+class IterationTrace:
+    """Exact iteration output: last ``Q``, its greedy ``policy``, and ``residuals[k]`` = Sp(T(Q^k) - Q^k)."""
+
+    Q: np.ndarray
+    policy: np.ndarray
+    residuals: np.ndarray
+
+
+def halpern_iteration(mdp: RobustMDP, n_iter: int, *, Q0=None) -> IterationTrace:
+    """Exact (model-based) Halpern iteration Q^k = (1 - b_k) Q^0 + b_k T(Q^{k-1}), b_k = k / (k + 2)."""
+    n_iter = _check_number("halpern_iteration", "n_iter", n_iter, low=0, integer=True)
+    Q0 = np.zeros((mdp.n_states, mdp.n_actions)) if Q0 is None else mdp._check_Q(Q0)
+    Q, TQ = Q0, mdp.bellman(Q0)
+    residuals = [span(TQ - Q)]
+    for k in range(1, n_iter + 1):
+        beta = k / (k + 2)
+        Q = (1 - beta) * Q0 + beta * TQ
+        TQ = mdp.bellman(Q)
+        residuals.append(span(TQ - Q))
+    return IterationTrace(Q, Q.argmax(1), np.array(residuals))
+
+
+def relative_value_iteration(mdp: RobustMDP, n_iter: int, *, tau: float = 1.0, Q0=None) -> IterationTrace:
+    """Relative value iteration on Q: Q <- T_tau(Q) - T_tau(Q)[0, 0]; tau = 1 is the plain method."""
+    n_iter = _check_number("relative_value_iteration", "n_iter", n_iter, low=0, integer=True)
+    tau = _check_number("relative_value_iteration", "tau", tau, low=0, high=1, low_open=True)
+    Q = np.zeros((mdp.n_states, mdp.n_actions)) if Q0 is None else mdp._check_Q(Q0)
+    TQ = mdp.bellman(Q)
+    residuals = [span(TQ - Q)]
+    for _ in range(n_iter):
+        Q = (1 - tau) * Q + tau * TQ
+        Q = Q - Q[0, 0]
+        TQ = mdp.bellman(Q)
+        residuals.append(span(TQ - Q))
+    return IterationTrace(Q, Q.argmax(1), np.array(residuals))
+
+
+# ==============================================================================================
+# Model-free Robust Halpern Iteration
+# ==============================================================================================
+class RobustHalpernIteration:
+    """Model-free Robust Halpern Iteration with a recursive (SPIDER-style) operator estimate.
+
+    Learns an epsilon-optimal robust policy from a :class:`GenerativeModel` alone::
+
+        T_hat[-1] = r;  h[-1] = 0;  Q^0 = 0
+        for k = 0, 1, ...:
+            Q^k  = (1 - b_k) Q^0 + b_k T_hat[k-1]            b_k = k / (k + 2)   (sampled operator)
+            h^k  = max_a Q^k
+            m_k  = max(1, ceil(scale * alpha_k * c_k * Sp(h^k - h^{k-1})^2 / eps^2)),
+                   c_k = 5 (k+2) ln^2(k+2),  alpha_k = ln(2 S A (k+1)^2 (pi^2/6) / delta)
+            D    = oracle estimate of sigma(h^k) - sigma(h^{k-1}) on common samples, budget m_k x cost_factor
+            T_hat[k] = T_hat[k-1] + D
+            stop when Sp(T_hat[k] - Q^k) + 2 margin_k <= eps,  margin_k = sqrt(2 alpha_k sum_j Sp(d_j)^2 / (4 m_j))
+
+    T_hat[k] estimates T(Q^k); by the certificate g* - g(pi_Q) <= Sp(T(Q) - Q) <= Sp(T_hat - Q) +
+    2 ||T_hat - T(Q)||, and margin_k is the Azuma-Hoeffding bound on ||T_hat - T(Q)|| (a union bound
+    over (s, a, k) replaces the unknown horizon; exact for averaging oracles, a nominal bound for
+    MLMC ones). The stop reads only estimated quantities: no P, no g*, no span H.
+
+    Parameters
+    ----------
+    uncertainty : the uncertainty set (Contamination, LpBall, KLBall, ChiSquareBall).
+    oracle : a support oracle (PlugIn, MLMC, TruncatedMLMC, KOrderMLMC); ``None`` picks MLMC() for
+        KL / chi-square balls (plug-in is biased there) and PlugIn() otherwise.
+    epsilon : target suboptimality (> 0).
+    delta : confidence level of the margin, in (0, 1).
+    max_samples : stop (unconverged) before a step would exceed this many samples; ``None``: no cap.
+    random_state : seed of the oracle's randomness (the generative model has its own), as in
+        scikit-learn estimators.
+    schedule_scale : multiplies m_k; larger = more samples per step, smaller margin, fewer steps.
+    max_iter : cap on Halpern steps.
+
+    Attributes after :meth:`fit`: ``policy_``, ``Q_``, ``samples_used_``, ``span_residual_``
+    (estimated Sp(T_hat - Q)), ``margin_``, ``operator_estimate_`` (T_hat, the estimate of T(Q_)),
+    ``gain_estimate_``, ``n_iter_``, ``converged_``,
+    ``history_`` (per-step arrays: budget m_k, residual, margin, cumulative samples).
+    """
+
+    def __init__(self, uncertainty, oracle=None, epsilon: float = 0.1, delta: float = 0.05, max_samples=None,
+                 random_state=None, *, schedule_scale: float = 1.0, max_iter: int = 100_000):
+        if not isinstance(uncertainty, UncertaintySet):
+            raise TypeError(f"RobustHalpernIteration: uncertainty: expected Contamination, LpBall, KLBall or "
+                             f"ChiSquareBall, got {type(uncertainty).__name__}")
+        if oracle is None:
+            oracle = MLMC() if uncertainty.nonlinear_in_P else PlugIn()
+        if not isinstance(oracle, SupportOracle):
+            raise TypeError(f"RobustHalpernIteration: oracle: expected PlugIn, MLMC, TruncatedMLMC or KOrderMLMC, "
+                             f"got {type(oracle).__name__}")
+        name = "RobustHalpernIteration"
+        self.uncertainty, self.oracle = uncertainty, oracle
+        self.epsilon = _check_number(name, "epsilon", epsilon, low=0, low_open=True)
+        self.delta = _check_number(name, "delta", delta, low=0, high=1, low_open=True, high_open=True)
+        self.max_samples = None if max_samples is None else _check_number(name, "max_samples", max_samples, low=1)
+        self.random_state = random_state
+        self.schedule_scale = _check_number(name, "schedule_scale", schedule_scale, low=0, low_open=True)
+        self.max_iter = _check_number(name, "max_iter", max_iter, low=1, integer=True)
+
+    def fit(self, gen_model) -> "RobustHalpernIteration":
+        if not all(hasattr(gen_model, a) for a in ("n_states", "n_actions", "rewards", "batch", "samples_used")):
+            raise TypeError(f"RobustHalpernIteration.fit: gen_model: expected a GenerativeModel, got "
+                             f"{type(gen_model).__name__}")
+        if gen_model.rewards is None:
+            raise InputError("RobustHalpernIteration.fit: gen_model.rewards: expected rewards (build the model with "
+                             "GenerativeModel(P, seed, rewards=r) or RobustMDP.generative_model()), got None "
+                             "(gen_model.rewards is None)")
+        S, A, r = gen_model.n_states, gen_model.n_actions, np.asarray(gen_model.rewards, dtype=float)
+        eps, rng = self.epsilon, np.random.default_rng(self.random_state)
+        oracle, rows = self.oracle.bind(self.uncertainty), gen_model.batch()
+        start_samples = gen_model.samples_used
+
+        Q0 = np.zeros((S, A))
+        T_hat, h_prev = r.copy(), np.zeros(S)
+        variance_proxy, converged = 0.0, False
+        history: dict[str, list] = {"budget": [], "residual": [], "margin": [], "samples": []}
+        for k in range(self.max_iter):
+            beta = k / (k + 2)
+            Q = (1 - beta) * Q0 + beta * T_hat
+            h = Q.max(1)
+            alpha = math.log(2 * S * A * (k + 1) ** 2 * (math.pi ** 2 / 6) / self.delta)
+            c_k = 5 * (k + 2) * math.log(k + 2) ** 2
+            step_span = float(span(h - h_prev))
+            m = max(1, math.ceil(self.schedule_scale * alpha * c_k * step_span ** 2 / eps ** 2))
+            budget = m * oracle.cost_factor
+            used = gen_model.samples_used - start_samples
+            if self.max_samples is not None and used + S * A * budget > self.max_samples:
+                break
+            est = oracle.estimate(rows, np.stack([h, h_prev]), budget, rng)  # common samples for both
+            T_hat = T_hat + (est[0] - est[1]).reshape(S, A)
+            variance_proxy += step_span ** 2 / (4 * m)
+            margin = math.sqrt(2 * alpha * variance_proxy)
+            residual = float(span(T_hat - Q))
+            for key, value in zip(history, (m, residual, margin, gen_model.samples_used - start_samples)):
+                history[key].append(value)
+            if residual + 2 * margin <= eps:
+                converged = True
+                break
+            h_prev = h
+
+        self.Q_, self.policy_ = Q, Q.argmax(1)
+        self.samples_used_ = int(gen_model.samples_used - start_samples)
+        self.span_residual_ = history["residual"][-1] if history["residual"] else math.inf
+        self.margin_ = history["margin"][-1] if history["margin"] else math.inf
+        self.operator_estimate_ = T_hat  # the estimate of T(Q_) that the residual and the stop used
+        self.gain_estimate_ = float(0.5 * ((T_hat - Q).max() + (T_hat - Q).min()))
+        self.n_iter_, self.converged_ = len(history["residual"]), converged
+        self.history_ = {key: np.array(value) for key, value in history.items()}
+        return self
+
+    def __repr__(self) -> str:
+        return (f"RobustHalpernIteration(uncertainty={self.uncertainty!r}, oracle={self.oracle!r}, "
+                f"epsilon={self.epsilon:g}, delta={self.delta:g})")
