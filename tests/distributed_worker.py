@@ -79,7 +79,8 @@ def saisa_and_tfmixer(out: Path, ga: int) -> None:
     from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainingArguments
 
     from icml26.eval.tasks.saisa import load_digits_vqa
-    from icml26.eval.tasks.tfmixer import IMTSCollator, SyntheticIMTSConfig, make_synthetic_imts
+    from icml26.eval.tasks.tfmixer import SyntheticIMTSConfig, make_synthetic_imts
+    from icml26.models.tfmixer import IMTSCollator
     from icml26.models.saisa import SaisaForConditionalGeneration
     from icml26.models.tfmixer import LABEL_NAMES, TFMixerConfig, TFMixerForForecasting
     from icml26.training.saisa import SaisaDataCollator, SaisaTrainingConfig, train_saisa

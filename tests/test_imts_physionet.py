@@ -10,14 +10,8 @@ import torch
 
 from icml26.errors import InputError
 from icml26.eval.tasks.tfmixer import physionet2012
-from icml26.eval.tasks.tfmixer import (
-    HistoryMeanForecaster,
-    IMTSDataset,
-    LOCFForecaster,
-    evaluate_forecaster,
-    forecast_errors,
-    reduce_forecast_errors,
-)
+from icml26.eval.tasks.tfmixer import evaluate_forecaster, forecast_errors, reduce_forecast_errors
+from icml26.models.tfmixer import HistoryMeanForecaster, IMTSDataset, LOCFForecaster
 from icml26.eval.tasks.tfmixer import (
     APN_VARIABLES,
     PHYSIONET_VARIABLES,

@@ -233,16 +233,25 @@ def test_nan_values_give_a_nan_term_not_zero():
     assert term.item() == 0.0 and torch.isfinite(same.grad).all()
 
 
-def test_the_trainers_and_grokfast_are_still_importable_from_r2g():
+def test_the_face_exports_the_trainers_lazily_and_keeps_trl_unloaded():
+    """``icml26.training.r2g`` is the one import path; its trainers load transformers/TRL on first use."""
+    import subprocess
+    import sys
+
+    import icml26.training.r2g as face
     import icml26.training.r2g.grokfast as grokfast
-    import icml26.training.r2g.loss as r2g
+    import icml26.training.r2g.sft as sft
     import icml26.training.r2g.trainer as trainer
 
     for name in ("R2GCallback", "R2GConfig", "R2GDataCollator", "R2GTrainer", "R2GTrainerMixin",
-                 "R2GTrainingArguments", "alpha_at", "R2GSFTConfig", "R2GSFTTrainer"):
-        assert getattr(r2g, name) is getattr(trainer, name)
-    assert r2g.GrokfastEMA is grokfast.GrokfastEMA and r2g.GrokfastCallback is grokfast.GrokfastCallback
-    assert set(r2g.__all__) >= {"R2GLoss", "R2GTrainer", "GrokfastEMA"}
+                 "R2GTrainingArguments", "alpha_at"):
+        assert getattr(face, name) is getattr(trainer, name)
+    assert face.R2GSFTTrainer is sft.R2GSFTTrainer and face.R2GSFTConfig is sft.R2GSFTConfig
+    assert face.GrokfastEMA is grokfast.GrokfastEMA and face.GrokfastCallback is grokfast.GrokfastCallback
+    assert set(face.__all__) >= {"R2GLoss", "R2GTrainer", "GrokfastEMA", "train_grokking", "R2GSFTTrainer"}
+    code = "import sys, icml26.training.r2g as f; f.R2GLoss; print('trl' in sys.modules, 'transformers.trainer' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "False"]
 
 
 def test_config_parses_with_hf_argument_parser():
@@ -356,7 +365,8 @@ def test_sft_trainer_trains_a_tiny_qwen3_and_logs(tmp_path):
 
 # --- tasks and analysis ---------------------------------------------------------------------------
 def test_modular_datasets_are_seeded_and_correct():
-    from icml26.eval.tasks.r2g import modular_dataset, modular_tensors
+    from icml26.eval.tasks.r2g import modular_dataset
+    from icml26.training.r2g.loops import modular_tensors
 
     a = modular_dataset(7, "mul", 0.5, seed=3)
     assert (len(a["train"]), len(a["test"])) == (24, 25)
@@ -373,7 +383,7 @@ def test_modular_datasets_are_seeded_and_correct():
 
 
 def test_fourier_sparsity_separates_a_clock_from_noise():
-    from icml26.eval.tasks.r2g import fourier_sparsity
+    from icml26.training.r2g.loops import fourier_sparsity
 
     p = 31
     a = torch.arange(p, dtype=torch.float32)[:, None]

@@ -11,8 +11,8 @@ import torch
 import torch.nn.functional as F
 
 from icml26.errors import InputError
-from icml26.eval.tasks.r2g import (AnchorHistory, anchor_dataset, anchor_decoder, anchor_init, count_parameters,
-                                        train_anchor)
+from icml26.eval.tasks.r2g import anchor_dataset, anchor_decoder, anchor_init, count_parameters
+from icml26.training.r2g.loops import AnchorHistory, train_anchor
 
 
 # --- data -------------------------------------------------------------------------------------------

@@ -14,21 +14,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from icml26.errors import InputError  # noqa: E402
-from icml26.eval.tasks.tfmixer import (  # noqa: E402
-    IMTSCollator,
-    LOCFForecaster,
-    HistoryMeanForecaster,
-    MTANForecaster,
-    SyntheticIMTSConfig,
-    co2_weekly,
-    compute_forecast_metrics,
-    evaluate_forecaster,
-    generate_synthetic_imts,
-    load_co2_imts,
-    load_physionet2012,
-    make_synthetic_imts,
-    read_physionet_record,
-)
+from icml26.eval.tasks.tfmixer import SyntheticIMTSConfig, co2_weekly, compute_forecast_metrics, evaluate_forecaster, generate_synthetic_imts, load_co2_imts, load_physionet2012, make_synthetic_imts, read_physionet_record
+from icml26.models.tfmixer import IMTSCollator, LOCFForecaster, HistoryMeanForecaster, MTANForecaster
 from icml26.models.tfmixer import TFMixerConfig, TFMixerForForecasting  # noqa: E402
 
 SMALL = dict(num_channels=3, d_model=16, num_frequencies=8, num_patches=8, num_query_patches=4, time_embedding_dim=8)

@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from icml26.errors import InputError  # noqa: E402
-from icml26.eval.tasks.tfmixer import HistoryMeanForecaster, LOCFForecaster, MTANForecaster  # noqa: E402
+from icml26.models.tfmixer import HistoryMeanForecaster, LOCFForecaster, MTANForecaster  # noqa: E402
 from icml26.models.tfmixer import (  # noqa: E402
     TFMixerConfig,
     TFMixerForForecasting,
@@ -241,7 +241,8 @@ def test_fix_malloc_mmap_threshold_keeps_memory_flat():
 
 
 def test_mean_reversion_baseline_recovers_known_coefficients():
-    from icml26.eval.tasks.tfmixer.imts import IMTSDataset, MeanReversionForecaster, _last_and_mean
+    from icml26.models.tfmixer.baselines import _last_and_mean
+    from icml26.models.tfmixer import IMTSDataset, MeanReversionForecaster
 
     batch = _batch(b=40, seed=5, density=0.5)
     batch["mask"][:, 0, :] = True  # every channel observed

@@ -60,8 +60,8 @@ def _time_steps(model, splits, steps: int, warmup: int, threads: int, sample_mem
     """Train ``warmup + steps`` steps; return the timings of the last ``steps``."""
     import torch
 
-    from icml26.eval.experiments.tfmixer import PAD_TO
-    from icml26.eval.tasks.tfmixer import IMTSCollator
+    from icml26.training.tfmixer import PAD_TO
+    from icml26.models.tfmixer import IMTSCollator
 
     torch.set_num_threads(threads)
     collate = IMTSCollator(pad_to_multiple_of=PAD_TO)  # as train_forecaster
@@ -210,7 +210,7 @@ def run(config, sizes: dict | None = None, data: dict | None = None,
         if main.get("memory_growth_gb") is not None:
             result.add_claim(Claim.at_most(f"resident memory growth over {main['memory_steps']} steps (GB)",
                                            main["memory_growth_gb"], 0.05))
-    from icml26.eval.experiments.tfmixer import PAD_TO
+    from icml26.training.tfmixer import PAD_TO
 
     pinned = "pinned (icml26.utils.fix_malloc_mmap_threshold)" if fix_malloc else "left to glibc"
     result.notes = (f"Each model in a fresh process, glibc's mmap threshold {pinned}; batches padded to multiples "

@@ -13,7 +13,7 @@ Setup: ``a + b mod 31``, half of the 961 pairs for training (seeded split), the 
 GPT-2-style decoder of :func:`icml26.eval.tasks.r2g.modular.small_decoder`, full-batch AdamW (lr 1e-3,
 weight decay 1, betas 0.9/0.98). Arms: plain cross-entropy, R2G (Euclidean, mean over pairs,
 alpha 0.08, operand positions), Grokfast-EMA (alpha 0.98, lambda 2, same AdamW) and, in full mode,
-the angular R2G. The arms train in :func:`~icml26.eval.tasks.r2g.modular.train_grokking` (a full-batch loop
+the angular R2G. The arms train in :func:`~icml26.training.r2g.train_grokking` (a full-batch loop
 around the same ``R2GLoss`` the trainers use), one process per arm on CPU.
 
 Quick mode: 1500 steps, 1 seed (about a minute on 2 cores). Full mode: up to 20k steps per arm,
@@ -63,7 +63,8 @@ def _train_arm(job: tuple) -> tuple[str, int, dict]:
 
     if str(device) == "cpu":
         torch.set_num_threads(1)  # one process per arm: threads would only fight over the cores
-    from icml26.eval.tasks.r2g import modular_dataset, small_decoder, train_grokking
+    from icml26.eval.tasks.r2g import modular_dataset, small_decoder
+    from icml26.training.r2g.loops import train_grokking
 
     data = modular_dataset(P, "add", TRAIN_FRACTION, seed=seed)
     model = small_decoder(P, seed=seed)

@@ -74,7 +74,7 @@ COLORS = {"baseline": "tab:gray", "R2G": "tab:red", "R2G-angular": "tab:purple",
 
 
 def arm_settings(arm: str, alphas: dict[str, float]) -> dict[str, Any]:
-    """Keyword arguments of :func:`~icml26.eval.tasks.r2g.modular.train_anchor` for ``arm``."""
+    """Keyword arguments of :func:`~icml26.training.r2g.train_anchor` for ``arm``."""
     euclidean = {"alpha": alphas["euclidean"], "distance": "euclidean", "reduction": "mean"}
     angular = {"alpha": alphas["angular"], "distance": "angular", "reduction": "mean"}
     arms = {
@@ -131,7 +131,8 @@ def _train(job: dict) -> dict:
     """Train one arm at one seed; write the result to ``job["path"]`` (when given) and return it."""
     import torch
 
-    from icml26.eval.tasks.r2g import anchor_dataset, anchor_decoder, train_anchor
+    from icml26.eval.tasks.r2g import anchor_dataset, anchor_decoder
+    from icml26.training.r2g.loops import train_anchor
 
     if job["device"] == "cpu":
         torch.set_num_threads(1)
@@ -162,7 +163,7 @@ def _job_key(job: dict) -> Any:
 def run_jobs(jobs: list[dict], device, folder: Path | None = None, phase_name: str = "runs") -> dict[str, dict]:
     """Each job's result by name: loaded from ``folder/<name>.json`` when a previous run wrote it
     (the same settings, checked), else trained (in parallel on CPU) and written there."""
-    from icml26.eval.tasks.r2g import AnchorHistory
+    from icml26.training.r2g.loops import AnchorHistory
 
     done, todo = {}, []
     for job in jobs:

@@ -5,7 +5,7 @@ and USHCN. Reconstruction: the synthetic and CO2 claims test the paper's reading
 branch carries what a time-only model misses) on data we can build; PhysioNet 2012 set A (when its
 file is found: ``--data``, ``ICML26_PHYSIONET`` or the repository's shared data) is scored under
 t-PatchGNN's protocol against LOCF, the history mean, the least-squares blend of the two (TFMixer's
-own level head, :class:`~icml26.eval.tasks.tfmixer.imts.MeanReversionForecaster`), mTAN and t-PatchGNN's CPU
+own level head, :class:`~icml26.models.tfmixer.MeanReversionForecaster`), mTAN and t-PatchGNN's CPU
 figure.
 
 Every trained model (TFMixer, its no-GFM and no-LTM ablations, mTAN; no-reconstruction-loss in
@@ -61,9 +61,6 @@ class TFMixerSettings:
     physionet_patience: int = 10
 
 
-#: Training batches pad history and horizon lengths up to a multiple of this (IMTSCollator).
-PAD_TO = 16
-
 #: Per-mode settings; tests shrink them with ``dataclasses.replace``.
 SETTINGS = {
     "quick": TFMixerSettings(synthetic_sizes=(600, 200, 300), steps=150, batch_size=32, lr=3e-3, eval_every=50,
@@ -86,8 +83,8 @@ LABELS = {"tfmixer": "TFMixer", "no_gfm": "no GFM (LTM only)", "no_ltm": "no LTM
 
 def build_model(name: str, num_channels: int):
     """A fresh model by name: a TFMixer variant of :data:`VARIANTS`, ``"mtan"``, ``"locf"`` or ``"mean"``."""
-    from icml26.eval.tasks.tfmixer import HistoryMeanForecaster, LOCFForecaster, MTANForecaster
-    from icml26.models.tfmixer import TFMixerConfig, TFMixerForForecasting
+    from icml26.models.tfmixer import (HistoryMeanForecaster, LOCFForecaster, MTANForecaster, TFMixerConfig,
+                                       TFMixerForForecasting)
 
     if name in VARIANTS:
         return TFMixerForForecasting(TFMixerConfig(num_channels=num_channels, **VARIANTS[name]))
@@ -98,78 +95,6 @@ def build_model(name: str, num_channels: int):
     if name == "mean":
         return HistoryMeanForecaster()
     raise input_error("build_model", "name", f"one of {sorted([*VARIANTS, 'mtan', 'locf', 'mean'])}", name)
-
-
-@dataclass
-class ForecasterTraining:
-    """What :func:`train_forecaster` returns: the best validation MSE, the steps run, the
-    training throughput (series per second of optimiser steps, validation excluded) and the
-    validation curve."""
-
-    val_mse: float
-    steps: int
-    series_per_second: float
-    #: (step, validation MSE) at every evaluation
-    val_history: list = dataclasses.field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-def train_forecaster(model, splits, *, steps: int, batch_size: int, lr: float, eval_every: int, patience: int,
-                     seed: int, device, phase_name: str = "train_forecaster",
-                     validate_initial: bool = False) -> ForecasterTraining:
-    """AdamW with a one-cycle schedule for ``steps`` steps; keeps the best-validation weights
-    (``validate_initial``: the initial weights are a candidate too, evaluated at step 0).
-
-    Batches are drawn with a local generator seeded by ``seed``; ``phase_name`` is the
-    :func:`icml26.progress.phase` that reports the steps.
-    """
-    import copy
-
-    import torch
-
-    from icml26.eval.tasks.tfmixer import IMTSCollator, evaluate_forecaster
-    from icml26.progress import phase
-
-    gen = torch.Generator().manual_seed(seed)
-    # lengths rounded up to 16: with TFMixer's bucketed point lists the step's tensor sizes repeat, so
-    # glibc's heap reuses its blocks instead of fragmenting (icml26.models.tfmixer.modeling.bucketed_nonzero)
-    collate = IMTSCollator(pad_to_multiple_of=PAD_TO)
-    model.to(device).train()
-    # fused: one kernel for all parameters (TFMixer's 102 tensors: 1.9 ms a step with clipping, 5.8 ms looped)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4, fused=True)
-    schedule = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.1)
-    best, best_state, stale, train_seconds, step, curve = math.inf, None, 0, 0.0, 0, []
-    if validate_initial:
-        best = evaluate_forecaster(model, splits.validation, device=device)["mse"]
-        best_state, curve = copy.deepcopy(model.state_dict()), [(0, best)]
-    with phase(phase_name, total=steps) as bar:
-        for step in range(1, steps + 1):
-            start = time.perf_counter()
-            idx = torch.randint(len(splits.train), (batch_size,), generator=gen).tolist()
-            batch = {k: v.to(device) for k, v in collate([splits.train[i] for i in idx]).items()}
-            loss = model(**batch).loss
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
-            opt.step()
-            schedule.step()
-            train_seconds += time.perf_counter() - start
-            bar.update()
-            if step % eval_every == 0 or step == steps:
-                val = evaluate_forecaster(model, splits.validation, device=device)["mse"]
-                curve.append((step, val))
-                if val < best:
-                    best, best_state, stale = val, copy.deepcopy(model.state_dict()), 0
-                else:
-                    stale += 1
-                    if stale >= patience:
-                        break
-    if best_state is not None:
-        model.load_state_dict(best_state)
-    return ForecasterTraining(val_mse=best, steps=step,
-                              series_per_second=step * batch_size / max(train_seconds, 1e-9), val_history=curve)
 
 
 #: TFMixer's configuration on PhysioNet 2012 (``tpatchgnn``): sized for speed, a smaller model than the
@@ -187,11 +112,11 @@ PHYSIONET_VARIANTS = {"tfmixer": {}, "no_gfm": {"use_gfm": False}, "no_ltm": {"u
 
 def build_physionet_model(name: str, splits):
     """A fresh model for PhysioNet 2012 splits by name (``tfmixer``, ``no_gfm``, ``no_ltm``, ``mtan``,
-    ``locf``, ``mean``, ``blend``: :class:`~icml26.eval.tasks.tfmixer.imts.MeanReversionForecaster`): every
+    ``locf``, ``mean``, ``blend``: :class:`~icml26.models.tfmixer.MeanReversionForecaster`): every
     model fills an empty channel from the training mean (the protocol's rule for the baselines; a
     learnt start for TFMixer) and trains on the per-variable loss."""
-    from icml26.eval.tasks.tfmixer import HistoryMeanForecaster, LOCFForecaster, MeanReversionForecaster, MTANForecaster
-    from icml26.models.tfmixer import TFMixerConfig, TFMixerForForecasting
+    from icml26.models.tfmixer import (HistoryMeanForecaster, LOCFForecaster, MeanReversionForecaster, MTANForecaster,
+                                       TFMixerConfig, TFMixerForForecasting)
 
     c, fallback = splits.train.num_channels, splits.info["train_mean"]
     if name in PHYSIONET_VARIANTS:
@@ -241,6 +166,7 @@ def _fit_and_score(names, splits, settings: TFMixerSettings, seed, device, steps
     import torch
 
     from icml26.eval.tasks.tfmixer import evaluate_forecaster
+    from icml26.training.tfmixer import train_forecaster
 
     prefix = "physionet_" if task == "physionet" else ""
     train = {key: getattr(settings, prefix + key) for key in ("batch_size", "lr", "eval_every", "patience")}
@@ -492,7 +418,7 @@ def _spectrum_figure(model, splits, rows, device):
     import torch
     from matplotlib.figure import Figure
 
-    from icml26.eval.tasks.tfmixer import IMTSCollator
+    from icml26.models.tfmixer import IMTSCollator
 
     samples = [splits.test[i] for i in range(min(200, len(splits.test)))]
     batch = {k: v.to(device) for k, v in IMTSCollator()(samples).items()}

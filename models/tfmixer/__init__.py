@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
+from icml26.models.tfmixer.baselines import HistoryMeanForecaster, LOCFForecaster, MTANForecaster, MeanReversionForecaster
+from icml26.models.tfmixer.data import IMTSCollator, IMTSDataset, IMTSSplits, KEYS, imts_sample
 
 if TYPE_CHECKING:
     from icml26.models.tfmixer.modeling import LABEL_NAMES, SLOT_BUCKET, TFMixerConfig, TFMixerForForecasting, TFMixerForecastOutput, TFMixerLabelsCallback, TFMixerPreTrainedModel, bucketed_nonzero, check_imts_inputs, masked_mse, squared_error_loss
@@ -23,4 +25,4 @@ def __getattr__(name: str):
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-__all__ = ['LABEL_NAMES', 'SLOT_BUCKET', 'TFMixerConfig', 'TFMixerForForecasting', 'TFMixerForecastOutput', 'TFMixerLabelsCallback', 'TFMixerPreTrainedModel', 'bucketed_nonzero', 'check_imts_inputs', 'masked_mse', 'squared_error_loss']
+__all__ = ['HistoryMeanForecaster', 'IMTSCollator', 'IMTSDataset', 'IMTSSplits', 'KEYS', 'LABEL_NAMES', 'LOCFForecaster', 'MTANForecaster', 'MeanReversionForecaster', 'SLOT_BUCKET', 'TFMixerConfig', 'TFMixerForForecasting', 'TFMixerForecastOutput', 'TFMixerLabelsCallback', 'TFMixerPreTrainedModel', 'bucketed_nonzero', 'check_imts_inputs', 'imts_sample', 'masked_mse', 'squared_error_loss']

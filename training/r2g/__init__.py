@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
+from icml26.training.r2g.loops import AnchorHistory, GrokkingHistory, accuracy, fourier_sparsity, modular_tensors, operand_geometry, train_anchor, train_grokking
 from icml26.training.r2g.loss import DISTANCES, FORMS, R2GLoss, REDUCTIONS, SCHEDULES, find_value_projections, r2g_distance, r2g_term, random_pairing, value_geometry
 
 if TYPE_CHECKING:
@@ -28,4 +29,4 @@ def __getattr__(name: str):
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-__all__ = ['DISTANCES', 'FORMS', 'GrokfastCallback', 'GrokfastEMA', 'R2GCallback', 'R2GConfig', 'R2GDataCollator', 'R2GLoss', 'R2GSFTConfig', 'R2GSFTTrainer', 'R2GTrainer', 'R2GTrainerMixin', 'R2GTrainingArguments', 'REDUCTIONS', 'SCHEDULES', 'alpha_at', 'find_value_projections', 'r2g_distance', 'r2g_term', 'random_pairing', 'value_geometry']
+__all__ = ['AnchorHistory', 'DISTANCES', 'FORMS', 'GrokfastCallback', 'GrokfastEMA', 'GrokkingHistory', 'R2GCallback', 'R2GConfig', 'R2GDataCollator', 'R2GLoss', 'R2GSFTConfig', 'R2GSFTTrainer', 'R2GTrainer', 'R2GTrainerMixin', 'R2GTrainingArguments', 'REDUCTIONS', 'SCHEDULES', 'accuracy', 'alpha_at', 'find_value_projections', 'fourier_sparsity', 'modular_tensors', 'operand_geometry', 'r2g_distance', 'r2g_term', 'random_pairing', 'train_anchor', 'train_grokking', 'value_geometry']

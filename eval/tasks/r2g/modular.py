@@ -1,4 +1,4 @@
-"""Grokking tasks and geometry measurements for R2G (:mod:`icml26.training.r2g.loss`).
+"""Grokking tasks for R2G (:mod:`icml26.training.r2g`): modular arithmetic and Grokfast's anchor task.
 
 - :func:`modular_dataset`: ``a op b mod p`` as a ``datasets.DatasetDict`` (seeded train/test split)
   whose rows feed a causal LM directly: ``input_ids = [a, b, =, c]``, ``labels`` only on ``c``,
@@ -7,39 +7,26 @@
   (2023, arXiv 2301.05217): no LayerNorm, ReLU MLP, embeddings and positions
   ``N(0, d^-1/2)`` (the initialisation scale decides how fast the model memorises), the linear
   layers at PyTorch's default ``U(+-1/sqrt(fan_in))``;
-- :func:`train_grokking`: a full-batch AdamW loop (the arms of the experiment) that adds the same
-  :class:`~icml26.training.r2g.loss.R2GLoss` the trainers use, or applies Grokfast-EMA;
-- geometry: :func:`operand_geometry` (angular spread and norm of the operand V vectors),
-  :func:`fourier_sparsity` (of the learned token embeddings), and the accuracy curves;
+- :func:`steps_to`: the first step a curve reaches a threshold;
 - Grokfast's task (ironjr/grokfast ``main.py``): :func:`anchor_dataset` (``a op b mod 97``, its
-  seeded split), :func:`anchor_decoder` (its 2-layer decoder as a GPT-2 with its initial weights)
-  and :func:`train_anchor` (its minibatch Adam loop, warm-up and per-epoch evaluation);
-- the tense-inflection language task lives in :mod:`icml26.eval.tasks.r2g.tense` (its names are still
-  importable from here).
+  seeded split) and :func:`anchor_decoder` (its 2-layer decoder as a GPT-2 with its initial weights);
+- the training loops and the geometry they measure are R2G's own: :mod:`icml26.training.r2g.loops`;
+- the tense-inflection language task lives in :mod:`icml26.eval.tasks.r2g.tense`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import io
-import math
-import time
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Sequence
 
 import torch
-import torch.nn.functional as F
 
 from icml26.errors import described, input_error
-from icml26.utils import IGNORE_INDEX, atomic_write_bytes
+from icml26.utils import IGNORE_INDEX
 
-__all__ = [
-    "OPS", "fourier_sparsity", "modular_dataset", "modular_tensors", "accuracy", "operand_geometry",
-    "GrokkingHistory", "small_decoder", "steps_to",
-    "train_grokking", "ANCHOR_OPS", "AnchorData", "AnchorHistory", "anchor_dataset", "anchor_decoder", "anchor_init",
-    "count_parameters", "train_anchor",
-]
+__all__ = ["ANCHOR_OPS", "OPS", "AnchorData", "anchor_dataset", "anchor_decoder", "anchor_init", "count_parameters",
+           "modular_dataset", "small_decoder", "steps_to"]
 
 OPS = {"add": lambda a, b, p: (a + b) % p, "mul": lambda a, b, p: (a * b) % p}
 
@@ -76,12 +63,6 @@ def modular_dataset(p: int = 31, op: str = "add", train_fraction: float = 0.5, s
                 "r2g_mask": [[1, 1, 0, 0]] * len(c)}
 
     return DatasetDict(train=Dataset.from_dict(rows(order[:n_train])), test=Dataset.from_dict(rows(order[n_train:])))
-
-
-def modular_tensors(dataset, device=None) -> tuple[torch.Tensor, torch.Tensor]:
-    """``([N, 3] prompts a b =, [N] answers)`` of a :func:`modular_dataset` split."""
-    ids = torch.tensor(dataset["input_ids"], device=device)
-    return ids[:, :3].contiguous(), ids[:, 3].contiguous()
 
 
 def small_decoder(p: int = 31, *, d_model: int = 64, n_heads: int = 4, d_mlp: int = 256, n_layers: int = 1,
@@ -122,183 +103,9 @@ def small_decoder(p: int = 31, *, d_model: int = 64, n_heads: int = 4, d_mlp: in
     return model
 
 
-@torch.no_grad()
-@torch.no_grad()
-def accuracy(model, inputs: torch.Tensor, answers: torch.Tensor) -> float:
-    """Share of prompts whose argmax at ``=`` is the answer."""
-    logits = model(input_ids=inputs, logits_to_keep=1, use_cache=False).logits[:, -1]
-    return float((logits.argmax(-1) == answers).float().mean())
-
-
-@torch.no_grad()
-def operand_geometry(model, p: int, positions: Sequence[int] = (0, 1),
-                     template: Sequence[int | None] | None = None) -> dict[str, float]:
-    """Angular spread and norm of the V vectors of the ``p`` operand tokens (first hooked layer).
-
-    Feeds one prompt per number ``a`` (``template`` with ``a`` at its ``None`` slots; default
-    ``[a, a, =]``) and reads the value projection at the operand positions: ``angular_dist`` is the
-    mean pairwise cosine distance between the ``p`` operands (averaged over the positions),
-    ``v_norm`` their mean L2 norm, ``r2g_term`` the mean Euclidean ``1 / D`` over a cyclic pairing
-    of the numbers (a fixed one, the same for every run).
-    """
-    from icml26.training.r2g import R2GLoss, r2g_term, value_geometry
-
-    device = next(model.parameters()).device
-    a = torch.arange(p, device=device)
-    template = (None, None, p) if template is None else tuple(template)
-    prompts = torch.stack([a if t is None else torch.full_like(a, t) for t in template], dim=1)
-    with R2GLoss(model, layers=[0], alpha=0.0, track_stats=False) as hooks:
-        model(input_ids=prompts, logits_to_keep=1, use_cache=False)
-        mask = torch.zeros(len(template), dtype=torch.bool, device=device)
-        mask[list(positions)] = True
-        out = value_geometry(hooks.values[0], mask)
-        cycle = torch.roll(torch.arange(p, device=device), 1)
-        out["r2g_term"] = float(r2g_term(hooks.values[0], position_mask=mask, perm=cycle))
-        return out
-
-
-@torch.no_grad()
-def fourier_sparsity(embedding: torch.Tensor, p: int | None = None) -> dict[str, float]:
-    """How concentrated the token embeddings ``[p, d]`` are on a few Fourier frequencies.
-
-    The power of each frequency ``k = 1..p//2`` is ``sum_d |DFT_a(E)[k, d]|^2`` (the constant
-    ``k = 0`` left out). ``gini`` is the Gini coefficient of that spectrum (0: flat, towards 1:
-    a few frequencies, the grokked "clock" of Nanda et al.); ``top_fraction`` is the share of the
-    power in the top ``max(1, n_freq // 5)`` frequencies.
-    """
-    E = embedding.detach().float()[: p if p is not None else embedding.shape[0]]
-    power = torch.fft.rfft(E - E.mean(0), dim=0).abs().pow(2).sum(-1)[1:]
-    share = power / power.sum().clamp_min(1e-30)
-    s, _ = torch.sort(share)
-    n = s.numel()
-    gini = float(((2 * torch.arange(1, n + 1, dtype=s.dtype, device=s.device) - n - 1) * s).sum() / n)
-    top = max(1, n // 5)
-    return {"gini": gini, "top_fraction": float(s[-top:].sum())}
-
-
 def steps_to(steps: Sequence[int], values: Sequence[float], threshold: float = 0.95) -> int | None:
     """The first step whose value reaches ``threshold`` (None if none does)."""
     return next((s for s, v in zip(steps, values) if v >= threshold), None)
-
-
-@dataclass
-class _Curves:
-    """The curves every grokking run records: accuracies and loss per measurement, the operand
-    geometry (:func:`operand_geometry`) and the ``1 / D`` term; ``seconds`` is wall time."""
-
-    step: list[int] = field(default_factory=list)
-    train_acc: list[float] = field(default_factory=list)
-    test_acc: list[float] = field(default_factory=list)
-    train_loss: list[float] = field(default_factory=list)
-    r2g_term: list[float] = field(default_factory=list)
-    angular_dist: list[float] = field(default_factory=list)
-    v_norm: list[float] = field(default_factory=list)
-    seconds: float = 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-@dataclass
-class GrokkingHistory(_Curves):
-    """What :func:`train_grokking` measured, one list entry per measurement (step 0 first).
-
-    ``r2g_term`` is the ``1 / D`` the run would pay (logged for every arm, NaN at step 0);
-    ``angular_dist`` and ``v_norm`` come from :func:`operand_geometry`, ``fourier_gini`` from
-    :func:`fourier_sparsity`; ``seconds`` is the wall time of the whole run.
-    """
-
-    fourier_gini: list[float] = field(default_factory=list)
-
-    def curves(self) -> dict[str, list]:
-        """The measured lists by name (everything but ``seconds``)."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "seconds"}
-
-    def at(self, key: str, step: int) -> Any:
-        """``key`` at the last measurement at or before ``step``."""
-        index = max(i for i, s in enumerate(self.step) if s <= step)
-        return getattr(self, key)[index]
-
-
-def _update(model, total: torch.Tensor, hooks, optimizer, filt) -> None:
-    """One optimizer step on ``total`` (the task loss with R2G's term added), the captured values
-    dropped first and Grokfast's filter (when given) applied between backward and step."""
-    hooks.clear()
-    optimizer.zero_grad(set_to_none=True)
-    total.backward()
-    if filt is not None:
-        filt(model)
-    optimizer.step()
-
-
-def train_grokking(model, data, *, steps: int, r2g: dict[str, Any] | None = None,
-                   grokfast: dict[str, float] | None = None, lr: float = 1e-3, weight_decay: float = 1.0,
-                   betas: tuple[float, float] = (0.9, 0.98), eval_every: int = 50, stop_at: float | None = None,
-                   min_steps: int = 0, seed: int = 0, device: str | torch.device = "cpu",
-                   phase_name: str = "train_grokking") -> GrokkingHistory:
-    """Full-batch AdamW on a :func:`modular_dataset`, with optional R2G or Grokfast-EMA.
-
-    Args:
-        model: e.g. :func:`small_decoder`; trained in place on ``device``.
-        data: the ``DatasetDict`` (``train`` and ``test``).
-        steps: optimizer steps (one per epoch: the batch is the whole training set).
-        r2g: keyword arguments of :class:`~icml26.training.r2g.loss.R2GLoss` (``alpha``, ``distance``,
-            ...; ``positions`` defaults to the operands); None for plain cross-entropy.
-        grokfast: keyword arguments of :class:`~icml26.training.r2g.grokfast.GrokfastEMA`, or None.
-        eval_every: steps between measurements (accuracies, geometry, Fourier sparsity).
-        stop_at: stop once test accuracy reaches this, but not before ``min_steps``.
-        seed: seeds the pairing of the R2G term (a local generator; the model is seeded by its builder).
-        phase_name: the :func:`icml26.progress.phase` that reports the steps.
-
-    Returns a :class:`GrokkingHistory`.
-    """
-    from icml26.progress import phase
-    from icml26.training.r2g import GrokfastEMA
-    from icml26.training.r2g import R2GLoss, random_pairing
-
-    device = torch.device(device)
-    model.to(device).train()
-    x_train, y_train = modular_tensors(data["train"], device)
-    x_test, y_test = modular_tensors(data["test"], device)
-    p = int(x_train[0, 2])
-    settings = {"alpha": 0.0, "positions": [0, 1], **(r2g or {})}
-    hooks = R2GLoss(model, **settings)
-    filt = GrokfastEMA(**grokfast) if grokfast else None
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, betas=betas)
-    history = GrokkingHistory()
-    generator = torch.Generator().manual_seed(seed)
-    start = time.perf_counter()
-
-    def measure(step: int, loss: float) -> float:
-        model.eval()
-        test_acc = accuracy(model, x_test, y_test)
-        geometry = operand_geometry(model, p)
-        stats = hooks.pop_stats()
-        for key, value in (("step", step), ("train_acc", accuracy(model, x_train, y_train)),
-                           ("test_acc", test_acc), ("train_loss", loss), ("r2g_term", stats.get("term", math.nan)),
-                           ("angular_dist", geometry["angular_dist"]), ("v_norm", geometry["v_norm"]),
-                           ("fourier_gini", fourier_sparsity(model.transformer.wte.weight, p)["gini"])):
-            getattr(history, key).append(value)
-        model.train()
-        return test_acc
-
-    try:
-        measure(0, math.nan)
-        with phase(phase_name, total=steps) as bar:
-            for step in range(1, steps + 1):
-                logits = model(input_ids=x_train, logits_to_keep=1, use_cache=False).logits[:, -1]
-                loss = F.cross_entropy(logits.float(), y_train)
-                perm = random_pairing(x_train.shape[0], generator=generator, device=device) if hooks.alpha > 0 else None
-                _update(model, loss + hooks(perm=perm), hooks, optimizer, filt)
-                bar.update()
-                if step % eval_every == 0 or step == steps:
-                    test_acc = measure(step, float(loss.detach()))
-                    if stop_at is not None and test_acc >= stop_at and step >= min_steps:
-                        break
-    finally:
-        hooks.remove()
-    history.seconds = time.perf_counter() - start
-    return history
 
 
 # ---------------------------------------------------------------------------------------------
@@ -478,188 +285,3 @@ def count_parameters(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
-@dataclass
-class AnchorHistory(_Curves):
-    """What :func:`train_anchor` measured.
-
-    Per epoch (Grokfast's evaluation schedule: after every pass over the training set): ``step``
-    (optimizer steps so far), ``train_acc`` (the running accuracy of that epoch's minibatches, as
-    Grokfast logs it), ``test_acc`` (the whole held-out set); every ``geometry_every`` epochs:
-    ``geo_step``, ``angular_dist`` and ``v_norm`` of the operand value vectors
-    (:func:`operand_geometry`, first layer), ``r2g_term`` (the mean ``1 / D`` the run would pay).
-    ``seconds`` is the training wall time (measurements excluded) and ``steps_to_target`` the first
-    step whose test accuracy reached ``target`` (None if none did).
-    """
-
-    geo_step: list[int] = field(default_factory=list)
-    target: float = 0.95
-    steps_to_target: int | None = None
-
-    @property
-    def seconds_per_step(self) -> float:
-        return self.seconds / max(1, self.step[-1] if self.step else 0)
-
-    @property
-    def gap(self) -> list[float]:
-        """Train minus test accuracy per epoch."""
-        return [tr - te for tr, te in zip(self.train_acc, self.test_acc)]
-
-    def at(self, key: str, step: int) -> Any:
-        """``key`` at the last measurement at or before ``step`` (geometry keys use ``geo_step``)."""
-        steps = self.geo_step if key in ("angular_dist", "v_norm", "r2g_term") else self.step
-        index = max((i for i, s in enumerate(steps) if s <= step), default=0)
-        return getattr(self, key)[index]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**super().to_dict(), "seconds_per_step": self.seconds_per_step}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> AnchorHistory:
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
-
-
-def _warmup(update: int, warmup_steps: int) -> float:
-    """Grokfast's ``LambdaLR`` factor: ``update / warmup`` up to ``warmup`` (so the first step has lr 0), then 1."""
-    return 1.0 if update > warmup_steps else update / warmup_steps if warmup_steps else 1.0
-
-
-def train_anchor(model, data: AnchorData, *, steps: int, r2g: dict[str, Any] | None = None,
-                 grokfast: dict[str, float] | None = None, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.98),
-                 weight_decay: float = 0.0, decay: str = "l2", batch_size: int = 512, warmup_steps: int = 10,
-                 target: float = 0.95, stop_at_target: bool = True, geometry_every: int = 10, seed: int = 0,
-                 device: str | torch.device = "cpu", phase_name: str = "train_anchor",
-                 checkpoint: str | Path | None = None, checkpoint_every: int = 100) -> AnchorHistory:
-    """Grokfast's training loop (ironjr/grokfast ``main.py``) with optional R2G and Grokfast-EMA.
-
-    Each epoch shuffles the training pairs (continuing the anchor's RNG stream, ``data.shuffle_state``,
-    in a local generator, and composing the orders as Grokfast does), takes minibatches of ``batch_size`` (the last one smaller), and per
-    minibatch: cross-entropy at ``=``, plus ``alpha / D`` of :class:`~icml26.training.r2g.loss.R2GLoss`
-    when ``r2g`` is given (hooked on every layer's value projection at the operand positions unless
-    ``r2g`` says otherwise), backward, the Grokfast-EMA filter when ``grokfast`` is given, then the
-    optimizer step and the warm-up schedule. After every epoch the whole test set is evaluated.
-
-    Args:
-        weight_decay, decay: ``decay="l2"`` is Grokfast's ``torch.optim.Adam(weight_decay=wd)`` (the
-            decay added to the gradient after the filter, "coupled"); ``"decoupled"`` is AdamW's
-            (typically with a much larger ``wd``, e.g. 1.0, as Power et al.).
-        steps: cap on optimizer steps (whole epochs: training stops at the first epoch end past it).
-        stop_at_target: stop at the first epoch whose test accuracy reaches ``target``.
-        geometry_every: epochs between geometry measurements.
-        seed: seeds R2G's pairing (a local generator; the model and data carry their own seeds).
-        checkpoint, checkpoint_every: a file that receives the whole training state (weights,
-            optimizer, filter, RNG streams, data order, history) every ``checkpoint_every`` epochs and
-            when the run ends, written atomically; a call that finds it resumes from it and gives the
-            same result as an uninterrupted run (a checkpoint of other settings is refused). A
-            finished run's checkpoint stays: the caller removes it once the result is kept.
-    """
-    from icml26.progress import phase
-    from icml26.training.r2g import GrokfastEMA
-    from icml26.training.r2g import R2GLoss, random_pairing
-
-    if decay not in ("l2", "decoupled"):
-        raise input_error("train_anchor", "decay", "'l2' or 'decoupled'", decay)
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise input_error("train_anchor", "steps", "an int >= 1", steps)
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 2:
-        raise input_error("train_anchor", "batch_size", "an int >= 2", batch_size)
-    if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int) or checkpoint_every < 1:
-        raise input_error("train_anchor", "checkpoint_every", "an int >= 1", checkpoint_every)
-    device = torch.device(device)
-    model.to(device).train()
-    x_train, y_train = data.x_train.to(device), data.y_train.to(device)
-    x_test, y_test = data.x_test.to(device), data.y_test.to(device)
-    positions = list(data.operand_positions)
-    hooks = R2GLoss(model, **{"alpha": 0.0, "positions": positions, "track_stats": False, **(r2g or {})})
-    filt = GrokfastEMA(**grokfast) if grokfast else None
-    optim_cls = torch.optim.Adam if decay == "l2" else torch.optim.AdamW
-    optimizer = optim_cls(model.parameters(), lr=lr, betas=betas, weight_decay=weight_decay)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda update: _warmup(update, warmup_steps))
-    shuffler = torch.Generator().set_state(data.shuffle_state)
-    pairing = torch.Generator().manual_seed(seed)
-    history = AnchorHistory(target=target)
-    n = x_train.shape[0]
-    step, epoch, train_seconds = 0, 0, 0.0
-    # What decides the trajectory (not the cap ``steps``: a resumed run may go further).
-    fingerprint = {"r2g": r2g, "grokfast": grokfast, "lr": lr, "betas": list(betas), "weight_decay": weight_decay,
-                   "decay": decay, "batch_size": batch_size, "warmup_steps": warmup_steps, "target": target,
-                   "geometry_every": geometry_every, "seed": seed, "p": data.p, "op": data.op, "n_train": n,
-                   "data": int(x_train.long().sum() * 31 + y_train.long().sum())}
-
-    def save_state() -> None:
-        state = {"fingerprint": fingerprint, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                 "scheduler": scheduler.state_dict(), "ema": filt.ema if filt else None,
-                 "shuffler": shuffler.get_state(), "pairing": pairing.get_state(), "x_train": x_train,
-                 "y_train": y_train, "history": history.to_dict(), "counters": (step, epoch, train_seconds)}
-        buffer = io.BytesIO()
-        torch.save(state, buffer)
-        atomic_write_bytes(checkpoint, buffer.getvalue())  # a run killed while saving keeps its previous one
-
-    if checkpoint is not None and Path(checkpoint).is_file():
-        state = torch.load(checkpoint, map_location=device, weights_only=False)
-        if state["fingerprint"] != fingerprint:
-            raise input_error("train_anchor", "checkpoint", "a checkpoint of a run with these settings",
-                              described(f"{checkpoint} holds {state['fingerprint']}"))
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        if filt is not None:
-            filt.ema = state["ema"]
-        shuffler.set_state(state["shuffler"])
-        pairing.set_state(state["pairing"])
-        x_train, y_train = state["x_train"], state["y_train"]
-        history = AnchorHistory.from_dict(state["history"])
-        step, epoch, train_seconds = state["counters"]
-
-    def measure_geometry() -> None:
-        model.eval()
-        geometry = operand_geometry(model, data.p, positions, template=(None, data.p + 1, None, data.p))
-        model.train()
-        history.geo_step.append(step)
-        history.angular_dist.append(geometry["angular_dist"])
-        history.v_norm.append(geometry["v_norm"])
-        history.r2g_term.append(geometry["r2g_term"])
-
-    try:
-        if not history.geo_step:
-            measure_geometry()
-        with phase(phase_name, total=steps) as bar:
-            bar.update(min(step, steps))
-            while step < steps and not (stop_at_target and history.steps_to_target is not None):
-                start = time.perf_counter()
-                # Grokfast permutes the already shuffled set again each epoch (the orders compose).
-                order = torch.randperm(n, generator=shuffler).to(device)
-                x_train, y_train = x_train[order], y_train[order]
-                correct, loss_sum = 0, 0.0
-                for x, y in zip(x_train.split(batch_size), y_train.split(batch_size)):
-                    logits = model(input_ids=x, logits_to_keep=1, use_cache=False).logits[:, -1].float()
-                    loss = F.cross_entropy(logits, y)
-                    total = loss
-                    if hooks.alpha > 0:
-                        total = loss + hooks(perm=random_pairing(x.shape[0], generator=pairing, device=device))
-                    _update(model, total, hooks, optimizer, filt)
-                    scheduler.step()
-                    step += 1
-                    correct += int((logits.detach().argmax(-1) == y).sum())
-                    loss_sum += float(loss.detach()) * x.shape[0]
-                train_seconds += time.perf_counter() - start
-                bar.update(math.ceil(n / batch_size))
-                epoch += 1
-                model.eval()
-                test_acc = accuracy(model, x_test, y_test)
-                model.train()
-                for key, value in (("step", step), ("train_acc", correct / n), ("test_acc", test_acc),
-                                   ("train_loss", loss_sum / n)):
-                    getattr(history, key).append(value)
-                if history.steps_to_target is None and test_acc >= target:
-                    history.steps_to_target = step
-                reached = stop_at_target and history.steps_to_target is not None
-                if epoch % geometry_every == 0 or step >= steps or reached:
-                    measure_geometry()
-                history.seconds = train_seconds
-                if checkpoint is not None and (epoch % checkpoint_every == 0 or step >= steps or reached):
-                    save_state()
-    finally:
-        hooks.remove()
-    history.seconds = train_seconds
-    return history

@@ -1,124 +1,28 @@
-"""Irregular multivariate time series (IMTS) forecasting data, collation, metrics and baselines.
+"""Irregular multivariate time series (IMTS) forecasting tasks and metrics for TFMixer.
 
-Every data set here is a list of samples in one format (the PyOmniTS/APN convention TFMixer takes):
-
-- ``values [L, C]`` float32, ``mask [L, C]`` bool (True = observed) and ``times [L]``: the union
-  of the sample's observation times, normalised so that the history window is [0, 1];
-- ``query_times [H]`` (after the history, usually > 1), ``targets [H, C]`` (0 where not
-  observed) and ``target_mask [H, C]``.
-
-:class:`IMTSCollator` pads samples of different ``L`` and ``H`` into a batch whose padded slots
-are unobserved (mask False), so they change nothing in any model here.
+Every data set here is an :class:`icml26.models.tfmixer.IMTSDataset` of samples in the format TFMixer takes
+(see :mod:`icml26.models.tfmixer.data`).
 
 Sources: :func:`make_synthetic_imts` (seeded; our generator, see :class:`SyntheticIMTSConfig`), :func:`load_co2_imts` (the
 weekly Mauna Loa CO2 record that ships inside statsmodels, with its genuine gaps) and
 :func:`load_physionet2012` (the PhysioNet/CinC Challenge 2012 records, from the archive or folder the
-user gives; nothing is downloaded; it lives in :mod:`icml26.eval.tasks.tfmixer.physionet2012` and is re-exported
-here). Baselines: :class:`LOCFForecaster`, :class:`HistoryMeanForecaster`
-and :class:`MTANForecaster` (a small deterministic mTAN, Shukla & Marlin, ICLR 2021).
+user gives; nothing is downloaded; :mod:`icml26.eval.tasks.tfmixer.physionet2012`). The baselines are models:
+:mod:`icml26.models.tfmixer.baselines`.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
-from torch.nn.utils.rnn import pad_sequence
 from torch import nn
 
 from icml26.errors import described, input_error
-from icml26.models.tfmixer.modeling import (LOSS_REDUCTIONS, TFMixerForecastOutput, TimeEncoding, check_imts_inputs,
-                                   masked_mse)
+from icml26.models.tfmixer.data import IMTSCollator, IMTSDataset, IMTSSplits, imts_sample
 from icml26.utils import IGNORE_INDEX
-
-KEYS = ("values", "times", "mask", "query_times", "targets", "target_mask")
-
-
-# ---------------------------------------------------------------------------------------------
-# Containers and collation
-# ---------------------------------------------------------------------------------------------
-class IMTSDataset(torch.utils.data.Dataset):
-    """A list of IMTS samples (dicts of tensors, keys :data:`KEYS`) with channel names and metadata."""
-
-    def __init__(self, samples: list[dict[str, torch.Tensor]], channel_names: Sequence[str], info: dict | None = None):
-        self.samples = samples
-        self.channel_names = list(channel_names)
-        self.info = info or {}
-
-    @property
-    def num_channels(self) -> int:
-        return len(self.channel_names)
-
-    def __len__(self) -> int:
-        return len(self.samples)
-
-    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
-        return self.samples[i]
-
-
-@dataclass
-class IMTSSplits:
-    train: IMTSDataset
-    validation: IMTSDataset
-    test: IMTSDataset
-    info: dict = field(default_factory=dict)
-
-
-def _sample(values, times, mask, query_times, targets, target_mask) -> dict[str, torch.Tensor]:
-    targets = np.where(target_mask, targets, 0.0)
-    return {"values": torch.as_tensor(np.where(mask, values, 0.0), dtype=torch.float32),
-            "times": torch.as_tensor(times, dtype=torch.float32), "mask": torch.as_tensor(mask, dtype=torch.bool),
-            "query_times": torch.as_tensor(query_times, dtype=torch.float32),
-            "targets": torch.as_tensor(targets, dtype=torch.float32),
-            "target_mask": torch.as_tensor(target_mask, dtype=torch.bool)}
-
-
-class IMTSCollator:
-    """Pad samples to the batch's longest history and horizon; padded slots are unobserved.
-
-    ``pad_to_multiple_of`` rounds both lengths up (fewer shapes for compiled kernels). Padded
-    times and query times are 0 and padded values/targets 0 with mask False, so padding changes
-    no forecast at a real query and no loss.
-    """
-
-    def __init__(self, pad_to_multiple_of: int | None = None):
-        if pad_to_multiple_of is not None and (not isinstance(pad_to_multiple_of, int) or pad_to_multiple_of < 1):
-            raise input_error("IMTSCollator", "pad_to_multiple_of", "a positive int or None", pad_to_multiple_of)
-        self.multiple = pad_to_multiple_of
-
-    def _round(self, n: int) -> int:
-        return n if self.multiple is None else max(-(-n // self.multiple) * self.multiple, self.multiple)
-
-    def __call__(self, samples: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-        if not samples:
-            raise input_error("IMTSCollator", "samples", "at least one sample", described("an empty list"))
-        for i, s in enumerate(samples):
-            missing = [k for k in KEYS if k not in s]
-            if missing:
-                raise input_error("IMTSCollator", f"sample {i}", f"keys {KEYS}", described(f"{missing} missing"))
-        c = samples[0]["values"].shape[-1]
-        for i, s in enumerate(samples):
-            if s["values"].shape[-1] != c or s["targets"].shape[-1] != c:
-                raise input_error("IMTSCollator", f"sample {i}", f"{c} channels like sample 0",
-                                  described(f"values {tuple(s['values'].shape)} and targets "
-                                            f"{tuple(s['targets'].shape)}"))
-        length = self._round(max(s["values"].shape[0] for s in samples))
-        horizon = self._round(max(s["query_times"].shape[0] for s in samples))
-        out = {}
-        for key in KEYS:  # one padding call per key, not a copy per sample and key
-            padded = pad_sequence([s[key] for s in samples], batch_first=True)
-            size = length if key in ("values", "times", "mask") else horizon
-            if padded.shape[1] < size:
-                extra = padded.new_zeros((len(samples), size - padded.shape[1], *padded.shape[2:]))
-                padded = torch.cat([padded, extra], 1)
-            out[key] = padded.bool() if key.endswith("mask") else padded.float()
-        out["values"] = torch.where(out["mask"], out["values"], 0.0)
-        out["targets"] = torch.where(out["target_mask"], out["targets"], 0.0)
-        return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -203,7 +107,7 @@ def generate_synthetic_imts(n: int, config: SyntheticIMTSConfig | None = None, s
         target_mask = rng.random((h, c)) < cfg.query_observe_prob
         target_mask[np.arange(h), rng.integers(0, c, h)] = True
         targets = synthetic_signal(params, i, tau, cfg.frequencies) + rng.normal(0, cfg.noise_std, (h, c))
-        samples.append(_sample(values, t, mask, tau, targets, target_mask))
+        samples.append(imts_sample(values, t, mask, tau, targets, target_mask))
     info = {"source": "synthetic", "frequencies": tuple(cfg.frequencies), "params": params, "config": cfg, "seed": seed}
     return IMTSDataset(samples, [f"x{j}" for j in range(c)], info)
 
@@ -262,7 +166,7 @@ def load_co2_imts(history: int = 156, horizon: int = 52, stride: int = 4, keep: 
             times = np.arange(history) / history
             tau = (history + np.arange(horizon)) / history
             fut_mask = np.isfinite(fut)
-            samples.append(_sample(((hist - mean) / std)[:, None], times, mask[:, None], tau,
+            samples.append(imts_sample(((hist - mean) / std)[:, None], times, mask[:, None], tau,
                                    np.nan_to_num((fut - mean) / std)[:, None], fut_mask[:, None]))
         parts.append(IMTSDataset(samples, ["co2"], {"source": "co2", "history": history, "horizon": horizon}))
     cycles = history / 52.1775  # the annual cycle, in cycles per history window
@@ -373,176 +277,6 @@ def evaluate_forecaster(model: nn.Module, dataset: IMTSDataset, batch_size: int 
             result.update(channel_mse=(np.asarray(total["se"]) / count).tolist(),
                           channel_mae=(np.asarray(total["ae"]) / count).tolist(), channel_count=count.astype(int).tolist())
     return result
-
-
-# ---------------------------------------------------------------------------------------------
-# Baselines
-# ---------------------------------------------------------------------------------------------
-class _Baseline(nn.Module):
-    """Shared forward: validate, predict ``[B, H, C]``, masked MSE loss with targets
-    (``loss_reduction`` as :class:`~icml26.models.tfmixer.modeling.TFMixerConfig`'s)."""
-
-    loss_reduction = "pooled"
-
-    def predict(self, values, times, mask, query_times):  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def forward(self, values, times, mask, query_times, targets=None, target_mask=None, **kwargs):
-        mask, target_mask = check_imts_inputs(values, times, mask, query_times, targets, target_mask,
-                                              function=type(self).__name__)
-        forecasts = self.predict(torch.where(mask, values, 0.0), torch.where(mask.any(-1), times, 0.0), mask,
-                                 torch.where(torch.isfinite(query_times), query_times, 0.0))
-        loss = masked_mse(forecasts, targets, target_mask, self.loss_reduction) if targets is not None else None
-        return TFMixerForecastOutput(loss=loss, forecasts=forecasts, forecast_loss=loss)
-
-
-class _FillBaseline(_Baseline):
-    """A baseline that forecasts ``fill_value`` for a channel with no history: one number, or one per
-    channel (``[C]``, e.g. the training mean, as t-PatchGNN's protocol fills empty channels)."""
-
-    def __init__(self, fill_value: float | Sequence[float] | torch.Tensor | np.ndarray = 0.0):
-        super().__init__()
-        fill = torch.as_tensor(np.asarray(fill_value, dtype=np.float32) if not isinstance(fill_value, torch.Tensor)
-                               else fill_value, dtype=torch.float32)
-        if fill.ndim > 1 or not torch.isfinite(fill).all():
-            raise input_error(type(self).__name__, "fill_value", "a finite number or a [C] vector",
-                              described(f"shape {tuple(fill.shape)}"))
-        self.register_buffer("fill_value", fill, persistent=False)
-
-    def _fill(self, estimate: torch.Tensor, observed: torch.Tensor) -> torch.Tensor:
-        fill = self.fill_value.to(estimate)
-        if fill.ndim == 1 and fill.shape[0] != estimate.shape[-1]:
-            raise input_error(type(self).__name__, "fill_value", f"{estimate.shape[-1]} values (one per channel)",
-                              described(f"{fill.shape[0]} values"))
-        return torch.where(observed, estimate, fill)
-
-
-def _last_and_mean(values, times, mask):
-    """Each channel's last observed value and observed mean, ``[B, C]`` each (0 where it has none)."""
-    latest = torch.where(mask, times[..., None], -torch.inf).argmax(1, keepdim=True)  # [B, 1, C]
-    count = mask.sum(1)
-    return values.gather(1, latest)[:, 0], values.sum(1) / count.clamp(min=1)
-
-
-class LOCFForecaster(_FillBaseline):
-    """Last observation carried forward, per channel (``fill_value`` for a channel with no history)."""
-
-    def predict(self, values, times, mask, query_times):
-        last = self._fill(_last_and_mean(values, times, mask)[0], mask.any(1))
-        return last[:, None].expand(-1, query_times.shape[1], -1)
-
-
-class HistoryMeanForecaster(_FillBaseline):
-    """The mean of each channel's observed history (``fill_value`` for an empty channel)."""
-
-    def predict(self, values, times, mask, query_times):
-        mean = self._fill(_last_and_mean(values, times, mask)[1], mask.any(1))
-        return mean[:, None].expand(-1, query_times.shape[1], -1)
-
-
-class MeanReversionForecaster(_FillBaseline):
-    """A linear baseline of ours: ``last + a_c (mean - last) + b_c (fill_c - last) + d_c`` per channel,
-    ``a, b, d`` fitted by least squares on a training split (:meth:`fit`); before fitting it is LOCF.
-
-    The head TFMixer's ``forecast_level="blend"`` learns, alone: how far each variable reverts from its
-    last value to the stay's mean and to the population's (``fill_value``, e.g. the training mean).
-    Written by hand: 3 numbers per channel from a closed-form least-squares fit (``numpy.linalg.lstsq``).
-    """
-
-    def __init__(self, fill_value=0.0):
-        super().__init__(fill_value)
-        self.register_buffer("coef", torch.zeros(0, 3), persistent=False)
-
-    def _parts(self, values, times, mask):
-        last, mean = _last_and_mean(values, times, mask)
-        observed = mask.any(1)
-        fill = self._fill(torch.zeros_like(last), torch.zeros_like(observed))  # fill_value everywhere
-        return self._fill(last, observed), self._fill(mean, observed), fill
-
-    def fit(self, dataset: IMTSDataset, batch_size: int = 512) -> "MeanReversionForecaster":
-        """Fit ``a, b, d`` per channel on every observed target of ``dataset``; returns self."""
-        collate = IMTSCollator()
-        rows: list[list[np.ndarray]] = []
-        for start in range(0, len(dataset), batch_size):
-            b = collate([dataset[i] for i in range(start, min(start + batch_size, len(dataset)))])
-            last, mean, fill = self._parts(b["values"], b["times"], b["mask"])
-            if not rows:
-                rows = [[] for _ in range(last.shape[-1])]
-            for c in range(last.shape[-1]):
-                tm = b["target_mask"][:, :, c]
-                rep = lambda z: z[:, c, None].expand_as(tm)[tm]  # noqa: E731
-                l_, m_, f_ = rep(last), rep(mean), rep(fill)
-                rows[c].append(np.stack([(m_ - l_).numpy(), (f_ - l_).numpy(), np.ones(len(l_)),
-                                         (b["targets"][:, :, c][tm] - l_).numpy()], 1))
-        coef = np.zeros((len(rows), 3))
-        for c, parts in enumerate(rows):
-            data = np.concatenate(parts) if parts else np.zeros((0, 4))
-            if len(data):
-                coef[c] = np.linalg.lstsq(data[:, :3], data[:, 3], rcond=None)[0]
-        self.coef = torch.as_tensor(coef, dtype=torch.float32)
-        return self
-
-    def predict(self, values, times, mask, query_times):
-        last, mean, fill = self._parts(values, times, mask)
-        coef = self.coef.to(last) if len(self.coef) else last.new_zeros(last.shape[-1], 3)
-        level = last + coef[:, 0] * (mean - last) + coef[:, 1] * (fill - last) + coef[:, 2]
-        return torch.where(mask.any(1), level, fill)[:, None].expand(-1, query_times.shape[1], -1)
-
-
-class MTANForecaster(_FillBaseline):
-    """mTAN (Shukla & Marlin, "Multi-Time Attention Networks for Irregularly Sampled Time Series",
-    ICLR 2021), deterministic encoder-decoder (mTAND-Enc + mTAND-Dec, no VAE), small.
-
-    Chosen over GRU-D because it takes the raw timestamps and arbitrary query times natively (GRU-D
-    needs a step sequence and forecasts by rolling out), and because it runs in parallel over time,
-    where GRU-D loops over every observation (slow on CPU). Each channel is read into
-    ``num_reference`` reference points by multi-time attention (a softmax over that channel's
-    observed times only), a bidirectional GRU runs over the reference points, and the decoder
-    attends from each query time to them. ``instance_norm`` removes the channel's history mean,
-    as TFMixer does, for a like-for-like comparison; ``fill_value`` is then the level of a channel
-    with no history (as TFMixer's ``channel_fallback``, here fixed), and ``loss_reduction`` as
-    TFMixer's.
-    """
-
-    def __init__(self, num_channels: int, hidden_size: int = 32, num_reference: int = 16, time_dim: int = 16,
-                 num_heads: int = 1, instance_norm: bool = True,
-                 fill_value: float | Sequence[float] | torch.Tensor | np.ndarray = 0.0, loss_reduction: str = "pooled"):
-        super().__init__(fill_value)
-        if loss_reduction not in LOSS_REDUCTIONS:
-            raise input_error("MTANForecaster", "loss_reduction", f"one of {LOSS_REDUCTIONS}", loss_reduction)
-        self.num_heads, self.instance_norm, self.loss_reduction = num_heads, instance_norm, loss_reduction
-        self.encoding = TimeEncoding(time_dim, max_cycles=num_reference)
-        self.register_buffer("reference", torch.linspace(0, 1, num_reference), persistent=False)
-        self.enc_q, self.enc_k = nn.Linear(time_dim, time_dim * num_heads), nn.Linear(time_dim, time_dim * num_heads)
-        self.enc_in = nn.Linear(2 * num_channels * num_heads, hidden_size)
-        self.gru = nn.GRU(hidden_size, hidden_size, batch_first=True, bidirectional=True)
-        self.dec_q, self.dec_k = nn.Linear(time_dim, time_dim), nn.Linear(time_dim, time_dim)
-        self.dec_out = nn.Sequential(nn.Linear(2 * hidden_size, hidden_size), nn.GELU(),
-                                     nn.Linear(hidden_size, num_channels))
-        with torch.no_grad():
-            self.encoding.periodic.weight.copy_(self.encoding.initial_frequencies())
-
-    def predict(self, values, times, mask, query_times):
-        b, length, c = values.shape
-        h, e = self.num_heads, self.encoding.periodic.out_features + 1
-        level = values.new_zeros(b, c)
-        if self.instance_norm:
-            count = mask.sum(1)
-            level = values.sum(1) / count.clamp(min=1)
-            values = torch.where(mask, values - level[:, None], 0.0)
-            level = self._fill(level, count > 0)
-        ref = self.encoding(self.reference)  # [R, E]
-        q = self.enc_q(ref).view(-1, h, e).transpose(0, 1)  # [h, R, E]
-        k = self.enc_k(self.encoding(times)).view(b, length, h, e).permute(0, 2, 3, 1)  # [B, h, E, L]
-        scores = (q[None] @ k) / math.sqrt(e)  # [B, h, R, L]
-        weights = torch.exp(scores - scores.amax(-1, keepdim=True).detach())[..., None] * mask[:, None, None]
-        weights = weights / weights.sum(3, keepdim=True).clamp(min=torch.finfo(values.dtype).tiny)  # per channel
-        inputs = torch.stack([values, mask.to(values.dtype)], -1)  # [B, L, C, 2]
-        read = torch.einsum("bhrlc,blcv->brhcv", weights, inputs).reshape(b, len(self.reference), -1)
-        latent, _ = self.gru(torch.relu(self.enc_in(read)))  # [B, R, 2 hidden]
-        att = self.dec_q(self.encoding(query_times)) @ self.dec_k(ref).T / math.sqrt(e)  # [B, H, R]
-        decoded = torch.softmax(att, -1) @ latent
-        return self.dec_out(decoded) + level[:, None]
 
 
 __all__ = ["HistoryMeanForecaster", "IMTSCollator", "IMTSDataset", "IMTSSplits", "LOCFForecaster", "METRICS",

@@ -28,7 +28,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from icml26.errors import described, input_error
-from icml26.eval.tasks.tfmixer.imts import IMTSDataset, IMTSSplits, _sample
+from icml26.models.tfmixer.data import IMTSDataset, IMTSSplits, imts_sample
 from icml26.utils import atomic_write_bytes, cache_dir
 
 #: t-PatchGNN's variable list (Latent ODE's): 4 static descriptors, then the time series (Weight is both).
@@ -445,7 +445,7 @@ def load_physionet2012(source: str | os.PathLike, protocol: str = "tpatchgnn", *
             if not len(fut_idx):
                 dropped["no_forecast"] += 1
                 continue
-            samples.append(_sample(vals[hist], times[hist] / history_h, mask[hist], times[fut_idx] / history_h,
+            samples.append(imts_sample(vals[hist], times[hist] / history_h, mask[hist], times[fut_idx] / history_h,
                                    vals[fut_idx], mask[fut_idx]))
             kept.append(ids[i])
         parts.append(IMTSDataset(samples, variables, {"source": "physionet2012", "record_ids": kept,
@@ -482,7 +482,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     history-mean baselines (empty channels filled with the training mean) on validation and test."""
     import argparse
 
-    from icml26.eval.tasks.tfmixer.imts import HistoryMeanForecaster, LOCFForecaster, evaluate_forecaster
+    from icml26.eval.tasks.tfmixer.imts import evaluate_forecaster
+    from icml26.models.tfmixer import HistoryMeanForecaster, LOCFForecaster
 
     parser = argparse.ArgumentParser(prog="python -m icml26.eval.tasks.tfmixer.physionet2012", description=main.__doc__)
     parser.add_argument("--data", help="set-a.tar.gz or a folder (default: $ICML26_PHYSIONET, then the CI path)")
