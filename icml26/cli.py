@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import shlex
 import socket
 import sys
 from pathlib import Path
@@ -84,6 +85,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("status", help="what a run folder holds, and whether its run is still alive")
     p.add_argument("run_dir", metavar="DIR", help="a run folder (holding results.json)")
     p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = sub.add_parser("report", help="docs results pages (K.json, K.md, K/*.png) from a run folder",
+                       description="Write DIR/K.json (what the page shows), DIR/K.md (rendered from K.json alone) and "
+                                   "DIR/K/<figure>.png for each experiment of a run folder; or, with --regenerate, "
+                                   "re-render every K.md of a folder from its K.json.")
+    p.add_argument("run_dir", metavar="RUN_DIR", nargs="?", help="a run folder of icml26 reproduce (results.json)")
+    p.add_argument("--docs", metavar="DIR", help="where the pages go (e.g. docs/results)")
+    p.add_argument("--key", dest="keys", metavar="KEY", nargs="+", action="extend",
+                   help="only these experiments of the run (default: all)")
+    p.add_argument("--regenerate", metavar="DIR", help="re-render every K.md in DIR from its K.json (no run folder)")
 
     p = sub.add_parser("env", help="versions, device and Triton mode")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -171,7 +182,7 @@ def _cmd_run(args: argparse.Namespace, kind: str, argv: Sequence[str]) -> int:
     previous_int = signal.signal(signal.SIGINT, signal.default_int_handler) if in_main_thread else None
     try:
         outcome = run_all(kind, selected, mode=args.mode, seeds=seeds, run_dir=run_dir, device=args.device,
-                          data=args.data, command="icml26 " + " ".join(argv), progress=args.progress)
+                          data=args.data, command=shlex.join(["icml26", *argv]), progress=args.progress)
     finally:
         if in_main_thread:
             signal.signal(signal.SIGTERM, previous)
@@ -216,6 +227,30 @@ def _cmd_status(args: argparse.Namespace) -> int:
     return 0 if state != "stale" else 1
 
 
+def _cmd_report(args: argparse.Namespace) -> int:
+    from .docs_results import regenerate, write_results_pages
+
+    if args.regenerate is not None:
+        extra = [name for name, given in (("RUN_DIR", args.run_dir), ("--docs", args.docs), ("--key", args.keys))
+                 if given is not None]
+        if extra:
+            raise InputError("report", "--regenerate", "no RUN_DIR, --docs or --key with it",
+                             described(", ".join(extra)))
+        changed = regenerate(args.regenerate)
+        for path in changed:
+            print(path)
+        print(f"icml26 report: {len(changed)} page(s) re-rendered in {args.regenerate}", file=sys.stderr)
+        return 0
+    if args.run_dir is None:
+        raise InputError("report", "RUN_DIR", "a run folder (or --regenerate DIR)", described("nothing"))
+    if args.docs is None:
+        raise InputError("report", "--docs", "the folder the pages go to (e.g. --docs docs/results)",
+                         described("nothing"))
+    for path in write_results_pages(args.run_dir, args.docs, args.keys):
+        print(path)
+    return 0
+
+
 def _cmd_env(args: argparse.Namespace) -> int:
     import json
 
@@ -240,6 +275,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_env(args)
         if args.command == "status":
             return _cmd_status(args)
+        if args.command == "report":
+            return _cmd_report(args)
         if args.command in METHOD_COMMANDS:
             return int(_method_module(args.command).run(args) or 0)
         return _cmd_run(args, "experiment" if args.command == "reproduce" else "benchmark", argv)

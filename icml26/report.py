@@ -5,40 +5,51 @@ from __future__ import annotations
 from typing import Any
 
 
-def _fmt(value: Any) -> str:
+def format_value(value: Any) -> str:
+    """A value as a report shows it: floats to 4 significant digits, None as n/a, long lists cut."""
     if value is None:
         return "n/a"
     if isinstance(value, float):
         return f"{value:.4g}"
     if isinstance(value, (list, tuple)):
         if len(value) > 8:
-            return f"[{', '.join(_fmt(v) for v in value[:8])}, ... ({len(value)} values)]"
-        return "[" + ", ".join(_fmt(v) for v in value) + "]"
+            return f"[{', '.join(format_value(v) for v in value[:8])}, ... ({len(value)} values)]"
+        return "[" + ", ".join(format_value(v) for v in value) + "]"
     return str(value)
 
 
 def _cell(value: Any) -> str:
-    return _fmt(value).replace("|", "\\|").replace("\n", " ")
+    return format_value(value).replace("|", "\\|").replace("\n", " ")
 
 
-def markdown_table(rows: list[dict[str, Any]]) -> str:
-    """A list of dicts as a markdown table (columns in first-seen order)."""
+def markdown_table(rows: list[dict[str, Any]], columns: list[str] | None = None) -> str:
+    """A list of dicts as a markdown table: ``columns`` in that order, else every key in first-seen order."""
     if not rows:
         return "_(empty)_"
-    columns: list[str] = []
-    for row in rows:
-        columns += [c for c in row if c not in columns]
+    if columns is None:
+        columns = []
+        for row in rows:
+            columns += [c for c in row if c not in columns]
     lines = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
     lines += ["| " + " | ".join(_cell(row.get(c, "")) for c in columns) + " |" for row in rows]
     return "\n".join(lines)
 
 
-def _claim_value(value: Any, unit: str) -> str:
-    return _fmt(value) + (f" {unit}" if unit and value is not None else "")
+def claim_value(value: Any, unit: str) -> str:
+    """A claim's measured or reference value with its unit."""
+    return format_value(value) + (f" {unit}" if unit and value is not None else "")
 
 
-def _verdict(claim: dict[str, Any]) -> str:
+def verdict(claim: dict[str, Any]) -> str:
+    """``yes`` or ``NO``: the verdict of a claim as stored (``holds``)."""
     return "yes" if claim["holds"] else "NO"
+
+
+def source_text(git: dict[str, Any] | None, length: int = 40) -> str:
+    """``commit 1a2b3c4`` (``length`` hex digits), noting uncommitted changes; a run without git info says so."""
+    if not git or not git.get("commit"):
+        return "commit unknown"  # not run from a git checkout, git missing, or a run from before it was recorded
+    return f"commit {git['commit'][:length]}" + (" with uncommitted changes" if git.get("dirty") else "")
 
 
 def claim_rows(run: dict[str, Any]) -> list[dict[str, str]]:
@@ -58,9 +69,9 @@ def claim_rows(run: dict[str, Any]) -> list[dict[str, str]]:
             rows.append({
                 "experiment": exp["key"],
                 "claim": c["statement"],
-                "measured": _claim_value(c["measured"], c["unit"]),
-                "reference": _claim_value(c["reference"], c["unit"]),
-                "holds": f"{_verdict(c)} ({c['comparison']})",
+                "measured": claim_value(c["measured"], c["unit"]),
+                "reference": claim_value(c["reference"], c["unit"]),
+                "holds": f"{verdict(c)} ({c['comparison']})",
             })
     return rows
 
@@ -93,6 +104,7 @@ def render_markdown(run: dict[str, Any]) -> str:
         f"- mode: {run['mode']}, seeds: {run['seeds']}, device: {run['device']}",
         f"- started: {run['started']}" + (f", finished: {run['finished']}" if run.get("finished") else ""),
         f"- command: `{run['command']}`",
+        f"- source: {source_text(run.get('git'))}",
         f"- versions: " + ", ".join(f"{k} {v}" for k, v in run.get("versions", {}).items()),
         "",
         "## Summary",
@@ -115,9 +127,9 @@ def render_markdown(run: dict[str, Any]) -> str:
             continue
         if result["claims"]:
             lines += ["### Claims", "", markdown_table([
-                {"claim": c["statement"], "measured": _claim_value(c["measured"], c["unit"]),
-                 "reference": _claim_value(c["reference"], c["unit"]), "test": c["comparison"],
-                 "holds": _verdict(c)} for c in result["claims"]]), ""]
+                {"claim": c["statement"], "measured": claim_value(c["measured"], c["unit"]),
+                 "reference": claim_value(c["reference"], c["unit"]), "test": c["comparison"],
+                 "holds": verdict(c)} for c in result["claims"]]), ""]
         if result["metrics"]:
             lines += ["### Metrics", "", markdown_table(
                 [{"metric": k, "value": v} for k, v in result["metrics"].items()]), ""]

@@ -226,6 +226,11 @@ class Result:
         }
 
 
+#: The table :func:`over_seeds` adds to a multi-seed result: one row (claim, seed, measured, reference, holds) per
+#: claim and seed, claim by claim in the order of the claims.
+CLAIMS_PER_SEED_TABLE = "claims per seed"
+
+
 def _median(values: list[float]) -> float:
     """The median, NaN when any value is NaN (a seed that measured nothing must not vanish into the sort)."""
     import statistics
@@ -284,7 +289,8 @@ def over_seeds(seeds, run_seed) -> Result:
             done.update()
     result = per_seed[seeds[0]]
     if len(seeds) > 1:
-        result.claims, result.tables["claims per seed"] = median_over_seeds({s: r.claims for s, r in per_seed.items()})
+        result.claims, result.tables[CLAIMS_PER_SEED_TABLE] = median_over_seeds(
+            {s: r.claims for s, r in per_seed.items()})
         result.notes = (result.notes + " " if result.notes else "") + (
             f"Claims: median over seeds {seeds} (per-seed verdicts in the table \"claims per seed\"); metrics, "
             f"tables and figures are seed {seeds[0]}'s.")

@@ -7,8 +7,10 @@ is interrupted (Ctrl-C) or killed midway still leaves a valid report of what fin
 from __future__ import annotations
 
 import os
+import platform
 import shutil
 import socket
+import subprocess
 import sys
 import time
 import traceback
@@ -153,6 +155,53 @@ def package_versions() -> dict[str, str]:
     return out
 
 
+def source_revision(path: str | os.PathLike | None = None) -> dict[str, Any] | None:
+    """The git commit of the checkout that holds ``path`` (default: the imported ``icml26`` package).
+
+    Returns ``{"commit": <full hash>, "dirty": <bool>}``, where ``dirty`` says that ``git status --porcelain``
+    lists anything (modified, staged or untracked files), so the run may not be exactly that commit. Returns
+    None when the package is not a tracked file of a git checkout (an installed wheel), when git is missing,
+    or when git fails or hangs: provenance never fails a run.
+    """
+    folder = Path(path) if path is not None else Path(__file__).resolve().parent
+
+    def git(*args: str) -> str:
+        # --no-optional-locks: `git status` must not take the index lock a concurrent `git commit` needs.
+        proc = subprocess.run(["git", "--no-optional-locks", "-C", str(folder), *args], capture_output=True, text=True,
+                              timeout=10, stdin=subprocess.DEVNULL)
+        if proc.returncode != 0:
+            raise subprocess.SubprocessError(proc.stderr.strip())
+        return proc.stdout
+
+    try:
+        # A package installed into site-packages inside some other repository is not that repository's code.
+        git("ls-files", "--error-unmatch", "--", "__init__.py" if path is None else ".")
+        commit = git("rev-parse", "--verify", "HEAD").strip()
+        dirty = bool(git("status", "--porcelain").strip())
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+    return {"commit": commit, "dirty": dirty}
+
+
+def machine_info() -> dict[str, Any]:
+    """Where the run ran: OS and architecture, CPU count and, once a run has imported torch, its device.
+
+    torch is only read when already imported (the core never imports it), so the record is refreshed at
+    the end of a run.
+    """
+    info: dict[str, Any] = {"platform": f"{platform.system()} {platform.machine()}", "cpu_count": os.cpu_count(),
+                            "torch_threads": None, "cuda": None}
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        try:
+            info["torch_threads"] = torch.get_num_threads()
+            if torch.cuda.is_available():
+                info["cuda"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        except Exception:  # a half-initialised torch must not fail the run's bookkeeping
+            pass
+    return info
+
+
 def new_run_dir(base: str | os.PathLike | None, kind: str) -> Path:
     """Create (and check writable) the run folder: ``base`` or ``runs/<timestamp>/``."""
     if base is None:
@@ -271,6 +320,9 @@ def run_all(
         "started": now(),
         "finished": None,
         "versions": package_versions(),
+        # Provenance: which source tree (None outside a git checkout) and which machine made these numbers.
+        "git": source_revision(),
+        "machine": machine_info(),
         "experiments": [
             {"key": e.key, "title": e.title, "paper": e.paper, "status": "pending", "seconds": None,
              "result": None, "error": None, "error_summary": None}
@@ -372,6 +424,7 @@ def run_all(
         if bar is not None:
             bar.close()
         record["finished"] = now()
+        record["machine"] = machine_info()
         write()
     echo(summary_text(record))
     return RunOutcome(run_dir, record)

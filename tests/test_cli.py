@@ -247,3 +247,17 @@ def test_a_running_folder_from_another_host_is_not_overwritten(plugin_env, run_c
     assert json.loads((out / "results.json").read_text())["host"] == "another-host"  # left alone
     status = run_cli(["status", str(out)])
     assert status.returncode == 1 and "stale" in status.stdout  # old heartbeat: shown as stale
+
+
+def test_results_record_the_exact_command_source_and_machine(plugin_env, tmp_path):
+    import shlex
+
+    out = tmp_path / "a run"
+    args = ["reproduce", "t_ok", "--seeds", "2", "--out", str(out), "--no-progress"]
+    assert main(args) == 0
+    data = _results(out)
+    assert data["command"] == shlex.join(["icml26", *args]) and shlex.split(data["command"])[1:] == args
+    assert data["git"] is None or (re.fullmatch(r"[0-9a-f]{40}", data["git"]["commit"])
+                                   and isinstance(data["git"]["dirty"], bool))
+    assert data["machine"]["platform"] and data["machine"]["torch_threads"] >= 1  # torch was imported by then
+    assert data["versions"]["icml26"] and data["experiments"][0]["seconds"] > 0
