@@ -78,7 +78,7 @@ def test_quick_arms_full_optimiser_beats_raw_schema():
     # the templated graphs that build_data shares among the arms equal the ones an arm would build itself
     import torch
 
-    from icml26.eval.experiments.rdl_graph import inner_seed
+    from icml26.utils import inner_seed
     from icml26.models.rdl_graph import add_templates
 
     fresh = add_templates(data["graphs"]["val"][1], data["candidates"], max_edges=s.max_edges_per_template,

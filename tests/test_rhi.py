@@ -411,7 +411,7 @@ def test_reduced_experiment_end_to_end(monkeypatch, tmp_path):
 
 
 def test_inner_seeds_of_neighbouring_experiment_seeds_do_not_overlap():
-    from icml26.eval.experiments.rhi import inner_seed
+    from icml26.utils import inner_seed
 
     zero = {inner_seed(0, 3, i) for i in range(10)}
     one = {inner_seed(1, 3, i) for i in range(10)}

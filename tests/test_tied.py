@@ -207,7 +207,8 @@ def test_energies_add_and_the_boundary_penalty_reads_the_grid():
 # ----------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def digits():
-    from icml26.eval.tasks.tied import fit_ppca, load_digit_images, random_transforms, train_classifier
+    from icml26.eval.tasks.tied import fit_ppca, load_digit_images, random_transforms
+    from icml26.training.tied import train_classifier
 
     torch.manual_seed(0)
     data = load_digit_images(0, size=16)

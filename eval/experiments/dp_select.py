@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from icml26.registry import experiment
+from icml26.utils import inner_seed
 from icml26.results import Claim, Result
 
 #: The constant of claim 2 (see the module docstring; chosen from the analysis, not from a run).
@@ -72,13 +73,6 @@ SETTINGS = {
 SETTINGS["full"] = dataclasses.replace(
     SETTINGS["quick"], cost_ns=(500, 1000, 2000, 4000), cost_reps=9, families=("gaussian", "dirichlet"),
     price_samples=(200, 500, 2000, 10000), price_epsilons=(0.1, 0.5, 1.0, 4.0), runs=50, audit_draws=200_000)
-
-
-def inner_seed(seed: int, *stream: int) -> int:
-    """A seed for one part of the run, drawn from the experiment's ``seed`` (``numpy.random.SeedSequence``)."""
-    import numpy as np
-
-    return int(np.random.SeedSequence((seed, *stream)).generate_state(1)[0])
 
 
 def _slope(ns, counts) -> float:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from icml26.registry import experiment
+from icml26.utils import inner_seed
 from icml26.results import Claim, Result
 
 METHODS = ("oracle", "lowvar", "easyllp", "dllp")
@@ -86,13 +87,6 @@ D, PRIOR = 20, 0.2
 H_MIX, H_SHIFT = 0.5, 0.5
 #: Instances per chunk of the variance study (20k bags x 256 x 2 classes in float64 would be 164 MB).
 CHUNK_INSTANCES = 1_000_000
-
-
-def inner_seed(seed: int, *stream: int) -> int:
-    """A seed for one replication, drawn from the experiment's ``seed`` (``numpy.random.SeedSequence``)."""
-    import numpy as np
-
-    return int(np.random.SeedSequence((seed, *stream)).generate_state(1)[0])
 
 
 # ----------------------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from icml26.registry import experiment
+from icml26.utils import inner_seed
 from icml26.results import Claim, Result
 
 RELEVANT = "2hop::category->product->order"
@@ -84,12 +85,6 @@ SETTINGS["full"] = dataclasses.replace(SETTINGS["quick"], users=1500, page_views
 
 #: The snapshots of the seed being run, read by forked workers (see ``_run_seed``).
 _SHARED: dict[int, dict[str, Any]] = {}
-
-
-def inner_seed(seed: int, *stream: int) -> int:
-    import numpy as np
-
-    return int(np.random.SeedSequence((seed, *stream)).generate_state(1)[0])
 
 
 def build_data(s: RDLSettings, seed: int) -> dict[str, Any]:

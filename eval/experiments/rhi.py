@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from icml26.registry import experiment
+from icml26.utils import inner_seed
 from icml26.results import Claim, Result
 
 
@@ -90,16 +91,6 @@ def halpern_study(s, seed: int) -> dict[str, Any]:
 # ----------------------------------------------------------------------------------------------
 # 2. Estimators of the support function at equal expected budget
 # ----------------------------------------------------------------------------------------------
-def inner_seed(seed: int, *stream: int) -> int:
-    """A seed for one replication inside the experiment, drawn from the experiment's ``seed``.
-
-    ``numpy.random.SeedSequence((seed, *stream))`` mixes the experiment's seed with the replication's
-    coordinates, so the learners of seed 0 and seed 1 share no stream (``seed + i`` would make seed 1's
-    learner 0 seed 0's learner 1).
-    """
-    import numpy as np
-
-    return int(np.random.SeedSequence((seed, *stream)).generate_state(1)[0])
 
 
 def estimator_instances(n: int, seed: int):

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from icml26.registry import experiment
+from icml26.utils import inner_seed
 from icml26.results import Claim, Result
 
 RAW = "reduce=False"
@@ -73,12 +74,6 @@ SETTINGS["full"] = dataclasses.replace(
     SETTINGS["quick"], market_points=(5, 10, 20, 50, 100, 200), users=100, worlds=1000,
     game_points=(5, 10, 20, 50, 200), leak_points=(100,), outlier_worlds=400, batches=8, attribute_worlds=400,
     attribute_points=(10, 50))
-
-
-def inner_seed(seed: int, *stream: int) -> int:
-    import numpy as np
-
-    return int(np.random.SeedSequence((seed, *stream)).generate_state(1)[0] % (2**31))
 
 
 def _label(m) -> str:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from icml26.registry import experiment
+from icml26.utils import inner_seed
 from icml26.results import Claim, Result
 
 
@@ -74,13 +75,6 @@ PPCA_TEMPERATURE, PPCA_COMPONENTS = 50.0, 20
 #: TIED's image settings per transformation: (gamma_min, gamma_max, M, clip).
 IMAGE_TIED = {"se2": (0.1, 1.0, 2, 100.0), "homography": (0.1, 0.5, 4, 100.0)}
 ALIGNMENT_SHARE = 0.9
-
-
-def inner_seed(seed: int, *stream: int) -> int:
-    """A seed for one part of the run, drawn from the experiment's ``seed`` (``numpy.random.SeedSequence``)."""
-    import numpy as np
-
-    return int(np.random.SeedSequence((seed, *stream)).generate_state(1)[0] % (2 ** 31))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -244,7 +238,8 @@ def run_experiment(config, settings: TIEDSettings | None = None) -> Result:
 
 
 def _run_seed(config, s: TIEDSettings, seed: int) -> Result:
-    from icml26.eval.tasks.tied import accuracy, fit_ppca, load_digit_images, train_classifier
+    from icml26.eval.tasks.tied import accuracy, fit_ppca, load_digit_images
+    from icml26.training.tied import train_classifier
     from icml26.models.tied.energies import BoundaryPenalty, PPCAEnergy
     from icml26.progress import phase
 

@@ -61,38 +61,6 @@ def load_digit_images(seed: int = 0, n_train: int = 1300, size: int = IMAGE_SIZE
     return DigitsData(x[tr], y[tr], x[te], y[te])
 
 
-class DigitsCNN(nn.Module):
-    """Conv(1 -> 16) - pool - Conv(16 -> 32) - pool - FC 64 - FC 10 on ``size`` x ``size`` digits."""
-
-    def __init__(self, size: int = IMAGE_SIZE) -> None:
-        super().__init__()
-        self.net = nn.Sequential(
-            nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Flatten(), nn.Linear(32 * (size // 4) ** 2, 64), nn.ReLU(), nn.Linear(64, 10))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x)
-
-
-def train_classifier(x: torch.Tensor, y: torch.Tensor, *, epochs: int = 8, lr: float = 1e-3, batch_size: int = 64,
-                     seed: int = 0) -> DigitsCNN:
-    """Adam on clean digits; the model's initialisation and batches come from ``seed`` (global RNG untouched)."""
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        model = DigitsCNN(x.shape[-1])
-    gen = torch.Generator().manual_seed(seed)
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    for _ in range(epochs):
-        perm = torch.randperm(len(y), generator=gen)
-        for i in range(0, len(y), batch_size):
-            idx = perm[i:i + batch_size]
-            opt.zero_grad(set_to_none=True)
-            nn.functional.cross_entropy(model(x[idx]), y[idx]).backward()
-            opt.step()
-    return model.eval()
-
-
 @torch.no_grad()
 def accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int = 1024) -> float:
     preds = torch.cat([model(x[i:i + batch_size].float()).argmax(1) for i in range(0, len(x), batch_size)])

@@ -3,8 +3,8 @@
 
 Modules: ``groups`` (batched matrix Lie groups, the image action), ``energies`` (PPCA, classifier free energy,
 boundary penalty), ``sampler`` (:class:`TIEDSampler`, :class:`TIEDConfig`, :func:`trivialized_score`),
-``baselines`` (random best-of-N, LieLAC, kinetic Langevin, FoCal) and ``canonicalizer``
-(:class:`TIEDCanonicalizer`). The names below load on first use, so importing the package costs nothing.
+``baselines`` (random best-of-N, LieLAC, kinetic Langevin, FoCal), ``canonicalizer``
+(:class:`TIEDCanonicalizer`) and ``classifier`` (:class:`DigitsCNN`, the classifier energy's network). The names below load on first use, so importing the package costs nothing.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ _EXPORTS = {
     "BoundaryPenalty": "energies", "SumEnergy": "energies",
     "TIEDConfig": "sampler", "TIEDSampler": "sampler", "TIEDResult": "sampler", "trivialized_score": "sampler",
     "RandomBestOfN": "baselines", "LieLAC": "baselines", "KineticLangevin": "baselines", "FoCal": "baselines",
-    "TIEDCanonicalizer": "canonicalizer",
+    "TIEDCanonicalizer": "canonicalizer", "DigitsCNN": "classifier",
 }
 
 __all__ = sorted(_EXPORTS)
