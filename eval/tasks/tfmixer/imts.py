@@ -279,8 +279,6 @@ def evaluate_forecaster(model: nn.Module, dataset: IMTSDataset, batch_size: int 
     return result
 
 
-__all__ = ["HistoryMeanForecaster", "IMTSCollator", "IMTSDataset", "IMTSSplits", "LOCFForecaster", "METRICS",
-           "MeanReversionForecaster",
-           "MTANForecaster", "SyntheticIMTSConfig", "co2_weekly", "compute_forecast_metrics", "evaluate_forecaster",
+__all__ = ["METRICS", "SyntheticIMTSConfig", "co2_weekly", "compute_forecast_metrics", "evaluate_forecaster",
            "forecast_errors", "generate_synthetic_imts", "load_co2_imts", "make_synthetic_imts",
            "reduce_forecast_errors", "synthetic_signal"]
