@@ -4,12 +4,12 @@ Every public function, config and CLI of icml26 raises :class:`InputError` (a ``
 ``except ValueError`` keeps working) when a value is wrong, and ``TypeError`` when a type is. The
 message always reads ``"<function>: <argument>: expected X, got Y"`` so a user sees at once which
 call, which argument, what would have been accepted and what came. The CLIs map ``InputError`` to
-exit code 2 with that one line; any other exception shows its traceback.
+exit code 2 with that one line; any other exception shows its traceback. The shared checks of numbers
+and options (``check_int``, ``check_choice``, ``check_finite``) live in :mod:`icml26.validation`.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 
@@ -32,6 +32,12 @@ class InputError(ValueError):
             if show_got:
                 message += f", got {_short(got)}"
         super().__init__(message)
+
+
+class InputTypeError(InputError, TypeError):
+    """Bad input of the wrong type (a bool for a count, a string for a rate): an :class:`InputError` and a
+    ``TypeError`` at once, as scikit-learn's ``InvalidParameterError``, so ``except InputError`` and
+    ``except TypeError`` both catch it. The checks of :mod:`icml26.validation` raise it."""
 
 
 def input_error(function: str, argument: str, expected: str, got: Any) -> InputError:
@@ -62,24 +68,3 @@ def describe(value: Any) -> Described:
 def _short(value: Any, limit: int = 120) -> str:
     text = value if isinstance(value, Described) else repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def check_finite(function: str, argument: str, value: Any, *, positive: bool = False,
-                 non_negative: bool = False, allow_inf: bool = False) -> float:
-    """``float(value)`` when it is a real number (finite unless ``allow_inf``), else :class:`InputError`.
-
-    ``positive`` / ``non_negative`` add ``> 0`` / ``>= 0``. Bools are refused (``True`` is not a rate).
-    """
-    what = "a positive" if positive else "a non-negative" if non_negative else "a"
-    expected = f"{what} {'number' if allow_inf else 'finite number'}"
-    if isinstance(value, bool):
-        raise TypeError(f"{function}: {argument}: expected {expected}, got bool {value!r}")
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise TypeError(f"{function}: {argument}: expected {expected}, got {type(value).__name__} "
-                        f"{_short(value)}") from None
-    if math.isnan(number) or (math.isinf(number) and not allow_inf) or (positive and not number > 0) \
-            or (non_negative and not number >= 0):
-        raise InputError(function, argument, expected, value)
-    return number

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import described, input_error
 from .utils import cache_dir as _cache_root
+from .validation import check_choice, check_int
 
 if TYPE_CHECKING:  # heavy imports stay out of module import; a cached build needs none of them
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -135,11 +136,6 @@ def _version(dist: str) -> str:
         return "missing"
 
 
-def _check_positive_int(function: str, name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise input_error(function, name, "a positive integer", value)
-
-
 def _validate(
     family: str,
     vocab_size: int | None,
@@ -152,8 +148,7 @@ def _validate(
     seed: int,
     function: str = "build_tiny_model",
 ) -> None:
-    if family not in FAMILIES:
-        raise input_error(function, "family", f"one of {', '.join(sorted(FAMILIES))}", family)
+    check_choice(function, "family", family, sorted(FAMILIES))
     for name, value in (
         *((("vocab_size", vocab_size),) if vocab_size is not None else ()),
         ("hidden_size", hidden_size),
@@ -163,9 +158,8 @@ def _validate(
         ("intermediate_size", intermediate_size),
         ("max_position_embeddings", max_position_embeddings),
     ):
-        _check_positive_int(function, name, value)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise input_error(function, "seed", "a non-negative integer", seed)
+        check_int(function, name, value, low=1)
+    check_int(function, "seed", seed, low=0)
     if vocab_size is not None and vocab_size < _MIN_VOCAB:  # None: the vocabulary comes from a given tokenizer
         raise input_error(function, "vocab_size", f"at least {_MIN_VOCAB} (256 byte tokens + "
                                                   f"{len(SPECIAL_TOKENS)} special tokens)", vocab_size)

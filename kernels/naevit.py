@@ -44,7 +44,8 @@ from functools import lru_cache
 from numbers import Real
 from typing import TYPE_CHECKING
 
-from icml26.errors import check_finite, describe, described
+from icml26.errors import describe, described
+from icml26.validation import check_finite
 
 from ._backend import fail, fail_type, resolve_backend, values_checked
 

@@ -12,7 +12,7 @@ import math
 import torch
 from torch import nn
 
-from icml26.errors import check_finite
+from icml26.validation import check_finite
 
 from ._backend import BACKENDS, fail, fail_type
 from .nudft import NORMS, inudft, nudft

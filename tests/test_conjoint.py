@@ -168,7 +168,7 @@ def test_implicit_se_at_a_boundary_optimum_differentiates_on_the_face(monkeypatc
     # level a=2 is so bad that the linear-scale L2 optimum puts probability 0 on it (the closed form leaves the
     # simplex): the implicit delta method holds that level at 0 and matches re-solved finite differences; the
     # interior formula (negative control: the gradient does not vanish there) gives a different Jacobian
-    from icml26.training import conjoint as cj
+    from icml26.training.conjoint import policy as cj
     design = FactorialDesign({"a": [0, 1, 2], "b": [0, 1]})
     coef = np.array([0.4, -1.5, 0.3])
     fit = lambda c: AverageCasePolicy(lam=0.3, random_state=0).fit(  # noqa: E731

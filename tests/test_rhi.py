@@ -333,10 +333,12 @@ def test_clear_errors():
                  lambda: rl.KLBall(0.1).support(bad[1, 0], np.zeros(3))):
         with pytest.raises(InputError, match="sum to 1"):
             call()
-    for make, arg in ((rl.KLBall, "delta"), (rl.ChiSquareBall, "delta"), (rl.Contamination, "R"), (rl.LpBall, "R")):
-        with pytest.raises(InputError, match=f"{make.__name__}: {arg}: expected a number >= 0"):
+    for make, arg, expected in ((rl.KLBall, "delta", "a finite number >= 0"),
+                                (rl.ChiSquareBall, "delta", "a finite number >= 0"),
+                                (rl.Contamination, "R", r"a number in \[0, 1\]"), (rl.LpBall, "R", "a finite number >= 0")):
+        with pytest.raises(InputError, match=f"{make.__name__}: {arg}: expected {expected}, got -0.1"):
             make(-0.1)
-    with pytest.raises(InputError, match="Contamination: R: .*<= 1"):
+    with pytest.raises(InputError, match=r"Contamination: R: expected a number in \[0, 1\], got 1.5"):
         rl.Contamination(1.5)
     with pytest.raises(InputError, match="LpBall: p"):
         rl.LpBall(0.1, p=0.5)

@@ -297,13 +297,13 @@ def test_trl_recognises_template_and_parses_tool_calls(loaded):
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"family": "gpt2"}, r"build_tiny_model: family: expected one of llama, qwen3, got 'gpt2'"),
+        ({"family": "gpt2"}, r"build_tiny_model: family: expected one of \['llama', 'qwen3'\], got 'gpt2'"),
         ({"hidden_size": 64, "num_heads": 5}, r"num_heads: expected a divisor of hidden_size \(64\).*got 5$"),
         ({"num_heads": 4, "num_kv_heads": 3}, r"num_kv_heads: expected a divisor of num_heads \(4\).*got 3$"),
         ({"hidden_size": 60, "num_heads": 4}, r"hidden_size: expected an even head_dim.*got 60 // 4 = 15$"),
         ({"vocab_size": 100}, r"vocab_size: expected at least 263 .*got 100$"),
-        ({"num_layers": 0}, r"num_layers: expected a positive integer, got 0$"),
-        ({"seed": -1}, r"seed: expected a non-negative integer, got -1$"),
+        ({"num_layers": 0}, r"num_layers: expected an int >= 1, got 0$"),
+        ({"seed": -1}, r"seed: expected an int >= 0, got -1$"),
     ],
 )
 def test_bad_arguments_raise(kwargs, message, tmp_path):

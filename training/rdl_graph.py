@@ -19,7 +19,8 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from icml26.errors import check_finite, input_error
+from icml26.errors import input_error
+from icml26.validation import check_finite
 
 __all__ = ["RDLTrainConfig", "RDLTrainResult", "anneal_temperature", "train", "evaluate", "auroc"]
 

@@ -28,7 +28,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
-from icml26.errors import check_finite, described, input_error
+from icml26.errors import described, input_error
+from icml26.validation import check_finite
 from icml26.utils import IGNORE_INDEX
 
 if TYPE_CHECKING:

@@ -38,6 +38,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from icml26.errors import InputError
+from icml26.validation import check_choice, check_int
 
 TARGETS = ("random", "outlier")
 
@@ -181,10 +182,9 @@ class MembershipGame:
     public: int = 600
 
     def __post_init__(self) -> None:
-        _check_int("MembershipGame", "n", self.n, 2)
-        _check_int("MembershipGame", "n_worlds", self.n_worlds, 4 * self.folds)
-        if self.target not in TARGETS:
-            raise InputError("MembershipGame", "target", f"one of {TARGETS}", self.target)
+        check_int("MembershipGame", "n", self.n, low=2)
+        check_int("MembershipGame", "n_worlds", self.n_worlds, low=4 * self.folds)
+        check_choice("MembershipGame", "target", self.target, TARGETS)
 
 
 @dataclass(frozen=True)
@@ -198,18 +198,13 @@ class AttributeGame:
     public: int = 600
 
     def __post_init__(self) -> None:
-        _check_int("AttributeGame", "hidden_feature", self.hidden_feature, 0)
+        check_int("AttributeGame", "hidden_feature", self.hidden_feature, low=0)
         if self.hidden_feature >= 64:
             raise InputError("AttributeGame", "hidden_feature", "a pixel index in [0, 64)", self.hidden_feature)
         if len(self.grid) < 2:
             raise InputError("AttributeGame", "grid", "at least two candidate values", self.grid)
-        _check_int("AttributeGame", "n", self.n, 2)
-        _check_int("AttributeGame", "n_worlds", self.n_worlds, 2)
-
-
-def _check_int(function, argument, value, low) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise InputError(function, argument, f"an integer >= {low}", value)
+        check_int("AttributeGame", "n", self.n, low=2)
+        check_int("AttributeGame", "n_worlds", self.n_worlds, low=2)
 
 
 @dataclass

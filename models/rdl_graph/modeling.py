@@ -43,7 +43,8 @@ from transformers import AutoConfig, AutoModel, PretrainedConfig, PreTrainedMode
 from transformers import initialization as init
 from transformers.utils import ModelOutput
 
-from icml26.errors import check_finite, described, input_error
+from icml26.errors import described, input_error
+from icml26.validation import check_finite
 from icml26.models.rdl_graph.templates import (TemplateSpec, add_templates, parse_template)
 
 __all__ = ["HardConcreteGate", "RDLGraphConfig", "RDLGraphModel", "RDLGraphOutput", "RDLGraphPlan",

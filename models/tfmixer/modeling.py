@@ -46,7 +46,8 @@ from transformers import AutoConfig, AutoModel, PretrainedConfig, PreTrainedMode
 from transformers import initialization as init
 from transformers.utils import ModelOutput, logging
 
-from icml26.errors import check_finite, describe, described, input_error
+from icml26.errors import describe, described, input_error
+from icml26.validation import check_finite
 from icml26.kernels.nudft import BACKENDS, NORMS
 from icml26.kernels import values_checked
 from icml26.kernels.nudft_layers import INITS, NUDFT, InverseNUDFT

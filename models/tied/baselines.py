@@ -25,23 +25,12 @@ from typing import Callable
 import torch
 
 from icml26.errors import input_error
+from icml26.validation import check_finite, check_int
 
 from .groups import MatrixLieGroup
 from .sampler import TIEDResult, _Tracker, check_images, pulled_back_energy
 
 __all__ = ["RandomBestOfN", "LieLAC", "KineticLangevin", "FoCal", "right_gradient"]
-
-
-def _positive_int(fn, name, v):
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise input_error(fn, name, "an int >= 1", v)
-    return v
-
-
-def _positive(fn, name, v):
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-        raise input_error(fn, name, "a positive finite number", v)
-    return float(v)
 
 
 def right_gradient(group: MatrixLieGroup, potential: Callable[[torch.Tensor], torch.Tensor], g: torch.Tensor
@@ -67,8 +56,8 @@ class _ImageBaseline:
         if dtype not in ("float32", "float64"):
             raise input_error(fn, "dtype", "float32 or float64", dtype)
         self.group, self.energy = group, energy
-        self.hypotheses = _positive_int(fn, "hypotheses", hypotheses)
-        self.temperature = _positive(fn, "temperature", temperature)
+        self.hypotheses = check_int(fn, "hypotheses", hypotheses, low=1)
+        self.temperature = check_finite(fn, "temperature", temperature, positive=True)
         self.seed, self.dtype = int(seed), getattr(torch, dtype)
 
     def _setup(self, x_tilde):
@@ -94,9 +83,9 @@ class RandomBestOfN(_ImageBaseline):
     def __init__(self, group, energy, *, draws: int, std: float, hypotheses: int = 1, temperature: float = 1.0,
                  chunk: int = 16, seed: int = 0, dtype: str = "float32") -> None:
         super().__init__(group, energy, hypotheses=hypotheses, temperature=temperature, seed=seed, dtype=dtype)
-        self.draws = _positive_int("RandomBestOfN", "draws", draws)
-        self.std = _positive("RandomBestOfN", "std", std)
-        self.chunk = _positive_int("RandomBestOfN", "chunk", chunk)
+        self.draws = check_int("RandomBestOfN", "draws", draws, low=1)
+        self.std = check_finite("RandomBestOfN", "std", std, positive=True)
+        self.chunk = check_int("RandomBestOfN", "chunk", chunk, low=1)
 
     @classmethod
     def matched(cls, group, energy, config, **kwargs) -> "RandomBestOfN":
@@ -140,8 +129,8 @@ class LieLAC(_ImageBaseline):
     def __init__(self, group, energy, *, steps: int = 100, lr: float = 0.01, init_std: float = 0.3,
                  hypotheses: int = 64, temperature: float = 1.0, seed: int = 0, dtype: str = "float32") -> None:
         super().__init__(group, energy, hypotheses=hypotheses, temperature=temperature, seed=seed, dtype=dtype)
-        self.steps = _positive_int("LieLAC", "steps", steps)
-        self.lr = _positive("LieLAC", "lr", lr)
+        self.steps = check_int("LieLAC", "steps", steps, low=1)
+        self.lr = check_finite("LieLAC", "lr", lr, positive=True)
         self.init_std = float(init_std)
         if not (self.init_std >= 0):
             raise input_error("LieLAC", "init_std", "a non-negative number", init_std)
@@ -179,11 +168,11 @@ class KineticLangevin(_ImageBaseline):
                  seed: int = 0, dtype: str = "float32") -> None:
         super().__init__(group, energy if energy is not None else (lambda x: x.sum((1, 2, 3))),
                          hypotheses=hypotheses, temperature=temperature, seed=seed, dtype=dtype)
-        self.steps = _positive_int("KineticLangevin", "steps", steps)
-        self.step_size = _positive("KineticLangevin", "step_size", step_size)
-        self.friction = _positive("KineticLangevin", "friction", friction)
+        self.steps = check_int("KineticLangevin", "steps", steps, low=1)
+        self.step_size = check_finite("KineticLangevin", "step_size", step_size, positive=True)
+        self.friction = check_finite("KineticLangevin", "friction", friction, positive=True)
         if clip is not None:
-            _positive("KineticLangevin", "clip", clip)
+            check_finite("KineticLangevin", "clip", clip, positive=True)
         self.clip, self.init_std = clip, float(init_std)
 
     def _run(self, potential, g, gen, on_eval=None) -> torch.Tensor:
@@ -234,9 +223,9 @@ class FoCal(_ImageBaseline):
     def __init__(self, group, energy, *, init_points: int = 5, n_iter: int = 5, bound: float = 0.5,
                  temperature: float = 1.0, seed: int = 0, dtype: str = "float32") -> None:
         super().__init__(group, energy, hypotheses=1, temperature=temperature, seed=seed, dtype=dtype)
-        self.init_points = _positive_int("FoCal", "init_points", init_points)
+        self.init_points = check_int("FoCal", "init_points", init_points, low=1)
         self.n_iter = int(n_iter)
-        self.bound = _positive("FoCal", "bound", bound)
+        self.bound = check_finite("FoCal", "bound", bound, positive=True)
 
     @torch.no_grad()
     def sample(self, x_tilde: torch.Tensor) -> TIEDResult:

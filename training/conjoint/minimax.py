@@ -20,9 +20,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from icml26.errors import check_finite, input_error
+from icml26.errors import input_error
+from icml26.validation import check_finite
 
-from icml26.training.conjoint.policy import PENALTIES, _check_lam, _initial_logits, _softmax_split, ascend, penalty
+from icml26.training.conjoint.policy import PENALTIES, _initial_logits, _softmax_split, ascend, penalty
 from icml26.training.conjoint.model import DTYPE, MAX_PROFILES, PairedConjointLogit, _profile_table
 
 PLAYERS = ("A", "B")
@@ -61,7 +62,7 @@ class MinimaxPolicy:
             raise input_error(name, "method", "'extragradient', 'ogda' or 'gda'", method)
         if n_monte is not None and (not isinstance(n_monte, int) or n_monte < 1):
             raise input_error(name, "n_monte", "None (exact slate) or an int >= 1", n_monte)
-        self.group_shares, self.penalty, self.lam = shares, penalty, _check_lam(name, lam)
+        self.group_shares, self.penalty, self.lam = shares, penalty, check_finite(name, "lam", lam, low=0)
         self.method, self.primaries = method, bool(primaries)
         self.primary_strength = check_finite(name, "primary_strength", primary_strength, non_negative=True)
         self.n_monte = n_monte

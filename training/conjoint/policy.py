@@ -28,7 +28,8 @@ import math
 import numpy as np
 import torch
 
-from icml26.errors import check_finite, input_error
+from icml26.errors import input_error
+from icml26.validation import check_finite
 
 from icml26.training.conjoint.model import DTYPE, FactorialDesign, PairedConjointLogit, _design_from_data
 
@@ -95,13 +96,6 @@ def closed_form_system(model: PairedConjointLogit, lam: float, coef: torch.Tenso
         AtA[s, s] = torch.eye(k, dtype=DTYPE) + 1
         Atcp[s] = -(1 - q[0]) - torch.as_tensor(q[1:], dtype=DTYPE)  # A^T (c - p) = -(1 - p_0) - p_l
     return B - 2 * lam * AtA, -beta + 2 * lam * Atcp
-
-
-def _check_lam(function, lam):
-    lam = check_finite(function, "lam", lam)
-    if lam < 0:
-        raise input_error(function, "lam", "a number >= 0", lam)
-    return lam
 
 
 def _softmax_split(design, logits):
@@ -210,10 +204,9 @@ class AverageCasePolicy:
             raise input_error(name, "se_method", "'auto', 'closed_form', 'unrolled' or 'implicit'", se_method)
         if scale not in ("linear", "probability"):
             raise input_error(name, "scale", "'linear' or 'probability'", scale)
-        conf_level = check_finite(name, "conf_level", conf_level)
-        if not 0 < conf_level < 1:
-            raise input_error(name, "conf_level", "a number in (0, 1)", conf_level)
-        self.penalty, self.lam, self.solver, self.se_method = penalty, _check_lam(name, lam), solver, se_method
+        conf_level = check_finite(name, "conf_level", conf_level, low=0, high=1, low_open=True, high_open=True)
+        self.lam = check_finite(name, "lam", lam, low=0)
+        self.penalty, self.solver, self.se_method = penalty, solver, se_method
         self.scale, self.conf_level, self.max_iter, self.n_unroll = scale, conf_level, max_iter, n_unroll
         self.random_state = random_state
 
@@ -368,7 +361,7 @@ class AverageCasePolicyCV:
     """
 
     def __init__(self, lams, n_folds: int = 3, model_params: dict | None = None, random_state=None, **policy_params):
-        lams = [_check_lam("AverageCasePolicyCV", lam) for lam in np.ravel(lams)]
+        lams = [check_finite("AverageCasePolicyCV", "lam", lam, low=0) for lam in np.ravel(lams)]
         if not lams:
             raise input_error("AverageCasePolicyCV", "lams", "at least one lam", lams)
         if not isinstance(n_folds, int) or n_folds < 2:

@@ -17,9 +17,10 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from icml26.errors import check_finite, input_error
+from icml26.errors import input_error
+from icml26.validation import check_finite, check_int
 
-from icml26.training.dp_select.selection import PrivateMDE, _positive_int, check_samples, as_class
+from icml26.training.dp_select.selection import PrivateMDE, check_samples, as_class
 
 __all__ = ["AuditResult", "ForgottenFactorMDE", "audit_epsilon", "clopper_pearson", "exact_privacy_loss",
            "neighbours"]
@@ -113,7 +114,7 @@ def audit_epsilon(selector, H: Any, samples: Any, n_runs: int, *, confidence: fl
     """
     cover = as_class("audit_epsilon", H)
     samples = check_samples("audit_epsilon", samples, cover.D)
-    n_runs = _positive_int("audit_epsilon", "n_runs", n_runs)
+    n_runs = check_int("audit_epsilon", "n_runs", n_runs, low=1)
     confidence = check_finite("audit_epsilon", "confidence", confidence)
     if not 0 < confidence < 1:
         raise input_error("audit_epsilon", "confidence", "a number in (0, 1)", confidence)

@@ -11,9 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from icml26.errors import check_finite, input_error
+from icml26.errors import input_error
+from icml26.validation import check_finite, check_int
 
-from icml26.training.dp_select.selection import _positive_int, check_hypotheses
+from icml26.training.dp_select.selection import check_hypotheses
 
 __all__ = ["agnostic_truth", "dirichlet_class", "gaussian_cover", "sample", "tv"]
 
@@ -30,9 +31,9 @@ def gaussian_cover(n: int, *, bins: int = 200, low: float = -10.0, high: float =
     """
     from scipy.stats import norm
 
-    n = _positive_int("gaussian_cover", "n", n)
-    bins = _positive_int("gaussian_cover", "bins", bins)
-    n_sigmas = _positive_int("gaussian_cover", "n_sigmas", n_sigmas)
+    n = check_int("gaussian_cover", "n", n, low=1)
+    bins = check_int("gaussian_cover", "bins", bins, low=1)
+    n_sigmas = check_int("gaussian_cover", "n_sigmas", n_sigmas, low=1)
     if not high > low:
         raise input_error("gaussian_cover", "high", f"a number > low = {low}", high)
     edges = np.linspace(low, high, bins + 1)
@@ -47,7 +48,7 @@ def gaussian_cover(n: int, *, bins: int = 200, low: float = -10.0, high: float =
 
 def dirichlet_class(n: int, D: int, *, alpha: float = 1.0, seed: int | None = None) -> np.ndarray:
     """``n`` random histograms on ``D`` points, i.i.d. ``Dirichlet(alpha 1_D)``."""
-    n, D = _positive_int("dirichlet_class", "n", n), _positive_int("dirichlet_class", "D", D)
+    n, D = check_int("dirichlet_class", "n", n, low=1), check_int("dirichlet_class", "D", D, low=1)
     alpha = check_finite("dirichlet_class", "alpha", alpha, positive=True)
     return np.random.default_rng(seed).dirichlet(np.full(D, alpha), size=n)
 
@@ -82,4 +83,4 @@ def tv(p: Any, q: Any) -> np.ndarray:
 def sample(P: Any, s: int, seed: Any = None) -> np.ndarray:
     """``s`` i.i.d. draws from the pmf ``P`` (ints in ``[0, D)``)."""
     P = check_hypotheses("sample", np.atleast_2d(P))[0]
-    return np.random.default_rng(seed).choice(P.size, size=_positive_int("sample", "s", s), p=P)
+    return np.random.default_rng(seed).choice(P.size, size=check_int("sample", "s", s, low=1), p=P)

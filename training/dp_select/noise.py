@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from icml26.errors import check_finite, describe, input_error
+from icml26.errors import describe, input_error
+from icml26.validation import check_finite
 
 __all__ = ["BACKENDS", "em_probabilities", "exponential_mechanism", "gumbel_max_draws", "lazy_exponential_mechanism"]
 

@@ -55,7 +55,8 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from icml26.errors import check_finite, describe, described, input_error
+from icml26.errors import describe, described, input_error
+from icml26.validation import check_finite, check_int
 
 from icml26.training.dp_select.noise import (_backend, _epsilon, em_probabilities, exponential_mechanism,
                                       gumbel_max_draws, lazy_exponential_mechanism)
@@ -215,19 +216,13 @@ def scheffe_table(H: Any, pairs: Any, counts: Any, *, chunk: int = CHUNK_PAIRS) 
     if counts.shape != (cover.D,) or (counts < 0).any():
         raise input_error("scheffe_table", "counts", f"a non-negative histogram of shape ({cover.D},)",
                           describe(counts))
-    chunk = _positive_int("scheffe_table", "chunk", chunk)
+    chunk = check_int("scheffe_table", "chunk", chunk, low=1)
     m = pairs.shape[0]
     h_i, h_j, c = np.empty(m), np.empty(m), np.empty(m)
     for start in range(0, m, chunk):
         sl = slice(start, start + chunk)
         h_i[sl], h_j[sl], c[sl] = _pair_counts(cover, pairs[sl, 0], pairs[sl, 1], counts)
     return ScheffeTable(pairs[:, 0].copy(), pairs[:, 1].copy(), h_i, h_j, c, m)
-
-
-def _positive_int(function: str, name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise input_error(function, name, "an int >= 1", value)
-    return int(value)
 
 
 def _rows(cover: HypothesisClass, counts: np.ndarray, rows: np.ndarray, cols: np.ndarray, chunk: int,
@@ -332,7 +327,7 @@ class _Selector(BaseEstimator):
         if hasattr(self, "backend"):
             _backend(name, self.backend)
         _random_state(name, getattr(self, "random_state", None))
-        _positive_int(name, "chunk", self.chunk)
+        check_int(name, "chunk", self.chunk, low=1)
 
     def _data(self, H: Any, samples: Any) -> tuple[HypothesisClass, np.ndarray, np.ndarray]:
         name = f"{type(self).__name__}.fit"
@@ -363,7 +358,7 @@ class _Selector(BaseEstimator):
         The same law as ``n_draws`` calls of ``fit`` (for audits); always the numpy sampler.
         """
         self._check()
-        n_draws = _positive_int("draw", "n_draws", n_draws)
+        n_draws = check_int("draw", "n_draws", n_draws, low=1)
         cover, samples, counts = self._data(H, samples)
         return self._draws(cover, samples, counts, n_draws, np.random.default_rng(random_state))
 
@@ -520,7 +515,7 @@ class PrivateMDE(_Selector):
             raise input_error("PrivateMDE", "lazy", "False with backend='opendp' (OpenDP draws its own noise, "
                               "the lazy sampler needs the Gumbel vector)", self.lazy)
         if self.k is not None:
-            _positive_int("PrivateMDE", "k", self.k)
+            check_int("PrivateMDE", "k", self.k, low=1)
 
     def _scores(self, cover, samples, counts):
         return -mde_distances(cover, counts, chunk=self.chunk), cover.n * (cover.n - 1)

@@ -14,9 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from icml26.errors import check_finite, input_error
+from icml26.errors import input_error
+from icml26.validation import check_finite, check_int
 
-from icml26.training.dp_select.selection import (CHUNK_PAIRS, _check_k, _deviations, _positive_int, _Selector, default_k,
+from icml26.training.dp_select.selection import (CHUNK_PAIRS, _check_k, _deviations, _Selector, default_k,
                                 em_probabilities, exponential_mechanism, gumbel_max_draws)
 
 __all__ = ["StrongSetEM", "MAX_STAGE1_OUTCOMES"]
@@ -64,9 +65,9 @@ class StrongSetEM(_Selector):
     def _check(self) -> None:
         super()._check()
         if self.k is not None:
-            _positive_int("StrongSetEM", "k", self.k)
+            check_int("StrongSetEM", "k", self.k, low=1)
         if self.n_opponents is not None:
-            _positive_int("StrongSetEM", "n_opponents", self.n_opponents)
+            check_int("StrongSetEM", "n_opponents", self.n_opponents, low=1)
         if self.split is not None:
             split = check_finite("StrongSetEM", "split", self.split)
             if not 0 < split < 1:

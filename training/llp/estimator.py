@@ -25,7 +25,8 @@ import numpy as np
 import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
 
-from icml26.errors import check_finite, describe, described, input_error
+from icml26.errors import describe, described, input_error
+from icml26.validation import check_choice, check_finite, check_int
 
 from icml26.training.llp.risk import BASE_LOSSES, METHODS, LLPLoss, _prior, check_bags, pad_bags, per_class_losses
 from icml26.training.llp.risk import bag_estimates as llp_bag_estimates
@@ -40,12 +41,6 @@ def _features(function: str, X: Any) -> np.ndarray:
     if X.ndim != 2 or X.shape[0] == 0 or not np.isfinite(X).all():
         raise input_error(function, "X", "a finite 2-D array [n, d] with n >= 1", describe(X))
     return X
-
-
-def _positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise input_error("LLPClassifier", name, "an int >= 1", value)
-    return int(value)
 
 
 class LLPClassifier(ClassifierMixin, BaseEstimator):
@@ -93,14 +88,12 @@ class LLPClassifier(ClassifierMixin, BaseEstimator):
 
     # -- fitting -----------------------------------------------------------------------------
     def _validate_params(self) -> None:
-        if self.method not in (*METHODS, "oracle"):
-            raise input_error("LLPClassifier", "method", f"one of {[*METHODS, 'oracle']}", self.method)
-        if self.model not in MODELS:
-            raise input_error("LLPClassifier", "model", f"one of {list(MODELS)}", self.model)
+        check_choice("LLPClassifier", "method", self.method, (*METHODS, "oracle"))
+        check_choice("LLPClassifier", "model", self.model, MODELS)
         if not callable(self.base) and self.base not in BASE_LOSSES:
             raise input_error("LLPClassifier", "base", f"one of {list(BASE_LOSSES)} or a callable", self.base)
         for name in ("hidden", "epochs", "bags_per_batch", "oracle_batch_size"):
-            _positive_int(name, getattr(self, name))
+            check_int("LLPClassifier", name, getattr(self, name), low=1)
         check_finite("LLPClassifier", "lr", self.lr, positive=True)
         check_finite("LLPClassifier", "weight_decay", self.weight_decay, non_negative=True)
 

@@ -50,7 +50,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from icml26.errors import check_finite, describe, described, input_error
+from icml26.errors import describe, described, input_error
+from icml26.validation import check_finite
 from icml26.kernels import values_checked
 
 __all__ = ["BASE_LOSSES", "METHODS", "LLPLoss", "bag_estimates", "bag_means", "dllp_loss", "easyllp_loss",

@@ -11,8 +11,7 @@ import torch
 from transformers import TrainerCallback
 
 from icml26.errors import input_error
-
-from icml26.training.r2g.loss import _non_negative
+from icml26.validation import check_finite
 
 __all__ = ["GrokfastCallback", "GrokfastEMA"]
 
@@ -27,7 +26,7 @@ class GrokfastEMA:
     def __init__(self, alpha: float = 0.98, lamb: float = 2.0) -> None:
         if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 <= alpha < 1.0:
             raise input_error("GrokfastEMA", "alpha", "a number in [0, 1)", alpha)
-        self.alpha, self.lamb = float(alpha), _non_negative("GrokfastEMA", "lamb", lamb)
+        self.alpha, self.lamb = float(alpha), check_finite("GrokfastEMA", "lamb", lamb, non_negative=True)
         self.ema: dict[str, torch.Tensor] = {}
 
     @torch.no_grad()

@@ -38,7 +38,8 @@ from typing import Any, Iterable, Sequence
 import torch
 import torch.nn.functional as F
 
-from icml26.errors import check_finite, describe, described, input_error
+from icml26.errors import describe, described, input_error
+from icml26.validation import check_choice, check_finite
 from icml26.kernels import values_checked
 
 __all__ = ["DISTANCES", "FORMS", "REDUCTIONS", "SCHEDULES", "R2GLoss", "find_value_projections", "r2g_distance",
@@ -51,25 +52,8 @@ SCHEDULES = ("constant", "linear", "cosine")
 _ALIASES = {"cosine": "angular"}  # the name the paper's reviewers use for the angular distance
 
 
-def _choice(function: str, name: str, value: Any, choices: Sequence[str]) -> str:
-    value = _ALIASES.get(value, value) if name.endswith("distance") else value
-    if value not in choices:
-        raise input_error(function, name, f"one of {list(choices)}", value)
-    return value
-
-
-def _non_negative(function: str, name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise input_error(function, name, "a finite number >= 0", value)
-    return check_finite(function, name, value, non_negative=True)
-
-
-def _count(function: str, name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise input_error(function, name, "an int >= 0", value)
-    return value
-
-
+def _canonical_distance(distance: Any) -> Any:
+    return _ALIASES.get(distance, distance) if isinstance(distance, str) else distance
 
 
 # -- the term (pure functions) -----------------------------------------------------------------
@@ -124,8 +108,8 @@ def r2g_distance(values: torch.Tensor, *, position_mask: torch.Tensor | None = N
     (or with ``ICML26_CHECK_VALUES=1``); its shape always.
     """
     _check_values("r2g_distance", values)
-    distance = _choice("r2g_distance", "distance", distance, DISTANCES)
-    reduction = _choice("r2g_distance", "reduction", reduction, REDUCTIONS)
+    distance = check_choice("r2g_distance", "distance", _canonical_distance(distance), DISTANCES)
+    reduction = check_choice("r2g_distance", "reduction", reduction, REDUCTIONS)
     x, valid = _gather_selected(values.float(), position_mask)
     B = x.shape[0]
     if perm is None:
@@ -176,7 +160,7 @@ def r2g_term(values: torch.Tensor, *, position_mask: torch.Tensor | None = None,
     >>> float(r2g_term(v, perm=torch.tensor([1, 0]), reduction="sum"))  # D = 5 + 5
     0.1
     """
-    form = _choice("r2g_term", "form", form, FORMS)
+    form = check_choice("r2g_term", "form", form, FORMS)
     D = r2g_distance(values, position_mask=position_mask, perm=perm, distance=distance, reduction=reduction)
     return _term_from_distance(D, form)
 
@@ -246,10 +230,10 @@ class R2GLoss:
                  positions: Iterable[int] | None = None, alpha: float = 0.08, distance: str = "euclidean",
                  form: str = "inverse", reduction: str = "mean", layer_weights: Sequence[float] | None = None,
                  track_stats: bool = True) -> None:
-        self.alpha = _non_negative("R2GLoss", "alpha", alpha)
-        self.distance = _choice("R2GLoss", "distance", distance, DISTANCES)
-        self.form = _choice("R2GLoss", "form", form, FORMS)
-        self.reduction = _choice("R2GLoss", "reduction", reduction, REDUCTIONS)
+        self.alpha = check_finite("R2GLoss", "alpha", alpha, non_negative=True)
+        self.distance = check_choice("R2GLoss", "distance", _canonical_distance(distance), DISTANCES)
+        self.form = check_choice("R2GLoss", "form", form, FORMS)
+        self.reduction = check_choice("R2GLoss", "reduction", reduction, REDUCTIONS)
         targets = find_value_projections(model)
         n = len(targets)
         layers = list(range(n) if layers is None else layers)
@@ -265,7 +249,8 @@ class R2GLoss:
         if len(layer_weights) != len(chosen):
             raise input_error("R2GLoss", "layer_weights", f"one weight per hooked layer ({len(chosen)})",
                               described(f"{len(layer_weights)} weights"))
-        self.layer_weights = [_non_negative("R2GLoss", f"layer_weights[{i}]", w) for i, w in enumerate(layer_weights)]
+        self.layer_weights = [check_finite("R2GLoss", f"layer_weights[{i}]", w, non_negative=True)
+                              for i, w in enumerate(layer_weights)]
         if positions is not None:
             positions = list(positions)
             if any(isinstance(p, bool) or not isinstance(p, int) or p < 0 for p in positions) or not positions:

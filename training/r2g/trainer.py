@@ -27,7 +27,8 @@ from transformers import Trainer, TrainerCallback, TrainingArguments
 from icml26.errors import described, input_error
 from icml26.training.distributed import mean_across_processes, use_cpu_when_launched_without_gpu
 
-from icml26.training.r2g.loss import DISTANCES, FORMS, REDUCTIONS, SCHEDULES, R2GLoss, _choice, _count, _non_negative
+from icml26.validation import check_choice, check_finite, check_int
+from icml26.training.r2g.loss import DISTANCES, FORMS, REDUCTIONS, SCHEDULES, R2GLoss, _canonical_distance
 
 #: The statistics :class:`R2GLoss` records (the keys of ``pop_stats``), in the order they are reduced.
 R2G_STATS = ("term", "distance", "angular_dist", "v_norm")
@@ -62,12 +63,12 @@ class R2GConfig:
 
     def _validate_r2g(self) -> None:
         name = type(self).__name__
-        _non_negative(name, "r2g_alpha", self.r2g_alpha)
-        self.r2g_distance = _choice(name, "r2g_distance", self.r2g_distance, DISTANCES)
-        _choice(name, "r2g_form", self.r2g_form, FORMS)
-        _choice(name, "r2g_reduction", self.r2g_reduction, REDUCTIONS)
-        _choice(name, "r2g_schedule", self.r2g_schedule, SCHEDULES)
-        _count(name, "r2g_warmup_steps", self.r2g_warmup_steps)
+        check_finite(name, "r2g_alpha", self.r2g_alpha, non_negative=True)
+        self.r2g_distance = check_choice(name, "r2g_distance", _canonical_distance(self.r2g_distance), DISTANCES)
+        check_choice(name, "r2g_form", self.r2g_form, FORMS)
+        check_choice(name, "r2g_reduction", self.r2g_reduction, REDUCTIONS)
+        check_choice(name, "r2g_schedule", self.r2g_schedule, SCHEDULES)
+        check_int(name, "r2g_warmup_steps", self.r2g_warmup_steps, low=0)
 
     def r2g_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of :class:`R2GLoss`."""
@@ -80,7 +81,7 @@ def alpha_at(step: int, *, alpha: float, schedule: str = "constant", warmup_step
              total_steps: int | None = None) -> float:
     """Alpha at ``step``: constant; linear warm-up from 0 to ``alpha`` over ``warmup_steps``; or
     cosine (the same warm-up, then a half-cosine decay to 0 at ``total_steps``)."""
-    schedule = _choice("alpha_at", "schedule", schedule, SCHEDULES)
+    schedule = check_choice("alpha_at", "schedule", schedule, SCHEDULES)
     if schedule == "constant":
         return alpha
     if warmup_steps > 0 and step < warmup_steps:
@@ -102,9 +103,9 @@ class R2GCallback(TrainerCallback):
     def __init__(self, r2g: R2GLoss | None = None, *, alpha: float | None = None, schedule: str = "constant",
                  warmup_steps: int = 0, total_steps: int | None = None) -> None:
         self.r2g = r2g
-        self.alpha = None if alpha is None else _non_negative("R2GCallback", "alpha", alpha)
-        self.schedule = _choice("R2GCallback", "schedule", schedule, SCHEDULES)
-        self.warmup_steps, self.total_steps = _count("R2GCallback", "warmup_steps", warmup_steps), total_steps
+        self.alpha = None if alpha is None else check_finite("R2GCallback", "alpha", alpha, non_negative=True)
+        self.schedule = check_choice("R2GCallback", "schedule", schedule, SCHEDULES)
+        self.warmup_steps, self.total_steps = check_int("R2GCallback", "warmup_steps", warmup_steps, low=0), total_steps
 
     def bind(self, r2g: R2GLoss) -> R2GCallback:
         self.r2g, self.alpha = r2g, r2g.alpha if self.alpha is None else self.alpha

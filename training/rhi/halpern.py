@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from icml26.errors import InputError
-
+from icml26.validation import check_finite, check_int
 from icml26.training.rhi.oracles import (  # noqa: F401  (re-exported: the public API lives here)
     MLMC,
     GenerativeModel,
@@ -36,7 +36,6 @@ from icml26.training.rhi.oracles import (  # noqa: F401  (re-exported: the publi
     SampleBatch,
     SupportOracle,
     TruncatedMLMC,
-    _check_number,
     check_kernel,
     check_rewards,
     level_probabilities,
@@ -113,7 +112,7 @@ class Contamination(UncertaintySet):
     """{(1 - R) P + R q : q in the simplex}: sigma = (1 - R) P . V + R min_s V(s). R in [0, 1]."""
 
     def __init__(self, R: float):
-        self.R = _check_number("Contamination", "R", R, low=0, high=1)
+        self.R = check_finite("Contamination", "R", R, low=0, high=1)
 
     def _support(self, P, V):
         P, V = np.broadcast_arrays(P, V)
@@ -133,8 +132,8 @@ class LpBall(UncertaintySet):
     """
 
     def __init__(self, R: float, p: float = 2.0):
-        self.R = _check_number("LpBall", "R", R, low=0)
-        self.p = _check_number("LpBall", "p", p, low=1, allow_inf=True)
+        self.R = check_finite("LpBall", "R", R, low=0)
+        self.p = check_finite("LpBall", "p", p, low=1, allow_inf=True)
         self.q = math.inf if self.p == 1 else (1.0 if self.p == math.inf else self.p / (self.p - 1))
 
     def _support(self, P, V):
@@ -176,7 +175,7 @@ class KLBall(UncertaintySet):
     nonlinear_in_P = True
 
     def __init__(self, delta: float):
-        self.delta = _check_number("KLBall", "delta", delta, low=0)
+        self.delta = check_finite("KLBall", "delta", delta, low=0)
 
     def _support(self, P, V):
         P, V, shape = _flat_rows(P, V)
@@ -239,7 +238,7 @@ class ChiSquareBall(UncertaintySet):
     nonlinear_in_P = True
 
     def __init__(self, delta: float):
-        self.delta = _check_number("ChiSquareBall", "delta", delta, low=0)
+        self.delta = check_finite("ChiSquareBall", "delta", delta, low=0)
 
     def _support(self, P, V):
         P, V, shape = _flat_rows(P, V)
@@ -369,7 +368,7 @@ class RobustMDP:
         (1 - gamma) V_gamma -> g* as gamma -> 1: the cross-check of :meth:`solve`. Stops when the
         bounds V + gamma / (1 - gamma) [min, max](V_new - V) on V_gamma are tol / (1 - gamma) apart.
         """
-        gamma = _check_number("RobustMDP.discounted_values", "gamma", gamma, low=0, high=1, high_open=True)
+        gamma = check_finite("RobustMDP.discounted_values", "gamma", gamma, low=0, high=1, high_open=True)
         V = np.zeros(self.n_states)
         for _ in range(max_iter):
             new = (self.r + gamma * self.uncertainty._support(self.P, V)).max(1)
@@ -396,11 +395,11 @@ def garnet(n_states: int, n_actions: int, uncertainty: UncertaintySet | None = N
     cut an edge: KL needs delta >= -log(1 - min_prob), chi-square delta >= min_prob.
     ``uncertainty=None``: the nominal model (Contamination(0)). ``seed`` seeds a local NumPy generator.
     """
-    S = _check_number("garnet", "n_states", n_states, low=2, integer=True)
-    A = _check_number("garnet", "n_actions", n_actions, low=1, integer=True)
+    S = check_int("garnet", "n_states", n_states, low=2)
+    A = check_int("garnet", "n_actions", n_actions, low=1)
     b = max(2, round(0.3 * S)) if branching is None else branching
-    b = _check_number("garnet", "branching", b, low=1, high=S, integer=True)
-    min_prob = _check_number("garnet", "min_prob", min_prob, low=0, high=1 / b)
+    b = check_int("garnet", "branching", b, low=1, high=S)
+    min_prob = check_finite("garnet", "min_prob", min_prob, low=0, high=1 / b)
     rng = np.random.default_rng(seed)
     P = np.zeros((S, A, S))
     for s in range(S):  # generation only: a few hundred rows at most
@@ -429,9 +428,9 @@ def river_swim(n_states: int = 6, uncertainty: UncertaintySet | None = None, *, 
     ``small_reward`` for resting at the left bank, 1 for swimming right at the far right bank: a
     large optimal bias span H.
     """
-    S = _check_number("river_swim", "n_states", n_states, low=2, integer=True)
-    pf = _check_number("river_swim", "p_forward", p_forward, low=0, high=1)
-    pb = _check_number("river_swim", "p_backward", p_backward, low=0, high=1 - pf)
+    S = check_int("river_swim", "n_states", n_states, low=2)
+    pf = check_finite("river_swim", "p_forward", p_forward, low=0, high=1)
+    pb = check_finite("river_swim", "p_backward", p_backward, low=0, high=1 - pf)
     P = np.zeros((S, 2, S))
     r = np.zeros((S, 2))
     for s in range(S):
@@ -454,7 +453,7 @@ class IterationTrace:
 
 def halpern_iteration(mdp: RobustMDP, n_iter: int, *, Q0=None) -> IterationTrace:
     """Exact (model-based) Halpern iteration Q^k = (1 - b_k) Q^0 + b_k T(Q^{k-1}), b_k = k / (k + 2)."""
-    n_iter = _check_number("halpern_iteration", "n_iter", n_iter, low=0, integer=True)
+    n_iter = check_int("halpern_iteration", "n_iter", n_iter, low=0)
     Q0 = np.zeros((mdp.n_states, mdp.n_actions)) if Q0 is None else mdp._check_Q(Q0)
     Q, TQ = Q0, mdp.bellman(Q0)
     residuals = [span(TQ - Q)]
@@ -468,8 +467,8 @@ def halpern_iteration(mdp: RobustMDP, n_iter: int, *, Q0=None) -> IterationTrace
 
 def relative_value_iteration(mdp: RobustMDP, n_iter: int, *, tau: float = 1.0, Q0=None) -> IterationTrace:
     """Relative value iteration on Q: Q <- T_tau(Q) - T_tau(Q)[0, 0]; tau = 1 is the plain method."""
-    n_iter = _check_number("relative_value_iteration", "n_iter", n_iter, low=0, integer=True)
-    tau = _check_number("relative_value_iteration", "tau", tau, low=0, high=1, low_open=True)
+    n_iter = check_int("relative_value_iteration", "n_iter", n_iter, low=0)
+    tau = check_finite("relative_value_iteration", "tau", tau, low=0, high=1, low_open=True)
     Q = np.zeros((mdp.n_states, mdp.n_actions)) if Q0 is None else mdp._check_Q(Q0)
     TQ = mdp.bellman(Q)
     residuals = [span(TQ - Q)]
@@ -535,12 +534,12 @@ class RobustHalpernIteration:
                              f"got {type(oracle).__name__}")
         name = "RobustHalpernIteration"
         self.uncertainty, self.oracle = uncertainty, oracle
-        self.epsilon = _check_number(name, "epsilon", epsilon, low=0, low_open=True)
-        self.delta = _check_number(name, "delta", delta, low=0, high=1, low_open=True, high_open=True)
-        self.max_samples = None if max_samples is None else _check_number(name, "max_samples", max_samples, low=1)
+        self.epsilon = check_finite(name, "epsilon", epsilon, low=0, low_open=True)
+        self.delta = check_finite(name, "delta", delta, low=0, high=1, low_open=True, high_open=True)
+        self.max_samples = None if max_samples is None else check_finite(name, "max_samples", max_samples, low=1)
         self.random_state = random_state
-        self.schedule_scale = _check_number(name, "schedule_scale", schedule_scale, low=0, low_open=True)
-        self.max_iter = _check_number(name, "max_iter", max_iter, low=1, integer=True)
+        self.schedule_scale = check_finite(name, "schedule_scale", schedule_scale, low=0, low_open=True)
+        self.max_iter = check_int(name, "max_iter", max_iter, low=1)
 
     def fit(self, gen_model) -> "RobustHalpernIteration":
         if not all(hasattr(gen_model, a) for a in ("n_states", "n_actions", "rewards", "batch", "samples_used")):

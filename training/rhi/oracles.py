@@ -29,13 +29,12 @@ All three MLMC oracles are :func:`mlmc_estimate` with different settings.
 from __future__ import annotations
 
 import copy
-import math
-import numbers
 from typing import Callable
 
 import numpy as np
 
 from icml26.errors import InputError
+from icml26.validation import check_finite, check_int
 
 # Untruncated MLMC still needs an array-safe cap: P(N > 30) = (1 - psi)^31 < 1e-12 for psi >= 0.6.
 _LEVEL_CAP = 30
@@ -70,26 +69,6 @@ def check_rewards(r, shape: tuple[int, int], name: str = "r") -> np.ndarray:
     if not np.all(np.isfinite(r)):
         raise InputError(f"{name}: expected finite rewards, got NaN or inf")
     return r
-
-
-def _check_number(owner: str, name: str, value, *, low=None, high=None, low_open=False, high_open=False,
-                  integer=False, allow_inf=False):
-    """Scikit-learn style parameter check; the error names the owner, the argument, the range and the value."""
-    valid = isinstance(value, numbers.Integral if integer else numbers.Real) and not isinstance(value, bool)
-    if valid:
-        v = float(value)
-        valid = not math.isnan(v) and (math.isfinite(v) or (allow_inf and v == math.inf))
-        if low is not None:
-            valid = valid and (v > low if low_open else v >= low)
-        if high is not None:
-            valid = valid and (v < high if high_open else v <= high)
-    if not valid:
-        bounds = [f"{'>' if low_open else '>='} {low:g}" if low is not None else "",
-                  f"{'<' if high_open else '<='} {high:g}" if high is not None else ""]
-        bounds = " and ".join(b for b in bounds if b)
-        kind = "an int" if integer else "a number"
-        raise InputError(f"{owner}: {name}: expected {kind}{' ' + bounds if bounds else ''}, got {value!r}")
-    return int(value) if integer else float(value)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -151,7 +130,7 @@ class GenerativeModel:
     def sample(self, states, actions, n: int) -> np.ndarray:
         """``n`` next states for each pair, shape (B, n) (inverse-CDF sampling, vectorised)."""
         pvals = self._rows(states, actions)
-        n = _check_number("GenerativeModel.sample", "n", n, low=0, integer=True)
+        n = check_int("GenerativeModel.sample", "n", n, low=0)
         self.samples_used += pvals.shape[0] * n
         u = self._rng.random((pvals.shape[0], n))
         cdf = np.cumsum(pvals, -1)
@@ -190,7 +169,7 @@ def richardson_weights(order: int) -> np.ndarray:
     Applied to plug-ins f_{n-j} on 2^{n-j} samples, they cancel the bias terms c_i 2^{-i n},
     i = 1..K-1: K=1 -> [1], K=2 -> [2, -1], K=3 -> [8/3, -2, 1/3].
     """
-    order = _check_number("richardson_weights", "order", order, low=1, integer=True)
+    order = check_int("richardson_weights", "order", order, low=1)
     j = np.arange(order)
     vandermonde = 2.0 ** np.outer(j, j)  # row i: 2^{i j}
     rhs = np.zeros(order)
@@ -338,7 +317,7 @@ class SupportOracle:
         if V.ndim not in (1, 2) or V.shape[-1] != s_a_batch.n_states or not np.all(np.isfinite(V)):
             raise InputError(f"{name}.estimate: V: expected finite values of shape (S,) or (F, S) with "
                              f"S = {s_a_batch.n_states}, got shape {V.shape}")
-        _check_number(f"{name}.estimate", "budget", budget, low=0, low_open=True)
+        check_finite(f"{name}.estimate", "budget", budget, low=0, low_open=True)
         return V
 
     def estimate(self, s_a_batch, V, budget, rng) -> np.ndarray:
@@ -377,10 +356,9 @@ class KOrderMLMC(SupportOracle):
     def __init__(self, order: int = 2, n_max: int = 4, psi: float = 0.6, uncertainty=None):
         super().__init__(uncertainty)
         name = type(self).__name__
-        self.order = _check_number(name, "order", order, low=1, integer=True)
-        self.n_max = None if n_max is None else _check_number(name, "n_max", n_max, low=0, high=_LEVEL_CAP,
-                                                              integer=True)
-        self.psi = _check_number(name, "psi", psi, low=0, high=1, low_open=True, high_open=True)
+        self.order = check_int(name, "order", order, low=1)
+        self.n_max = None if n_max is None else check_int(name, "n_max", n_max, low=0, high=_LEVEL_CAP)
+        self.psi = check_finite(name, "psi", psi, low=0, high=1, low_open=True, high_open=True)
 
     @property
     def cost_factor(self) -> float:
@@ -423,7 +401,7 @@ class MLMC(KOrderMLMC):
     """
 
     def __init__(self, psi: float = 0.6, uncertainty=None):
-        psi = _check_number("MLMC", "psi", psi, low=0.5, high=1, low_open=True, high_open=True)
+        psi = check_finite("MLMC", "psi", psi, low=0.5, high=1, low_open=True, high_open=True)
         super().__init__(order=1, n_max=None, psi=psi, uncertainty=uncertainty)
 
     def __repr__(self) -> str:

@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from icml26.errors import InputError, check_finite, described
+from icml26.errors import InputError, described
+from icml26.validation import check_finite
 from icml26.training.rkme.spec import RKMESpecification, StandardScaling, simplex_qp
 
 SEARCH_MODES = ("single", "mixture")

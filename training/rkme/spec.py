@@ -39,7 +39,8 @@ from typing import Any
 
 import numpy as np
 
-from icml26.errors import InputError, check_finite, describe
+from icml26.errors import InputError, describe
+from icml26.validation import check_finite
 
 #: Rows of ``A`` per kernel block: a block is ``KERNEL_CHUNK x len(B)`` float64 values.
 KERNEL_CHUNK = 1024

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from icml26.errors import input_error
+from icml26.validation import check_finite, check_int
 
 __all__ = ["HorizonWeights", "winsorized", "td_lambda", "n_step", "geometric", "xi_from_nu", "nu_bellman_operator",
            "target_moments", "nu_target", "TabularUHM", "TabularGHM"]
@@ -44,22 +45,6 @@ __all__ = ["HorizonWeights", "winsorized", "td_lambda", "n_step", "geometric", "
 #: mass ``(lambda gamma)^k`` is below this. The operator and the exact moments never use the cut:
 #: they sum the geometric tail in closed form (a resolvent).
 TAIL_TOL = 1e-16
-
-
-def _check_unit(function: str, name: str, value, lo_open: bool, hi_open: bool) -> float:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if ok:
-        ok = (value > 0 if lo_open else value >= 0) and (value < 1 if hi_open else value <= 1)
-    if not ok:
-        interval = ("(" if lo_open else "[") + "0, 1" + (")" if hi_open else "]")
-        raise input_error(function, name, f"a number in {interval}", value)
-    return float(value)
-
-
-def _check_int(function: str, name: str, value, lo: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < lo:
-        raise input_error(function, name, f"an int >= {lo}", value)
-    return int(value)
 
 
 def xi_from_nu(nu: np.ndarray, gamma: float) -> np.ndarray:
@@ -164,9 +149,9 @@ def winsorized(gamma: float = 0.99, lam: float = 0.95, k_max: int = 50) -> Horiz
     below ``k_max``, ``xi(k_max) = 0``, and the ratios are constant below ``k_max``:
     ``w_xi = lam / (1 - lam gamma)``, ``w_nu = (1 - lam) / (1 - lam gamma)``, and ``(0, 1)`` at ``k_max``.
     """
-    gamma = _check_unit("winsorized", "gamma", gamma, True, True)
-    lam = _check_unit("winsorized", "lam", lam, False, False)
-    k_max = _check_int("winsorized", "k_max", k_max)
+    gamma = check_finite("winsorized", "gamma", gamma, low=0, high=1, low_open=True, high_open=True)
+    lam = check_finite("winsorized", "lam", lam, low=0, high=1)
+    k_max = check_int("winsorized", "k_max", k_max, low=1)
     beta = lam * gamma
     k = np.arange(1, k_max + 1)
     nu = (1 - lam) * beta ** (k - 1)
@@ -184,9 +169,9 @@ def td_lambda(gamma: float = 0.99, lam: float = 0.95, k_max: int = 50) -> Horizo
     and never sample from it; as a one-sample proposal its ratios vary with ``n`` (``w_xi(1) =
     k_max lam``), where the winsorized proposal makes them constant.
     """
-    gamma = _check_unit("td_lambda", "gamma", gamma, True, True)
-    lam = _check_unit("td_lambda", "lam", lam, False, False)
-    k_max = _check_int("td_lambda", "k_max", k_max)
+    gamma = check_finite("td_lambda", "gamma", gamma, low=0, high=1, low_open=True, high_open=True)
+    lam = check_finite("td_lambda", "lam", lam, low=0, high=1)
+    k_max = check_int("td_lambda", "k_max", k_max, low=1)
     base = winsorized(gamma, lam, k_max)
     return HorizonWeights("td_lambda", gamma, base.nu, base.xi, np.full(k_max, 1.0 / k_max), k_max, lam=lam,
                           ratio=lam * gamma)
@@ -195,8 +180,8 @@ def td_lambda(gamma: float = 0.99, lam: float = 0.95, k_max: int = 50) -> Horizo
 def n_step(n: int, gamma: float = 0.99) -> HorizonWeights:
     """n-step TD: ``nu(k) = gamma^(n-1) 1[k = n]``, ``xi(k) = gamma^(k-1)`` for ``k < n``; ``p_H`` uniform
     on ``1..n`` (``n = 1`` is 1-step TD)."""
-    gamma = _check_unit("n_step", "gamma", gamma, True, True)
-    n = _check_int("n_step", "n", n)
+    gamma = check_finite("n_step", "gamma", gamma, low=0, high=1, low_open=True, high_open=True)
+    n = check_int("n_step", "n", n, low=1)
     nu = np.zeros(n)
     nu[-1] = gamma ** (n - 1)
     return HorizonWeights(f"{n}-step", gamma, nu, xi_from_nu(nu, gamma), np.full(n, 1.0 / n), n)
@@ -209,8 +194,8 @@ def geometric(gamma: float = 0.99, lam: float = 0.95) -> HorizonWeights:
     "GHM" here is a geometric horizon over ``Geom(1 - lam gamma)``, the same ``lam gamma`` as the
     winsorized target but without the cap, not the gamma-model's ``Geom(1 - gamma)``.
     """
-    gamma = _check_unit("geometric", "gamma", gamma, True, True)
-    lam = _check_unit("geometric", "lam", lam, False, True)
+    gamma = check_finite("geometric", "gamma", gamma, low=0, high=1, low_open=True, high_open=True)
+    lam = check_finite("geometric", "lam", lam, low=0, high=1, high_open=True)
     beta = lam * gamma
     K = max(1, int(math.ceil(math.log(TAIL_TOL) / math.log(beta)))) if beta > 0 else 1
     k = np.arange(1, K + 1)
@@ -242,7 +227,8 @@ def nu_bellman_operator(Q, P, r, policy, weights: HorizonWeights, gamma: float |
     truncated. ``gamma`` defaults to ``weights.gamma`` and must equal it.
     """
     Q, P, r, policy = _tabular("nu_bellman_operator", Q, P, r, policy)
-    gamma = weights.gamma if gamma is None else _check_unit("nu_bellman_operator", "gamma", gamma, True, True)
+    gamma = weights.gamma if gamma is None else check_finite("nu_bellman_operator", "gamma", gamma, low=0, high=1,
+                                                             low_open=True, high_open=True)
     if abs(gamma - weights.gamma) > 1e-15:
         raise input_error("nu_bellman_operator", "gamma", f"the weights' gamma {weights.gamma}", gamma)
     S, A, _ = P.shape
@@ -317,7 +303,8 @@ def nu_target(r, reward_e, q_e, n, weights: HorizonWeights, gamma: float | None 
     ``r``, ``reward_e``, ``q_e`` and ``n`` are arrays (numpy or torch) of one shape; ``n`` the sampled
     horizons (integers in ``1..k_max``). Works on torch tensors too (weights moved to their device).
     """
-    gamma = weights.gamma if gamma is None else _check_unit("nu_target", "gamma", gamma, True, True)
+    gamma = weights.gamma if gamma is None else check_finite("nu_target", "gamma", gamma, low=0, high=1,
+                                                             low_open=True, high_open=True)
     shapes = {name: tuple(getattr(x, "shape", np.shape(x))) for name, x in
               (("r", r), ("reward_e", reward_e), ("q_e", q_e), ("n", n))}
     if len(set(shapes.values())) != 1:
@@ -379,7 +366,7 @@ class TabularUHM(_CategoricalSampler):
     """
 
     def __init__(self, k_max: int = 50) -> None:
-        self.k_max = _check_int("TabularUHM", "k_max", k_max)
+        self.k_max = check_int("TabularUHM", "k_max", k_max, low=1)
 
     def fit(self, transitions: dict, policy, n_states: int | None = None, n_actions: int | None = None) -> TabularUHM:
         policy = np.asarray(policy, dtype=float)
@@ -400,7 +387,7 @@ class TabularUHM(_CategoricalSampler):
 
     def distribution(self, n: int) -> np.ndarray:
         """``M[n]`` as ``[S, A, S]``."""
-        n = _check_int("TabularUHM.distribution", "n", n)
+        n = check_int("TabularUHM.distribution", "n", n, low=1)
         if n > self.k_max:
             raise input_error("TabularUHM.distribution", "n", f"a horizon in 1..{self.k_max}", n)
         return self.M_[n - 1]
@@ -425,7 +412,7 @@ class TabularGHM(_CategoricalSampler):
     """
 
     def __init__(self, beta: float) -> None:
-        self.beta = _check_unit("TabularGHM", "beta", beta, False, True)
+        self.beta = check_finite("TabularGHM", "beta", beta, low=0, high=1, high_open=True)
 
     def fit(self, transitions: dict, policy, n_states: int | None = None, n_actions: int | None = None) -> TabularGHM:
         policy = np.asarray(policy, dtype=float)

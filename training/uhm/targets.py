@@ -27,7 +27,8 @@ from typing import Any, Callable, ClassVar
 import numpy as np
 
 from icml26.errors import input_error
-from icml26.training.uhm.horizons import HorizonWeights, _check_int, _check_unit, _transitions, nu_target
+from icml26.validation import check_finite, check_int
+from icml26.training.uhm.horizons import HorizonWeights, _transitions, nu_target
 
 __all__ = ["OneStepTD", "DatasetTDLambda", "RolloutTDLambda", "GHMTarget", "UHMTarget", "TabularCritic",
            "TabularOneStepModel", "TabularControlConfig", "fit_tabular_critic"]
@@ -82,7 +83,7 @@ class OneStepTD:
     seed: int | None = 0
 
     def __post_init__(self) -> None:
-        self.gamma = _check_unit("OneStepTD", "gamma", self.gamma, True, True)
+        self.gamma = check_finite("OneStepTD", "gamma", self.gamma, low=0, high=1, low_open=True, high_open=True)
         self.rng = np.random.default_rng(self.seed)
 
     def __call__(self, batch, q_fn, policy):
@@ -213,8 +214,8 @@ class TabularCritic:
     by step size ``lr`` (one step per pair per update, however often it appears in the batch)."""
 
     def __init__(self, n_states: int, n_actions: int, init: float = 0.0) -> None:
-        self.Q = np.full((_check_int("TabularCritic", "n_states", n_states),
-                          _check_int("TabularCritic", "n_actions", n_actions)), float(init))
+        self.Q = np.full((check_int("TabularCritic", "n_states", n_states, low=1),
+                          check_int("TabularCritic", "n_actions", n_actions, low=1)), float(init))
 
     def q(self, states, actions) -> np.ndarray:
         return self.Q[np.asarray(states), np.asarray(actions)]
