@@ -1,7 +1,9 @@
-"""Timing and peak-memory measurement shared by the benchmarks (``icml26 bench``)."""
+"""Timing and peak-memory measurement shared by the benchmarks (``icml26 bench``), and the small
+summaries their tables and claims are built from (errors against a reference, NaN-aware max, geometric mean)."""
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import time
@@ -100,3 +102,31 @@ def peak_alloc_mb(fn: Callable[[], Any], device) -> float:
         current += event.nbytes()
         peak = max(peak, current)
     return peak / 2**20
+
+
+def max_abs_error(a, b) -> float:
+    """The largest absolute difference between two tensors, compared in fp32."""
+    return (a.float() - b.float()).abs().max().item()
+
+
+def error_text(exc: BaseException) -> str:
+    """The first line of ``type: message`` of an exception (at most 300 characters), for a table's error column."""
+    text = f"{type(exc).__name__}: {exc}".strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:300]
+
+
+def nanmax(values) -> float:
+    """The largest of ``values``; NaN when there are none or any is NaN (a measurement that is missing
+    makes the claim built on it fail)."""
+    values = list(values)
+    if not values or any(math.isnan(x) for x in values):
+        return float("nan")
+    return max(values)
+
+
+def geomean(values) -> float:
+    """The geometric mean of ``values``; NaN when there are none, or any is NaN or not positive."""
+    values = list(values)
+    if not values or any(math.isnan(x) or x <= 0 for x in values):
+        return float("nan")
+    return math.exp(sum(math.log(x) for x in values) / len(values))

@@ -632,7 +632,7 @@ def test_extra_read_only_paths(repo, tmp_path):
 def test_without_a_writable_cgroup_limits_fall_back_per_process(repo, monkeypatch):
     from icml26.agents import sandbox_limits
 
-    monkeypatch.setattr(sandbox_module._limits, "cgroup_support", lambda: {})
+    monkeypatch.setattr(sandbox_limits, "cgroup_support", lambda: {})
     monkeypatch.setattr(sandbox_module, "_warn_once", lambda message: warnings.warn(message, RuntimeWarning))
     with pytest.warns(RuntimeWarning, match="not on the whole command"):
         box = Sandbox(repo, time_limit=20, memory_limit_mb=256, allow_unisolated=True)

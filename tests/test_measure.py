@@ -50,3 +50,19 @@ def test_minor_faults_count_fresh_pages_and_not_reused_ones():
 
     assert minor_faults_per_call(fresh, "cpu") > 8000  # 16384 pages touched
     assert minor_faults_per_call(reused, "cpu") < 1000
+
+
+def test_summaries_of_benchmark_rows_make_a_missing_measurement_fail_its_claim():
+    import math
+
+    import torch
+
+    from icml26.eval.measure import error_text, geomean, max_abs_error, nanmax
+
+    assert nanmax([1.0, 3.0, 2.0]) == 3.0
+    assert math.isnan(nanmax([1.0, float("nan")])) and math.isnan(nanmax([]))
+    assert math.isclose(geomean(x for x in (1.0, 4.0, 16.0)), 4.0)
+    assert all(math.isnan(geomean(v)) for v in ([], [1.0, 0.0], [2.0, float("nan")]))
+    assert max_abs_error(torch.tensor([1.0, 2.0], dtype=torch.bfloat16), torch.tensor([1.0, 2.5])) == 0.5
+    assert error_text(ValueError("bad shape\nsecond line")) == "ValueError: bad shape"
+    assert error_text(RuntimeError("x" * 400)) == ("RuntimeError: " + "x" * 400)[:300]

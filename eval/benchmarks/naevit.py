@@ -28,13 +28,19 @@ wall-clock timing): that shows the GPU code runs, its numbers mean nothing.
 from __future__ import annotations
 
 import math
-import statistics
-import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from icml26.errors import input_error
-from icml26.eval.measure import median_ms, peak_alloc_mb
+from icml26.eval.measure import (
+    error_text,
+    geomean,
+    interleaved_median_ms,
+    max_abs_error,
+    median_ms,
+    nanmax,
+    peak_alloc_mb,
+)
 from icml26.registry import benchmark
 from icml26.results import Claim, Result, to_jsonable
 
@@ -145,29 +151,6 @@ def _reference(p: _Problem) -> _Reference:
     return _Reference(*(torch.cat(ts) for ts in zip(*parts)))
 
 
-def _max_abs(a, b) -> float:
-    return (a.float() - b.float()).abs().max().item()
-
-
-def _error_text(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}".strip().splitlines()
-    return (text[0] if text else type(exc).__name__)[:300]
-
-
-def _nanmax(values) -> float:
-    values = list(values)
-    if not values or any(math.isnan(x) for x in values):
-        return float("nan")
-    return max(values)
-
-
-def _geomean(values) -> float:
-    values = list(values)
-    if not values or any(math.isnan(x) or x <= 0 for x in values):
-        return float("nan")
-    return math.exp(sum(math.log(x) for x in values) / len(values))
-
-
 # ------------------------------------------------------------------------------------------------
 # Backends: make(problem) -> (all_tokens, fn(q, k, v) -> out)
 # ------------------------------------------------------------------------------------------------
@@ -247,7 +230,7 @@ class _Candidate:
             thunk()
             return True
         except Exception as exc:  # recorded in the table; the benchmark goes on
-            self.errors.append(f"{phase}: {_error_text(exc)}")
+            self.errors.append(f"{phase}: {error_text(exc)}")
             self.row["error"] = "; ".join(self.errors)
             return False
 
@@ -279,12 +262,13 @@ class _Candidate:
 
         def check_fwd():
             out = fwd()
-            self.row["fwd_err"] = _max_abs(out[:, :, p.text_index] if all_tokens else out, ref.out)
+            self.row["fwd_err"] = max_abs_error(out[:, :, p.text_index] if all_tokens else out, ref.out)
 
         def check_grads():
             fwd_bwd()
             dq = q_in.grad[:, :, p.text_index] if all_tokens else q_in.grad
-            self.row["grad_err"] = max(_max_abs(dq, ref.dq), _max_abs(p.k.grad, ref.dk), _max_abs(p.v.grad, ref.dv))
+            self.row["grad_err"] = max(max_abs_error(dq, ref.dq), max_abs_error(p.k.grad, ref.dk),
+                                       max_abs_error(p.v.grad, ref.dv))
 
         if self.attempt("forward", check_fwd):
             self.timed["fwd"] = fwd
@@ -324,15 +308,9 @@ def _time_cpu_interleaved(candidates: list[_Candidate], phase: str, warmup: int,
     """Median wall time per backend, calling the backends in turn in every round, so that load from
     other processes on a shared machine lands on every backend alike instead of on one."""
     active = [c for c in candidates if phase in c.timed]
-    samples: dict[str, list[float]] = {c.name: [] for c in active}
-    for round_index in range(warmup + repeats):
-        for c in active:
-            start = time.perf_counter()
-            c.timed[phase]()
-            if round_index >= warmup:
-                samples[c.name].append(time.perf_counter() - start)
+    times = interleaved_median_ms({c.name: c.timed[phase] for c in active}, "cpu", warmup=warmup, repeats=repeats)
     for c in active:
-        c.row[f"{phase}_ms"] = 1e3 * statistics.median(samples[c.name])
+        c.row[f"{phase}_ms"] = times[c.name]
         c.p.clear_grads()
 
 
@@ -409,12 +387,12 @@ def _varlen_check(device, setup: dict, seed: int) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"backend": backend, **{n: float("nan") for n in names}, "error": ""}
         try:
             got = run(backend, dtype)
-            row.update({n: _max_abs(a, b) for n, a, b in zip(names, got, ref)})
+            row.update({n: max_abs_error(a, b) for n, a, b in zip(names, got, ref)})
         except Exception as exc:  # a crash of our kernel leaves NaN, so its claims fail
-            row["error"] = _error_text(exc)
+            row["error"] = error_text(exc)
         rows.append(row)
     rows.append({"backend": f"fp32 reference rounded to {setup['dtype']}",
-                 **{n: _max_abs(r.to(dtype), r) for n, r in zip(names, ref)}, "error": ""})
+                 **{n: max_abs_error(r.to(dtype), r) for n, r in zip(names, ref)}, "error": ""})
     return rows
 
 
@@ -465,7 +443,7 @@ def _metrics(rows, kind: str) -> dict[str, float]:
             metrics[f"{kind}.{r['backend']}.n{r['n_text']}.{key}"] = r[key]
     for name in dict.fromkeys(r["backend"] for r in rows):
         for key in ("fwd_err", "grad_err"):
-            metrics[f"{kind}.{name}.max_{key}"] = _nanmax(r[key] for r in rows if r["backend"] == name)
+            metrics[f"{kind}.{name}.max_{key}"] = nanmax(r[key] for r in rows if r["backend"] == name)
     return metrics
 
 
@@ -476,7 +454,7 @@ def _cpu_claims(rows, size: dict) -> list[Claim]:
                    f"(n_text={n0}, n_visual={size['n_visual']})",
                    _value(rows, "sdpa_split", "fwd_ms", n0), _value(rows, "sdpa_causal_all", "fwd_ms", n0), unit="ms"),
         Claim.at_most("CPU fp32: sdpa_split output agrees with the reference (max abs err over n_text)",
-                      _nanmax(r["fwd_err"] for r in rows if r["backend"] == "sdpa_split"), CPU_AGREEMENT_TOL),
+                      nanmax(r["fwd_err"] for r in rows if r["backend"] == "sdpa_split"), CPU_AGREEMENT_TOL),
     ]
 
 
@@ -484,10 +462,10 @@ def _gpu_claims(rows, varlen: list[dict]) -> list[Claim]:
     sizes = sorted({r["n_text"] for r in rows})
 
     def geo(backend, key):
-        return _geomean(_value(rows, backend, key, n) for n in sizes)
+        return geomean(_value(rows, backend, key, n) for n in sizes)
 
     def floor(backend_row, rounding_row, names):
-        return max(_nanmax(backend_row[n] for n in names), _nanmax(rounding_row[n] for n in names))
+        return max(nanmax(backend_row[n] for n in names), nanmax(rounding_row[n] for n in names))
 
     triton, split, rounding = varlen
     grads = ("dq_err", "dk_err", "dv_err")
@@ -498,11 +476,11 @@ def _gpu_claims(rows, varlen: list[dict]) -> list[Claim]:
                       triton["out_err"], floor(split, rounding, ("out_err",)), factor=f),
         Claim.at_most(f"GPU bf16 varlen: Triton dq/dk/dv max abs err vs fp32 reference <= {f:g}x stock SDPA's "
                       "(at least the bf16 rounding of the answer)",
-                      _nanmax(triton[n] for n in grads), floor(split, rounding, grads), factor=f),
+                      nanmax(triton[n] for n in grads), floor(split, rounding, grads), factor=f),
         Claim.at_most(f"GPU bf16 benchmark sizes: Triton output and grads max abs err <= {f:g}x sdpa_split's",
-                      _nanmax([_value(rows, "triton", "fwd_err", n) for n in sizes]
+                      nanmax([_value(rows, "triton", "fwd_err", n) for n in sizes]
                               + [_value(rows, "triton", "grad_err", n) for n in sizes]),
-                      _nanmax([_value(rows, "sdpa_split", "fwd_err", n) for n in sizes]
+                      nanmax([_value(rows, "sdpa_split", "fwd_err", n) for n in sizes]
                               + [_value(rows, "sdpa_split", "grad_err", n) for n in sizes]), factor=f),
         Claim.at_least("GPU: Triton forward is >= 1.2x faster than FlexAttention (FlexAttention's time vs "
                        "Triton's, geometric mean over n_text)", geo("flex", "fwd_ms"), geo("triton", "fwd_ms"),
