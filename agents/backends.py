@@ -22,8 +22,9 @@ protocol, message types, converters), :mod:`~icml26.agents.backends_http`,
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from icml26.errors import described, input_error
 

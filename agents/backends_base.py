@@ -9,8 +9,9 @@ and :mod:`icml26.agents.backends_scripted`; :mod:`icml26.agents.backends` is the
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from icml26.errors import described, input_error
 
@@ -43,7 +44,7 @@ class Usage:
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
-    def __add__(self, other: "Usage") -> "Usage":
+    def __add__(self, other: Usage) -> Usage:
         return Usage(self.prompt_tokens + other.prompt_tokens, self.completion_tokens + other.completion_tokens)
 
     def to_dict(self) -> dict:
@@ -67,7 +68,7 @@ class AssistantMessage:
 
     @classmethod
     def from_openai(cls, message: dict, usage: Usage | None = None, finish_reason: str | None = None,
-                    *, id_prefix: str = "call_") -> "AssistantMessage":
+                    *, id_prefix: str = "call_") -> AssistantMessage:
         """Read an OpenAI assistant message; tool calls left as ``<tool_call>`` text are parsed too
         (servers started without a tool parser return them inside ``content``)."""
         if not isinstance(message, dict):

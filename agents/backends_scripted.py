@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from .backends_base import AssistantMessage, BackendError, Usage, to_template_messages
 from .toolcalls import parse_tool_calls

@@ -50,7 +50,7 @@ class Trajectory:
                 "error": self.error}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Trajectory":
+    def from_dict(cls, data: dict) -> Trajectory:
         usage = data.get("usage") or {}
         return cls(messages=list(data["messages"]), tools=list(data.get("tools") or []),
                    submitted=bool(data["submitted"]), patch=data.get("patch") or "", steps=int(data["steps"]),

@@ -374,7 +374,7 @@ class Sandbox(ExecutionMixin):
             self._unmount_space()
             _rmtree(self._dir)
 
-    def __enter__(self) -> "Sandbox":
+    def __enter__(self) -> Sandbox:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -473,7 +473,7 @@ class Sandbox(ExecutionMixin):
 _LIMIT_ATTR = {"memory": "memory_limit_mb", "pids": "pids_limit", "disk": "disk_limit_mb"}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _warn_once(message: str) -> None:
     warnings.warn(message, RuntimeWarning, stacklevel=3)
 
@@ -481,7 +481,7 @@ def _warn_once(message: str) -> None:
 def _special_files(root: Path) -> list[str]:
     """What is neither a regular file, a folder nor a symlink under ``root`` (symlinks not followed)."""
     found = []
-    for current, dirs, files in os.walk(root):
+    for current, _dirs, files in os.walk(root):
         for name in files:
             path = os.path.join(current, name)
             mode = os.lstat(path).st_mode

@@ -67,7 +67,7 @@ def _launcher_argv(prefix: tuple[str, ...], spec: dict) -> list[str]:
     return [*prefix, sys.executable, "-I", "-S", _launcher.__file__, _launcher.LAUNCH_FLAG, _launcher.encode(spec)]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def isolation_support() -> tuple[tuple[str, ...] | None, str]:
     """``(unshare argv prefix, "")`` when isolated execution (namespaces and the new root) works here,
     else ``(None, reason)``.

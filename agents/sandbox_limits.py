@@ -99,7 +99,7 @@ def _writable_parent(path: str) -> bool:
     return True
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def cgroup_support() -> dict[str, tuple[str, str]]:
     """``{"memory" | "pids" | "cpu": (version, parent folder)}`` for each controller a per-command
     cgroup can use here; missing keys are controllers that cannot be used. Probed once per process,
@@ -199,7 +199,7 @@ class CommandCgroup:
         self._made: list[str] = []
 
     @classmethod
-    def create(cls, support: dict, *, memory_bytes: int | None, pids: int | None) -> "CommandCgroup":
+    def create(cls, support: dict, *, memory_bytes: int | None, pids: int | None) -> CommandCgroup:
         group = cls()
         name = f"icml26-sandbox-{os.getpid()}-{next(_counter)}"
         try:
@@ -356,7 +356,7 @@ def reap_stale(under: str | None = None) -> list[str]:
     return removed
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def reap_stale_once() -> None:
     reap_stale()
 

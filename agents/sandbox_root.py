@@ -55,7 +55,7 @@ def within(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def system_steps(extra_ro: tuple[str, ...], tmp_bytes: int) -> tuple:
     """The launcher's steps (see :func:`icml26.agents.sandbox_launcher._build_root`) common to every
     sandbox of this process: system folders, ``/etc``, ``/tmp``, ``/dev``, ``/proc``, this Python."""

@@ -7,7 +7,8 @@ import math
 import os
 import statistics
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 def sync(device) -> None:

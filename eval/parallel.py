@@ -9,7 +9,8 @@ would write the parent's ``results.json`` from another process).
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 #: Seconds between two relayed step counts of one phase (opening and closing always go through).
 RELAY_INTERVAL = 0.5

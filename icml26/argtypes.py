@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Callable
+from collections.abc import Callable
 
 
 def number(kind: type, what: str, ok: Callable[[float], bool]) -> Callable[[str], float]:

@@ -11,8 +11,8 @@ import importlib.util
 import shlex
 import socket
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from . import __version__
 from .argtypes import positive_int

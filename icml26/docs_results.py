@@ -34,8 +34,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from .errors import described, input_error
 from .report import claim_value, markdown_table, source_text, verdict

@@ -14,6 +14,7 @@ package (a folder, written with a trailing ``/``) whose ``__init__.py`` is its p
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 from .errors import input_error
 
 STATUSES = ("planned", "partial", "working")

@@ -19,10 +19,11 @@ and step are written into ``results.json`` with the run's heartbeat. :func:`trai
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any
 
-_listeners: list[Callable[["Phase", str], None]] = []
+_listeners: list[Callable[[Phase, str], None]] = []
 
 
 class Phase:

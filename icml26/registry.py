@@ -22,8 +22,9 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
+
 from .errors import InputError, described, input_error
 
 KINDS = ("experiment", "benchmark")

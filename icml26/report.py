@@ -105,7 +105,7 @@ def render_markdown(run: dict[str, Any]) -> str:
         f"- started: {run['started']}" + (f", finished: {run['finished']}" if run.get("finished") else ""),
         f"- command: `{run['command']}`",
         f"- source: {source_text(run.get('git'))}",
-        f"- versions: " + ", ".join(f"{k} {v}" for k, v in run.get("versions", {}).items()),
+        "- versions: " + ", ".join(f"{k} {v}" for k, v in run.get("versions", {}).items()),
         "",
         "## Summary",
         "",

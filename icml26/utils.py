@@ -8,6 +8,7 @@ import random
 import tempfile
 from pathlib import Path
 from typing import Any
+
 from .errors import input_error
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from icml26.errors import described, input_error
@@ -82,7 +82,7 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
-@lru_cache(maxsize=None)
+@cache
 def _triton_installed() -> bool:
     from importlib.util import find_spec
 

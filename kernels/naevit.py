@@ -42,15 +42,11 @@ import weakref
 from dataclasses import dataclass
 from functools import lru_cache
 from numbers import Real
-from typing import TYPE_CHECKING
 
 from icml26.errors import describe, described
 from icml26.validation import check_finite
 
 from ._backend import fail, fail_type, resolve_backend, values_checked
-
-if TYPE_CHECKING:
-    import torch
 
 OP = "naevit_attention"
 BACKENDS = ("auto", "triton", "torch", "sdpa_split")

@@ -51,14 +51,10 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import TYPE_CHECKING
 
 from icml26.errors import describe, described
 
-from ._backend import BACKENDS, fail, fail_type, resolve_backend, values_checked
-
-if TYPE_CHECKING:
-    import torch
+from ._backend import BACKENDS, fail, fail_type, resolve_backend, values_checked  # noqa: F401 (the op's backends)
 
 NORMS = ("sum", "mean")
 REFERENCE_CHUNK = 256  # l-chunk of the reference trig sums: memory O(G * chunk * I)

@@ -27,19 +27,15 @@ def test_list_shows_every_paper_and_registered_plugins(plugin_env, capsys):
     assert {r["key"] for r in rows} >= {p.key for p in PAPERS} | {"t_ok", "t_bench"}
 
 
-def test_list_does_not_import_torch_and_is_fast():
+def test_list_imports_no_heavy_library():
+    """``icml26 list`` stays instant because it imports neither torch nor numpy (timing lives in benchmarks)."""
     code = (
-        "import sys, time; t = time.perf_counter(); from icml26.cli import main; main(['list']); "
-        "dt = time.perf_counter() - t; "
+        "import sys; from icml26.cli import main; main(['list']); "
         "heavy = [m for m in ('torch', 'transformers', 'numpy', 'triton') if m in sys.modules]; "
-        "assert not heavy, heavy; print(dt)"
+        "assert not heavy, heavy"
     )
-    start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    wall = time.perf_counter() - start
     assert proc.returncode == 0, proc.stderr
-    assert float(proc.stdout.strip().splitlines()[-1]) < 1.0
-    assert wall < 2.0, f"`icml26 list` took {wall:.2f} s in a fresh interpreter"
 
 
 def test_reproduce_writes_report_results_and_figures(plugin_env, tmp_path, capsys):

@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 from trl import GRPOConfig, GRPOTrainer
@@ -370,8 +371,12 @@ def rollout_with_tools(model, tokenizer, prompts: list[list[dict]], tools: Seque
     ``max_turns`` tool rounds or ``max_completion_length`` completion tokens. Returns one completion (a list of
     assistant and tool messages) per prompt.
     """
-    from trl.chat_template_utils import (add_response_schema, get_training_chat_template,
-                                         is_chat_template_prefix_preserving, parse_response)
+    from trl.chat_template_utils import (
+        add_response_schema,
+        get_training_chat_template,
+        is_chat_template_prefix_preserving,
+        parse_response,
+    )
 
     if getattr(tokenizer, "response_template", None) is None and getattr(tokenizer, "response_schema", None) is None:
         add_response_schema(tokenizer)

@@ -24,13 +24,13 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from icml26.errors import described, input_error
-from icml26.validation import check_finite
 from icml26.utils import IGNORE_INDEX
+from icml26.validation import check_finite
 
 if TYPE_CHECKING:
     import torch
@@ -133,7 +133,7 @@ class SaisaDataCollator:
                             f"got {type(value).__name__}")
         return self._encode(value)
 
-    def __call__(self, examples: Sequence[Mapping[str, Any]]) -> dict[str, "torch.Tensor"]:
+    def __call__(self, examples: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
         import numpy as np
         import torch
 
@@ -240,7 +240,7 @@ class SaisaTrainingConfig:
         self.lora_target_modules = tuple(self.lora_target_modules)
 
     @classmethod
-    def paper(cls, **overrides) -> "SaisaTrainingConfig":
+    def paper(cls, **overrides) -> SaisaTrainingConfig:
         """LLaVA-1.5's recipe as the paper states it: one epoch per stage, lr 1e-3 then 2e-5, global
         batch 256 then 128, cosine with 3% warmup, no weight decay, bf16 (set ``batch_size`` and
         ``gradient_accumulation_steps`` so their product per device count gives those batches)."""
@@ -250,7 +250,7 @@ class SaisaTrainingConfig:
         base.update(overrides)
         return cls(**base)
 
-    def training_arguments(self, stage: int, output_dir: str) -> "TrainingArguments":
+    def training_arguments(self, stage: int, output_dir: str) -> TrainingArguments:
         """The ``TrainingArguments`` of stage 0, 1 or 2."""
         import torch
         from transformers import TrainingArguments
@@ -296,7 +296,7 @@ class SaisaTrainingOutput:
     model is not data).
     """
 
-    model: "PreTrainedModel"
+    model: PreTrainedModel
     log_history: dict[str, list[dict[str, Any]]]
 
     def __iter__(self) -> Iterator[Any]:

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 from icml26.errors import described, input_error
 
@@ -97,7 +97,7 @@ def load_benchmark(path: str | os.PathLike, *, question_field: str = "en_questio
                                   described(f"a record missing the {field!r} field, with {sorted(record)}"))
         try:
             answer = parse_answer(record[answer_field])
-        except ValueError as exc:
+        except ValueError:
             raise input_error("load_benchmark", f"{path.name} record {number}: {answer_field}",
                               "a finite number or 'No Best Solution'", record[answer_field]) from None
         item_id = str(record.get("id", number))

@@ -151,10 +151,8 @@ def _validate(args) -> int:
 
 
 def _eval(args) -> int:
+    from icml26.agents.optminer.bench import ENV_FOLDER, bench_folder, evaluate_folder, format_summary, infra_failure
     from icml26.errors import InputError, input_error
-
-    from icml26.agents.optminer.bench import (ENV_FOLDER, bench_folder, evaluate_folder, format_summary,
-                                              infra_failure)
 
     folder = bench_folder(args.bench_dir)
     if folder is None:
@@ -189,7 +187,7 @@ def _eval(args) -> int:
     scorer = Scorer(args.rtol, atol=args.atol, time_limit=args.time_limit, memory_limit_mb=args.memory_mb,
                     allow_unisolated=args.allow_unisolated)
     try:
-        scorer.sandbox  # build it now: a machine without isolation fails here, before any generation
+        scorer.sandbox  # noqa: B018 (a property that builds it) build it now: a machine without isolation fails here, before any generation
     except SandboxError as exc:
         return _infra_failure(f"{exc} (or pass --allow-unisolated)")
     with scorer:
@@ -256,8 +254,7 @@ def _benchmarks(paths) -> dict:
 def _decontaminate(args) -> int:
     import os
 
-    from icml26.agents.optminer.decontaminate import (benchmark_overlap, contaminated, load_training_texts,
-                                                      save_kept)
+    from icml26.agents.optminer.decontaminate import benchmark_overlap, contaminated, load_training_texts, save_kept
     from icml26.errors import input_error
     from icml26.utils import atomic_write_json
 

@@ -26,6 +26,7 @@ from .solve import solve_tree
 from .templates import _hex, apply_technique
 from .tree import Constraint, Link, Objective, Param, ProblemTree, Rhs, Term, fmt, goal_of, objective_text
 
+
 def _total(tree: ProblemTree, values: dict[str, float]) -> float:
     return sum(values[x] for x in tree.scenarios[0].primary)
 

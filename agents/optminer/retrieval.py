@@ -13,9 +13,9 @@ a Google-style docstring, which is what TRL's ``GRPOTrainer(tools=[...])`` and
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
 
 from icml26.errors import described, input_error
 

@@ -22,9 +22,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -32,10 +32,9 @@ from icml26.errors import input_error
 
 from .operators import fog, transfer, union
 from .retrieval import Document
-from .solve import agree, bounds_bind, verify
+from .solve import agree, bounds_bind
 from .templates import SCENARIOS, TECHNIQUES, apply_technique, distractor_documents, new_scenario
 from .tree import ProblemTree, read_param
-
 
 STAT_KEYS = ("attempts", "rejected_operator", "rejected_solver", "rejected_unstated_bound")
 

@@ -12,15 +12,26 @@ parameter. Every parameter sentence names its site, so sentences are unique with
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
 from icml26.errors import input_error
 
 from .retrieval import Document
-from .tree import (Constraint, ModelSubtree, Objective, Param, ProblemTree, Rhs, Scenario, Technique, Term,
-                   Variable, objective_text)
+from .tree import (
+    Constraint,
+    ModelSubtree,
+    Objective,
+    Param,
+    ProblemTree,
+    Rhs,
+    Scenario,
+    Technique,
+    Term,
+    Variable,
+    objective_text,
+)
 
 SITES = ["Alder", "Birch", "Cedar", "Dunmore", "Elmwood", "Fairholm", "Glenrock", "Hawthorn", "Ivybridge",
          "Juniper", "Kestrel", "Linden", "Marlow", "Northgate", "Oakfield", "Pinecrest", "Quarrytown", "Rowan",
@@ -141,7 +152,7 @@ def transportation(rng, sid: str, site: str) -> ProblemTree:
         supply = [s + int(np.ceil(short / len(srcs))) for s in supply]
     x, labels = {}, []
     for s, sup in zip(srcs, supply):
-        for d, dem in zip(dsts, demand):
+        for d, _dem in zip(dsts, demand):
             x[s, d] = b.v(f"x[{s},{d}]", "continuous", sup)  # implied: one lane carries at most its source's supply
             labels.append(f"units shipped by {name} from {s} to {d}")
             b.objective.append(Term(x[s, d], 1.0, b.p(f"cost[{s},{d}]", int(rng.integers(2, 21)),

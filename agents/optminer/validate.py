@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 from icml26.errors import input_error
 
@@ -278,7 +278,7 @@ def _level(r: _Reader, m) -> None:
     xs = [r.label(g) for g in _group(m["g"])]
     r._total = (m["site"], xs)
     above, below = r.new("above", "continuous"), r.new("below", "continuous")
-    r.row({**{x: 1.0 for x in xs}, above: -1.0, below: 1.0}, "==", float(m["v"]), plain=False)
+    r.row({**dict.fromkeys(xs, 1.0), above: -1.0, below: 1.0}, "==", float(m["v"]), plain=False)
     r._deviation = (above, below)
 
 
@@ -327,7 +327,7 @@ def _link(r: _Reader, m) -> None:
             raise TextError(f"a link names {noun!r}, whose scenario the text does not introduce")
         return r.scenarios[name].primary
     first, second = total(m["n1"]), total(m["n2"])
-    r.row({**{x: 1.0 for x in first}, **{x: -float(m["v"]) for x in second}}, "<=", 0.0)
+    r.row({**dict.fromkeys(first, 1.0), **{x: -float(m["v"]) for x in second}}, "<=", 0.0)
 
 
 def _objective(r: _Reader, m) -> None:

@@ -11,7 +11,6 @@ import sys
 from icml26.agents.backends import add_backend_arguments
 from icml26.argtypes import number, positive_float, positive_int
 
-
 _threshold = number(float, "a threshold in [0, 1] (1 = hard verification)", lambda v: 0 <= v <= 1)
 _dropout = number(float, "a dropout probability in [0, 1)", lambda v: 0 <= v < 1)
 

@@ -35,22 +35,45 @@ import random
 import shutil
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from icml26.errors import described, input_error
 
 from .exporter import GenerateSummary, Ledger, export
-from .prompts import (SYSTEM_PROMPT, VAGUE_TEMPLATES, load_demonstrations, parse_judge_answer,
-                           parse_pr_answer, render_instruction, render_judge_request, render_pr_request,
-                           render_vague_issue, summarize_steps)
-from .seeds import RepoError, SeedFunction, check_git_repo, find_seed_functions, head_commit, \
-    make_git_repo_from_package
+from .prompts import (
+    SYSTEM_PROMPT,
+    VAGUE_TEMPLATES,
+    load_demonstrations,
+    parse_judge_answer,
+    parse_pr_answer,
+    render_instruction,
+    render_judge_request,
+    render_pr_request,
+    render_vague_issue,
+    summarize_steps,
+)
 from .scripted.teacher import ScriptedTeacher
-from .verification import FilterConfig, changed_lines, check_threshold, count_changed_lines, filter_trajectory, \
-    patch_recall, verify
+from .seeds import (
+    RepoError,
+    SeedFunction,
+    check_git_repo,
+    find_seed_functions,
+    head_commit,
+    make_git_repo_from_package,
+)
+from .verification import (
+    FilterConfig,
+    changed_lines,
+    check_threshold,
+    count_changed_lines,
+    filter_trajectory,
+    patch_recall,
+    verify,
+)
 
 __all__ = ["Instance", "GenerateSummary", "FilterConfig", "ScriptedTeacher", "RepoError", "SeedFunction",
            "changed_lines", "count_changed_lines", "export", "filter_trajectory", "find_seed_functions", "generate",

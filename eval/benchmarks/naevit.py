@@ -28,8 +28,9 @@ wall-clock timing): that shows the GPU code runs, its numbers mean nothing.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from icml26.errors import input_error
 from icml26.eval.measure import (

@@ -35,8 +35,13 @@ def run(config, sizes: dict | None = None) -> Result:
 
     from icml26.eval.measure import interleaved_median_ms
     from icml26.eval.tasks.rdl_graph import premium_purchase_task, snapshot, synthetic_ecommerce
-    from icml26.models.rdl_graph import (RDLGraphConfig, RDLGraphModel, add_templates, candidate_templates,
-                                         count_messages)
+    from icml26.models.rdl_graph import (
+        RDLGraphConfig,
+        RDLGraphModel,
+        add_templates,
+        candidate_templates,
+        count_messages,
+    )
 
     size = dict(SIZES, **(sizes or {}))
     device = torch.device("cpu")  # the graphs are small and built with scipy: the benchmark is a CPU one

@@ -60,8 +60,8 @@ def _time_steps(model, splits, steps: int, warmup: int, threads: int, sample_mem
     """Train ``warmup + steps`` steps; return the timings of the last ``steps``."""
     import torch
 
-    from icml26.training.tfmixer import PAD_TO
     from icml26.models.tfmixer import IMTSCollator
+    from icml26.training.tfmixer import PAD_TO
 
     torch.set_num_threads(threads)
     collate = IMTSCollator(pad_to_multiple_of=PAD_TO)  # as train_forecaster
@@ -114,8 +114,7 @@ def _time_steps(model, splits, steps: int, warmup: int, threads: int, sample_mem
 
 
 def _load(data: dict):
-    from icml26.eval.tasks.tfmixer import SyntheticIMTSConfig, make_synthetic_imts
-    from icml26.eval.tasks.tfmixer import load_physionet2012
+    from icml26.eval.tasks.tfmixer import SyntheticIMTSConfig, load_physionet2012, make_synthetic_imts
 
     if data["source"] == "physionet":
         return load_physionet2012(data["path"], "tpatchgnn")

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from icml26.registry import experiment
-from icml26.utils import inner_seed
 from icml26.results import Claim, Result
+from icml26.utils import inner_seed
 
 #: The constant of claim 2 (see the module docstring; chosen from the analysis, not from a run).
 C_PRICE = 2.0
@@ -153,7 +153,7 @@ def accuracy_study(s: DPSelectSettings, seed: int, cells: list[tuple[int, float]
                         for size_, eps in cells:
                             if size_ != size:
                                 continue
-                            for e, (name, sel) in enumerate(_selectors(eps, inner_seed(seed, 12, f, t, size, r,
+                            for _e, (name, sel) in enumerate(_selectors(eps, inner_seed(seed, 12, f, t, size, r,
                                                                                        int(eps * 1000))).items()):
                                 sel.fit(cover, problem.samples)
                                 rows.append({**base, "epsilon": eps, "selector": name,
@@ -175,8 +175,14 @@ def _median(rows, key="tv", **where) -> float:
 def audit_study(s: DPSelectSettings, seed: int) -> list[dict[str, Any]]:
     """Exact worst privacy loss and the Monte-Carlo audit of each selector on the small instance."""
     from icml26.eval.tasks.dp_select import audit_instance
-    from icml26.training.dp_select import BKSWSelector, PrivateMDE, StrongSetEM
-    from icml26.training.dp_select import ForgottenFactorMDE, audit_epsilon, exact_privacy_loss
+    from icml26.training.dp_select import (
+        BKSWSelector,
+        ForgottenFactorMDE,
+        PrivateMDE,
+        StrongSetEM,
+        audit_epsilon,
+        exact_privacy_loss,
+    )
 
     H, x = audit_instance(AUDIT_INSTANCE)  # fixed, as in the tests: the seed varies the draws
     rs = inner_seed(seed, 21)

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from icml26.registry import experiment
-from icml26.utils import inner_seed
 from icml26.results import Claim, Result
+from icml26.utils import inner_seed
 
 METHODS = ("oracle", "lowvar", "easyllp", "dllp")
 
@@ -212,8 +212,7 @@ def selection_study(s: LLPSettings, seed: int) -> dict[str, Any]:
 
     from icml26.eval.tasks.llp import logistic_model
     from icml26.progress import phase
-    from icml26.training.llp import random_bags
-    from icml26.training.llp import candidate_bag_estimates, tournament_from_estimates
+    from icml26.training.llp import candidate_bag_estimates, random_bags, tournament_from_estimates
 
     torch.set_num_threads(1)
     data = logistic_model(D, PRIOR, 1.0, seed=inner_seed(seed, 30))

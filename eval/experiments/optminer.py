@@ -21,7 +21,6 @@
 from __future__ import annotations
 
 import statistics
-
 from dataclasses import dataclass
 
 from icml26.registry import experiment
@@ -72,6 +71,7 @@ def _check_instance(inst, corpus) -> dict:
 
 
 def _synthesis_and_gaps(seed: int, n: int, n_unions: int) -> tuple[dict, list[dict]]:
+    import dataclasses
     import time
 
     import numpy as np
@@ -80,11 +80,8 @@ def _synthesis_and_gaps(seed: int, n: int, n_unions: int) -> tuple[dict, list[di
     from icml26.agents.optminer.retrieval import BM25Corpus
     from icml26.agents.optminer.synth import build_corpus, synthesize
     from icml26.agents.optminer.templates import SCENARIOS, new_scenario
-    from icml26.progress import phase
-
-    import dataclasses
-
     from icml26.agents.optminer.validate import validate
+    from icml26.progress import phase
 
     start = time.perf_counter()
     with phase("synthesis"):
@@ -226,7 +223,8 @@ def run_experiment(config, settings: OptMinerSettings | None = None, *, bench_fo
     (default: ``$ICML26_OPTBENCH``) holds the benchmark files of claim 4."""
     import os
 
-    from icml26.agents.optminer.bench import ENV_FOLDER, bench_folder as resolve_folder
+    from icml26.agents.optminer.bench import ENV_FOLDER
+    from icml26.agents.optminer.bench import bench_folder as resolve_folder
     from icml26.progress import phase
     from icml26.results import Claim, Result
 

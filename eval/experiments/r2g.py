@@ -274,7 +274,7 @@ def _figures(results: dict[str, dict[int, Any]]):
 
     acc, ax = plt.subplots(figsize=(7.5, 4.2))
     for arm, runs in results.items():
-        for i, (seed, h) in enumerate(sorted(runs.items())):
+        for i, (_seed, h) in enumerate(sorted(runs.items())):
             ax.plot(h.step, h.test_acc, color=COLORS[arm], label=f"{arm} test" if i == 0 else None)
             ax.plot(h.step, h.train_acc, color=COLORS[arm], ls=":", alpha=0.5, label=f"{arm} train" if i == 0 else None)
     for x, text in ((GROKFAST_EMA_STEPS, "Grokfast-EMA 910"), (GROKFAST_BASELINE_STEPS, "baseline 39,890")):
@@ -295,7 +295,7 @@ def _figures(results: dict[str, dict[int, Any]]):
            title="steps to 95% test accuracy per arm and seed")
     geo, axes = plt.subplots(1, 2, figsize=(11, 3.6))
     for arm, runs in results.items():
-        for i, (seed, h) in enumerate(sorted(runs.items())):
+        for i, (_seed, h) in enumerate(sorted(runs.items())):
             axes[0].plot(h.geo_step, h.angular_dist, color=COLORS[arm], label=arm if i == 0 else None)
             axes[1].plot(h.geo_step, h.v_norm, color=COLORS[arm])
     axes[0].set(xlabel="step", title="angular spread (mean pairwise cosine distance) of operand V")
@@ -469,7 +469,7 @@ def _p31_figures(results: dict, arms: list[str]):
 
     acc, ax = plt.subplots(figsize=(7, 4))
     for arm in arms:
-        for i, (seed, h) in enumerate(sorted(results[arm].items())):
+        for i, (_seed, h) in enumerate(sorted(results[arm].items())):
             ax.plot(h.step, h.test_acc, color=P31_COLORS[arm], label=f"{arm} test" if i == 0 else None)
             ax.plot(h.step, h.train_acc, color=P31_COLORS[arm], ls=":", alpha=0.6,
                     label=f"{arm} train" if i == 0 else None)
@@ -478,7 +478,7 @@ def _p31_figures(results: dict, arms: list[str]):
     ax.legend(fontsize=7, ncol=2)
     geo, axes = plt.subplots(1, 3, figsize=(13, 3.6))
     for arm in arms:
-        for i, (seed, h) in enumerate(sorted(results[arm].items())):
+        for i, (_seed, h) in enumerate(sorted(results[arm].items())):
             for a, key in zip(axes, ("angular_dist", "v_norm", "fourier_gini")):
                 a.plot(h.step, getattr(h, key), color=P31_COLORS[arm], label=arm if i == 0 else None)
     for a, title in zip(axes, ("mean pairwise cosine distance of operand V", "mean ||V|| of operands",

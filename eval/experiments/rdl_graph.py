@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from icml26.registry import experiment
-from icml26.utils import inner_seed
 from icml26.results import Claim, Result
+from icml26.utils import inner_seed
 
 RELEVANT = "2hop::category->product->order"
 DISTRACTOR = "page_view"
@@ -89,8 +89,13 @@ _SHARED: dict[int, dict[str, Any]] = {}
 
 def build_data(s: RDLSettings, seed: int) -> dict[str, Any]:
     """The database, its snapshots per split and the candidate templates (built once per seed)."""
-    from icml26.eval.tasks.rdl_graph import (column_stats, premium_purchase_task, snapshots, split_seed_times,
-                                         synthetic_ecommerce)
+    from icml26.eval.tasks.rdl_graph import (
+        column_stats,
+        premium_purchase_task,
+        snapshots,
+        split_seed_times,
+        synthetic_ecommerce,
+    )
     from icml26.models.rdl_graph import add_templates, candidate_templates
 
     db = synthetic_ecommerce(inner_seed(seed, 0), n_users=s.users, page_views_per_user=s.page_views_per_user)

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from icml26.registry import experiment
-from icml26.utils import inner_seed
 from icml26.results import Claim, Result
+from icml26.utils import inner_seed
 
 
 @dataclass(frozen=True)

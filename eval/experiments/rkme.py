@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from icml26.registry import experiment
-from icml26.utils import inner_seed
 from icml26.results import Claim, Result
+from icml26.utils import inner_seed
 
 RAW = "reduce=False"
 
@@ -105,7 +105,7 @@ def market_study(s: RKMESettings, seed: int) -> dict[str, Any]:
         fit_s[_label(m)] = (time.process_time() - start) / 10
         markets[_label(m)], fidelity[_label(m)] = market, float(np.median(values))
     rng = np.random.default_rng(inner_seed(seed, 4))
-    hits = {k: 0 for k in markets}
+    hits = dict.fromkeys(markets, 0)
     reuse = {k: [] for k in markets}
     mix_ok = []
     any_market = next(iter(markets.values()))

@@ -83,8 +83,13 @@ LABELS = {"tfmixer": "TFMixer", "no_gfm": "no GFM (LTM only)", "no_ltm": "no LTM
 
 def build_model(name: str, num_channels: int):
     """A fresh model by name: a TFMixer variant of :data:`VARIANTS`, ``"mtan"``, ``"locf"`` or ``"mean"``."""
-    from icml26.models.tfmixer import (HistoryMeanForecaster, LOCFForecaster, MTANForecaster, TFMixerConfig,
-                                       TFMixerForForecasting)
+    from icml26.models.tfmixer import (
+        HistoryMeanForecaster,
+        LOCFForecaster,
+        MTANForecaster,
+        TFMixerConfig,
+        TFMixerForForecasting,
+    )
 
     if name in VARIANTS:
         return TFMixerForForecasting(TFMixerConfig(num_channels=num_channels, **VARIANTS[name]))
@@ -115,8 +120,14 @@ def build_physionet_model(name: str, splits):
     ``locf``, ``mean``, ``blend``: :class:`~icml26.models.tfmixer.MeanReversionForecaster`): every
     model fills an empty channel from the training mean (the protocol's rule for the baselines; a
     learnt start for TFMixer) and trains on the per-variable loss."""
-    from icml26.models.tfmixer import (HistoryMeanForecaster, LOCFForecaster, MeanReversionForecaster, MTANForecaster,
-                                       TFMixerConfig, TFMixerForForecasting)
+    from icml26.models.tfmixer import (
+        HistoryMeanForecaster,
+        LOCFForecaster,
+        MeanReversionForecaster,
+        MTANForecaster,
+        TFMixerConfig,
+        TFMixerForForecasting,
+    )
 
     c, fallback = splits.train.num_channels, splits.info["train_mean"]
     if name in PHYSIONET_VARIANTS:

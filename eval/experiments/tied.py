@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from icml26.registry import experiment
-from icml26.utils import inner_seed
 from icml26.results import Claim, Result
+from icml26.utils import inner_seed
 
 
 @dataclass(frozen=True)
@@ -239,9 +239,9 @@ def run_experiment(config, settings: TIEDSettings | None = None) -> Result:
 
 def _run_seed(config, s: TIEDSettings, seed: int) -> Result:
     from icml26.eval.tasks.tied import accuracy, fit_ppca, load_digit_images
-    from icml26.training.tied import train_classifier
     from icml26.models.tied.energies import BoundaryPenalty, PPCAEnergy
     from icml26.progress import phase
+    from icml26.training.tied import train_classifier
 
     result = Result()
     m = result.metrics
@@ -294,8 +294,8 @@ def _run_seed(config, s: TIEDSettings, seed: int) -> Result:
         result.add_claim(Claim.greater(f"SO(3): KS of kinetic Langevin started from TIED's initial draws ({r3['K'] * r3['M']} "
                                        f"steps, h = 0.01, friction 5; its share X11 > 0: {lg['positive']:.3f}) vs TIED's KS",
                                        lg["ks"], t3["ks"]))
-        result.add_claim(Claim.at_least(f"SO(3): kinetic Langevin from I on the same budget stays in one mode "
-                                        f"(share X11 > 0)", r3["langevin_identity"]["positive"], 0.95))
+        result.add_claim(Claim.at_least("SO(3): kinetic Langevin from I on the same budget stays in one mode "
+                                        "(share X11 > 0)", r3["langevin_identity"]["positive"], 0.95))
     if any(r["n"] == 5 for r in so):
         t5 = next(r for r in so if r["n"] == 5)["tied"]
         result.add_claim(Claim.at_most("SO(5): KS distance of TIED's X11 to the closed-form marginal", t5["ks"], 0.12))

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from icml26.registry import experiment
-from icml26.utils import inner_seed
 from icml26.results import Claim, Result
+from icml26.utils import inner_seed
 
 METHODS = ("1-step TD", "DTD(lambda)", "MBTD(lambda)", "GHM", "UHM")
 
@@ -427,9 +427,14 @@ def pointmaze_study(s, seed: int) -> dict[str, Any]:
     from icml26.eval.tasks import uhm as mazes
     from icml26.models.uhm import UHMConfig, UniversalHorizonModel
     from icml26.progress import phase
-    from icml26.training.uhm import winsorized
-    from icml26.training.uhm import (ActorCriticConfig, OfflineActorCritic, TDFlowUpdater, TorchOneStepTD,
-                                     TorchUHMTarget)
+    from icml26.training.uhm import (
+        ActorCriticConfig,
+        OfflineActorCritic,
+        TDFlowUpdater,
+        TorchOneStepTD,
+        TorchUHMTarget,
+        winsorized,
+    )
 
     env = mazes.PointMaze2D(size=s.maze_size, seed=inner_seed(seed, 0) % 2 ** 31)
     data = mazes.collect_pointmaze_navigate(env, s.pm_transitions, seed=inner_seed(seed, 7))

@@ -18,8 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from icml26.errors import input_error
-from icml26.training.dp_select import (HypothesisClass, agnostic_truth, dirichlet_class, gaussian_cover,
-                                               sample, tv)
+from icml26.training.dp_select import HypothesisClass, agnostic_truth, dirichlet_class, gaussian_cover, sample, tv
 
 FAMILIES = ("gaussian", "dirichlet")
 TRUTHS = ("realizable", "agnostic")

@@ -14,8 +14,8 @@ directly from their joint Gaussian, which is how the variance study draws millio
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 

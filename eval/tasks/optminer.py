@@ -43,8 +43,9 @@ import json
 import random
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from icml26.errors import input_error
 

@@ -25,8 +25,9 @@ which the tiny LLM learns the language before it sees any image.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 from icml26.errors import described, input_error
 from icml26.utils import IGNORE_INDEX
@@ -75,7 +76,7 @@ def _all_words() -> list[str]:
     return sorted(w for w in words if not w.startswith("{"))
 
 
-def build_tokenizer() -> "PreTrainedTokenizerFast":
+def build_tokenizer() -> PreTrainedTokenizerFast:
     """The word-level tokenizer: ``<pad>`` = 0, ``<eos>`` = 1, ``<unk>`` = 2, then the words sorted."""
     from tokenizers import Tokenizer
     from tokenizers.models import WordLevel
@@ -89,7 +90,7 @@ def build_tokenizer() -> "PreTrainedTokenizerFast":
                                    padding_side="right", model_input_names=["input_ids", "attention_mask"])
 
 
-def load_images() -> tuple["np.ndarray", "np.ndarray"]:
+def load_images() -> tuple[np.ndarray, np.ndarray]:
     """All digits as ``float32 [1797, 1, 8, 8]`` in [0, 1], and their labels ``[1797]``."""
     import numpy as np
     from sklearn.datasets import load_digits
@@ -111,7 +112,7 @@ def top_is_brighter(image: Any) -> bool:
 
 
 def split_indices(n: int, labels: Sequence[int] | None = None, *, test_fraction: float = 0.3,
-                  seed: int = 0) -> tuple["np.ndarray", "np.ndarray"]:
+                  seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Sorted train and test indices of a stratified ``1 - test_fraction`` / ``test_fraction`` split."""
     import numpy as np
     from sklearn.model_selection import train_test_split
@@ -123,7 +124,7 @@ def split_indices(n: int, labels: Sequence[int] | None = None, *, test_fraction:
 
 
 def make_vqa_dataset(split: str = "train", tasks: Sequence[str] = ("digit", "yesno"), *, test_fraction: float = 0.3,
-                     split_seed: int = 0, digits: tuple | None = None) -> "Dataset":
+                     split_seed: int = 0, digits: tuple | None = None) -> Dataset:
     """One example per (image of ``split``, task), with fields ``image`` (``[1, 8, 8]``), ``prefix``,
     ``prompt``, ``answer``, ``task``, ``digit`` and ``image_index`` (row in ``load_digits``).
 
@@ -170,7 +171,7 @@ def make_vqa_dataset(split: str = "train", tasks: Sequence[str] = ("digit", "yes
     return Dataset(pa.table(columns))
 
 
-def make_text_dataset(n: int = 4000, *, seed: int = 0) -> "Dataset":
+def make_text_dataset(n: int = 4000, *, seed: int = 0) -> Dataset:
     """Stage-0 text (no images): ``n`` sentences with a ``text`` field, each starting with the system prompt.
 
     Half are the task templates with a random digit and answer (the LLM learns the answer format,
@@ -202,11 +203,11 @@ def make_text_dataset(n: int = 4000, *, seed: int = 0) -> "Dataset":
 class DigitsVQA:
     """Everything the SAISA experiment trains and tests on (:func:`load_digits_vqa`)."""
 
-    tokenizer: "PreTrainedTokenizerFast"
-    text: "Dataset"  # stage 0: LM pre-training, field "text"
-    captions: "Dataset"  # stage 1: train images, task "caption"
-    train: "Dataset"  # stage 2: train images, tasks "digit" and "yesno"
-    test: "Dataset"  # test images, tasks "digit" and "yesno"
+    tokenizer: PreTrainedTokenizerFast
+    text: Dataset  # stage 0: LM pre-training, field "text"
+    captions: Dataset  # stage 1: train images, task "caption"
+    train: Dataset  # stage 2: train images, tasks "digit" and "yesno"
+    test: Dataset  # test images, tasks "digit" and "yesno"
 
 
 def load_digits_vqa(*, n_text: int = 4000, test_fraction: float = 0.3, split_seed: int = 0,
@@ -222,7 +223,7 @@ def load_digits_vqa(*, n_text: int = 4000, test_fraction: float = 0.3, split_see
     )
 
 
-def evaluate_accuracy(model, dataset: "Dataset", collator, task: str | Sequence[str] | None = None, *,
+def evaluate_accuracy(model, dataset: Dataset, collator, task: str | Sequence[str] | None = None, *,
                       batch_size: int = 256, task_field: str = "task") -> dict[str, float]:
     """Greedy exact-match accuracy (in [0, 1]) of the answers, per task.
 

@@ -14,7 +14,8 @@ Reconstruction: SERA (arXiv 2601.20789) reports SWE-bench resolve rates; these C
 from __future__ import annotations
 
 import random
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from icml26.agents.backends import to_template_messages
 from icml26.errors import described, input_error

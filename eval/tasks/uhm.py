@@ -168,7 +168,7 @@ def _episodes(env: GridMaze, n_transitions: int, episode_length: int, choose, se
         raise input_error("collect", "episode_length", "an int >= 1", episode_length)
     rng = np.random.default_rng(seed)
     n_ep = -(-n_transitions // episode_length)
-    S, A = env.n_states, env.n_actions
+    S = env.n_states
     cdf = np.cumsum(env.P, axis=-1)
     obs = np.empty((n_ep, episode_length), dtype=np.int64)
     act = np.empty_like(obs)

@@ -33,8 +33,9 @@ raw columns (``column_gating="columns"``; the release's tiling of the gate over 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -44,8 +45,8 @@ from transformers import initialization as init
 from transformers.utils import ModelOutput
 
 from icml26.errors import described, input_error
+from icml26.models.rdl_graph.templates import TemplateSpec, add_templates, parse_template
 from icml26.validation import check_finite
-from icml26.models.rdl_graph.templates import (TemplateSpec, add_templates, parse_template)
 
 __all__ = ["HardConcreteGate", "RDLGraphConfig", "RDLGraphModel", "RDLGraphOutput", "RDLGraphPlan",
     "COLUMN_GATINGS", "NEIGHBOR_AGGRS"]
@@ -473,7 +474,7 @@ class RDLGraphModel(RDLGraphPreTrainedModel):
     # -- gate values ----------------------------------------------------------------------------
     def _gate_values(self) -> dict[str, dict[str, torch.Tensor]]:
         cfg, one = self.config, torch.ones((), device=self.head[0].weight.device)
-        table = {t: one for t in cfg.tables}
+        table = dict.fromkeys(cfg.tables, one)
         if self.table_gate is not None:
             table.update(zip(self.gated_tables, self.table_gate().unbind(0)))
         template = {s.name: one for s in self.specs}
@@ -554,7 +555,7 @@ class RDLGraphModel(RDLGraphPreTrainedModel):
     def optimized_plan(self) -> RDLGraphPlan:
         """Kept and closed tables, columns and templates by the deterministic gates (closed iff value == 0)."""
         cfg = self.config
-        table = {t: 1.0 for t in cfg.tables}
+        table = dict.fromkeys(cfg.tables, 1.0)
         if self.table_gate is not None:
             table.update(zip(self.gated_tables, self.table_gate.deterministic().tolist()))
         template = {s.name: 1.0 for s in self.specs}

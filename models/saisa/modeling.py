@@ -40,8 +40,15 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import (AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForImageTextToText, GenerationMixin,
-                          PretrainedConfig, PreTrainedModel)
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForCausalLM,
+    AutoModelForImageTextToText,
+    GenerationMixin,
+    PretrainedConfig,
+    PreTrainedModel,
+)
 from transformers import initialization as init
 from transformers.cache_utils import Cache, DynamicCache
 from transformers.configuration_utils import SubConfigSpec
@@ -49,8 +56,8 @@ from transformers.modeling_outputs import BaseModelOutput, CausalLMOutputWithPas
 from transformers.utils import logging
 
 from icml26.errors import describe, described, input_error
-from icml26.kernels.naevit import naevit_attention
 from icml26.kernels import values_checked
+from icml26.kernels.naevit import naevit_attention
 from icml26.utils import IGNORE_INDEX, atomic_write_text
 
 ARCHITECTURES = ("saisa", "llava", "naevit_llava")
@@ -361,7 +368,7 @@ class SaisaForConditionalGeneration(SaisaPreTrainedModel, GenerationMixin):
     @classmethod
     def from_text_model(cls, language_model: PreTrainedModel, vision_tower: PreTrainedModel | None = None, *,
                         architecture: str = "saisa", image_token_id: int | None = None,
-                        **config_kwargs) -> "SaisaForConditionalGeneration":
+                        **config_kwargs) -> SaisaForConditionalGeneration:
         """Wrap an existing HF causal LM (weights untouched) and vision encoder as a SAISA model.
 
         ``vision_tower`` defaults to the built-in patch encoder; ``config_kwargs`` go to

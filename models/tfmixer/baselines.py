@@ -9,7 +9,7 @@ least squares) and :class:`MTANForecaster` (a small deterministic mTAN, Shukla &
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -17,8 +17,13 @@ from torch import nn
 
 from icml26.errors import described, input_error
 from icml26.models.tfmixer.data import IMTSCollator, IMTSDataset
-from icml26.models.tfmixer.modeling import (LOSS_REDUCTIONS, TFMixerForecastOutput, TimeEncoding, check_imts_inputs,
-                                            masked_mse)
+from icml26.models.tfmixer.modeling import (
+    LOSS_REDUCTIONS,
+    TFMixerForecastOutput,
+    TimeEncoding,
+    check_imts_inputs,
+    masked_mse,
+)
 
 __all__ = ["HistoryMeanForecaster", "LOCFForecaster", "MTANForecaster", "MeanReversionForecaster"]
 
@@ -107,7 +112,7 @@ class MeanReversionForecaster(_FillBaseline):
         fill = self._fill(torch.zeros_like(last), torch.zeros_like(observed))  # fill_value everywhere
         return self._fill(last, observed), self._fill(mean, observed), fill
 
-    def fit(self, dataset: IMTSDataset, batch_size: int = 512) -> "MeanReversionForecaster":
+    def fit(self, dataset: IMTSDataset, batch_size: int = 512) -> MeanReversionForecaster:
         """Fit ``a, b, d`` per channel on every observed target of ``dataset``; returns self."""
         collate = IMTSCollator()
         rows: list[list[np.ndarray]] = []

@@ -13,8 +13,8 @@ are unobserved (mask False), so they change nothing in any model here.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 import torch

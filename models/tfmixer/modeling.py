@@ -47,10 +47,10 @@ from transformers import initialization as init
 from transformers.utils import ModelOutput, logging
 
 from icml26.errors import describe, described, input_error
-from icml26.validation import check_finite
-from icml26.kernels.nudft import BACKENDS, NORMS
 from icml26.kernels import values_checked
+from icml26.kernels.nudft import BACKENDS, NORMS
 from icml26.kernels.nudft_layers import INITS, NUDFT, InverseNUDFT
+from icml26.validation import check_finite
 
 logger = logging.get_logger(__name__)
 
@@ -563,7 +563,7 @@ class TFMixerPreTrainedModel(PreTrainedModel):
         elif isinstance(module, InverseNUDFT) and isinstance(module.coef, nn.Parameter):
             init.constant_(module.coef, self.config.seasonal_coef)
         elif isinstance(module, (LocalTimeModule, GlobalFrequencyModule)):
-            for name, param in module.named_parameters(recurse=False):
+            for _name, param in module.named_parameters(recurse=False):
                 init.normal_(param, mean=0.0, std=std)
         if isinstance(getattr(module, "channel_fallback", None), nn.Parameter):
             fallback = self.config.channel_fallback

@@ -20,7 +20,7 @@ All return a :class:`~icml26.models.tied.sampler.TIEDResult` (lowest energy over
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -88,7 +88,7 @@ class RandomBestOfN(_ImageBaseline):
         self.chunk = check_int("RandomBestOfN", "chunk", chunk, low=1)
 
     @classmethod
-    def matched(cls, group, energy, config, **kwargs) -> "RandomBestOfN":
+    def matched(cls, group, energy, config, **kwargs) -> RandomBestOfN:
         from .sampler import forward_marginal_std
 
         per_hypothesis = config.energy_evaluations // config.hypotheses

@@ -29,12 +29,12 @@ class Energy(nn.Module):
     def forward(self, x: torch.Tensor, grid: torch.Tensor | None = None) -> torch.Tensor:  # pragma: no cover
         raise NotImplementedError
 
-    def __add__(self, other) -> "SumEnergy":
+    def __add__(self, other) -> SumEnergy:
         if not callable(other):
             return NotImplemented
         return SumEnergy(self, other)
 
-    def __radd__(self, other) -> "SumEnergy":
+    def __radd__(self, other) -> SumEnergy:
         if not callable(other):
             return NotImplemented
         return SumEnergy(other, self)
@@ -104,7 +104,7 @@ class PPCAEnergy(Energy):
         self.noise_variance, self.temperature = float(noise_variance), float(temperature)
 
     @classmethod
-    def from_sklearn(cls, pca, temperature: float = 1.0) -> "PPCAEnergy":
+    def from_sklearn(cls, pca, temperature: float = 1.0) -> PPCAEnergy:
         """From a fitted ``sklearn.decomposition.PCA`` (``whiten=False``): ``mean_``, ``components_``,
         ``explained_variance_`` and ``noise_variance_``."""
         if not hasattr(pca, "components_") or not hasattr(pca, "noise_variance_"):

@@ -18,7 +18,7 @@ up to interpolation and the zero padding.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 

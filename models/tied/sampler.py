@@ -29,8 +29,8 @@ pipeline). Two options of ours (both on by default, both exact or equal in law):
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Callable
 
 import torch
 

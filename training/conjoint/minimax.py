@@ -21,10 +21,9 @@ import numpy as np
 import torch
 
 from icml26.errors import input_error
-from icml26.validation import check_finite
-
-from icml26.training.conjoint.policy import PENALTIES, _initial_logits, _softmax_split, ascend, penalty
 from icml26.training.conjoint.model import DTYPE, MAX_PROFILES, PairedConjointLogit, _profile_table
+from icml26.training.conjoint.policy import PENALTIES, _initial_logits, _softmax_split, ascend, penalty
+from icml26.validation import check_finite
 
 PLAYERS = ("A", "B")
 
@@ -242,7 +241,7 @@ class MinimaxPolicy:
         L = float(torch.linalg.matrix_norm(torch.func.jacrev(field)(torch.cat([a, b])), ord=2))
         lr, previous = (0.5 / max(L, 1e-12) if self.lr is None else self.lr), None
         self.lr_used_ = lr
-        for step in range(1, self.n_steps + 1):
+        for step in range(1, self.n_steps + 1):  # noqa: B007 (the count is read after the loop)
             g_a, g_b = grads(a, b)
             if self.method == "extragradient":
                 h_a, h_b = grads(a + lr * g_a, b + lr * g_b)

@@ -29,9 +29,8 @@ import numpy as np
 import torch
 
 from icml26.errors import input_error
-from icml26.validation import check_finite
-
 from icml26.training.conjoint.model import DTYPE, FactorialDesign, PairedConjointLogit, _design_from_data
+from icml26.validation import check_finite
 
 __all__ = ["AverageCasePolicy", "AverageCasePolicyCV", "penalty", "PENALTIES", "closed_form_system"]
 

@@ -12,15 +12,15 @@ selector (the exponential mechanism without its factor 2) that an audit must cat
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
 from icml26.errors import input_error
+from icml26.training.dp_select.selection import PrivateMDE, as_class, check_samples
 from icml26.validation import check_finite, check_int
-
-from icml26.training.dp_select.selection import PrivateMDE, check_samples, as_class
 
 __all__ = ["AuditResult", "ForgottenFactorMDE", "audit_epsilon", "clopper_pearson", "exact_privacy_loss",
            "neighbours"]

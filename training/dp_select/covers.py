@@ -12,9 +12,8 @@ from typing import Any
 import numpy as np
 
 from icml26.errors import input_error
-from icml26.validation import check_finite, check_int
-
 from icml26.training.dp_select.selection import check_hypotheses
+from icml26.validation import check_finite, check_int
 
 __all__ = ["agnostic_truth", "dirichlet_class", "gaussian_cover", "sample", "tv"]
 

@@ -56,10 +56,15 @@ import numpy as np
 from sklearn.base import BaseEstimator
 
 from icml26.errors import describe, described, input_error
+from icml26.training.dp_select.noise import (
+    _backend,
+    _epsilon,
+    em_probabilities,
+    exponential_mechanism,
+    gumbel_max_draws,
+    lazy_exponential_mechanism,
+)
 from icml26.validation import check_finite, check_int
-
-from icml26.training.dp_select.noise import (_backend, _epsilon, em_probabilities, exponential_mechanism,
-                                      gumbel_max_draws, lazy_exponential_mechanism)
 
 __all__ = ["BKSWSelector", "default_k", "mde_distances", "HypothesisClass", "MinimumDistanceEstimate", "PrivateMDE", "ScheffeTable",
     "ScheffeTournament", "check_hypotheses", "check_samples", "knockout_tournament", "scheffe_table"]

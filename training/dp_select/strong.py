@@ -15,10 +15,17 @@ from typing import Any
 import numpy as np
 
 from icml26.errors import input_error
+from icml26.training.dp_select.selection import (
+    CHUNK_PAIRS,
+    _check_k,
+    _deviations,
+    _Selector,
+    default_k,
+    em_probabilities,
+    exponential_mechanism,
+    gumbel_max_draws,
+)
 from icml26.validation import check_finite, check_int
-
-from icml26.training.dp_select.selection import (CHUNK_PAIRS, _check_k, _deviations, _Selector, default_k,
-                                em_probabilities, exponential_mechanism, gumbel_max_draws)
 
 __all__ = ["StrongSetEM", "MAX_STAGE1_OUTCOMES"]
 

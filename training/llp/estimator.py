@@ -18,18 +18,18 @@ ICML 2026); the estimators are in :mod:`icml26.training.llp.risk`.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from icml26.errors import describe, described, input_error
-from icml26.validation import check_choice, check_finite, check_int
-
 from icml26.training.llp.risk import BASE_LOSSES, METHODS, LLPLoss, _prior, check_bags, pad_bags, per_class_losses
 from icml26.training.llp.risk import bag_estimates as llp_bag_estimates
+from icml26.validation import check_choice, check_finite, check_int
 
 __all__ = ["LLPClassifier", "TournamentResult", "candidate_bag_estimates", "mom_tournament", "tournament_from_estimates"]
 

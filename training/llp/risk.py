@@ -44,15 +44,16 @@ from here.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from icml26.errors import describe, described, input_error
-from icml26.validation import check_finite
 from icml26.kernels import values_checked
+from icml26.validation import check_finite
 
 __all__ = ["BASE_LOSSES", "METHODS", "LLPLoss", "bag_estimates", "bag_means", "dllp_loss", "easyllp_loss",
     "leave_one_bag_out_mean", "lowvar_llp_loss", "per_class_losses", "random_bags"]
@@ -425,7 +426,7 @@ def random_bags(y: Any, bag_size: int, seed: int | None = None, *, n_classes: in
         raise input_error("random_bags", "bag_size", f"an int in [1, {y.size}] (the number of instances)", bag_size)
     c = max(int(y.max()) + 1, 2) if n_classes is None else n_classes
     if isinstance(c, bool) or not isinstance(c, (int, np.integer)) or c < max(int(y.max()) + 1, 2):
-        raise input_error("random_bags", "n_classes", f"an int >= max(y) + 1 and >= 2", n_classes)
+        raise input_error("random_bags", "n_classes", "an int >= max(y) + 1 and >= 2", n_classes)
     order = np.random.default_rng(seed).permutation(y.size)
     bag_index = np.empty(y.size, dtype=np.int64)
     bag_index[order] = np.arange(y.size) // bag_size

@@ -20,7 +20,6 @@ from transformers import Trainer, TrainingArguments, default_data_collator
 
 from icml26.errors import described, input_error
 from icml26.training.distributed import use_cpu_when_launched_without_gpu
-
 from icml26.training.llp.risk import LLPLoss
 
 __all__ = ["LLPConfig", "LLPDataCollator", "LLPTrainer", "LLPTrainingArguments", "logits_to_bags"]

@@ -15,9 +15,10 @@ import dataclasses
 import io
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
@@ -164,8 +165,7 @@ def train_grokking(model, data, *, steps: int, r2g: dict[str, Any] | None = None
     Returns a :class:`GrokkingHistory`.
     """
     from icml26.progress import phase
-    from icml26.training.r2g import GrokfastEMA
-    from icml26.training.r2g import R2GLoss, random_pairing
+    from icml26.training.r2g import GrokfastEMA, R2GLoss, random_pairing
 
     device = torch.device(device)
     model.to(device).train()
@@ -288,8 +288,7 @@ def train_anchor(model, data: AnchorData, *, steps: int, r2g: dict[str, Any] | N
             finished run's checkpoint stays: the caller removes it once the result is kept.
     """
     from icml26.progress import phase
-    from icml26.training.r2g import GrokfastEMA
-    from icml26.training.r2g import R2GLoss, random_pairing
+    from icml26.training.r2g import GrokfastEMA, R2GLoss, random_pairing
 
     if decay not in ("l2", "decoupled"):
         raise input_error("train_anchor", "decay", "'l2' or 'decoupled'", decay)

@@ -33,14 +33,15 @@ Grokfast-EMA baseline in :mod:`icml26.training.r2g.grokfast`; both are importabl
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 from icml26.errors import describe, described, input_error
-from icml26.validation import check_choice, check_finite
 from icml26.kernels import values_checked
+from icml26.validation import check_choice, check_finite
 
 __all__ = ["DISTANCES", "FORMS", "REDUCTIONS", "SCHEDULES", "R2GLoss", "find_value_projections", "r2g_distance",
     "r2g_term", "random_pairing", "value_geometry"]

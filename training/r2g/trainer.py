@@ -26,9 +26,8 @@ from transformers import Trainer, TrainerCallback, TrainingArguments
 
 from icml26.errors import described, input_error
 from icml26.training.distributed import mean_across_processes, use_cpu_when_launched_without_gpu
-
-from icml26.validation import check_choice, check_finite, check_int
 from icml26.training.r2g.loss import DISTANCES, FORMS, REDUCTIONS, SCHEDULES, R2GLoss, _canonical_distance
+from icml26.validation import check_choice, check_finite, check_int
 
 #: The statistics :class:`R2GLoss` records (the keys of ``pop_stats``), in the order they are reduced.
 R2G_STATS = ("term", "distance", "angular_dist", "v_norm")

@@ -27,7 +27,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from icml26.errors import InputError
-from icml26.validation import check_finite, check_int
 from icml26.training.rhi.oracles import (  # noqa: F401  (re-exported: the public API lives here)
     MLMC,
     GenerativeModel,
@@ -43,6 +42,7 @@ from icml26.training.rhi.oracles import (  # noqa: F401  (re-exported: the publi
     mlmc_estimate,
     richardson_weights,
 )
+from icml26.validation import check_finite, check_int
 
 __all__ = ["Contamination", "LpBall", "KLBall", "ChiSquareBall", "UncertaintySet", "RobustMDP", "RobustSolution",
     "garnet", "periodic_cycle", "river_swim", "halpern_iteration", "relative_value_iteration", "IterationTrace",
@@ -290,7 +290,7 @@ class RobustSolution:
 def _relative_vi(operator, n_states: int, *, tol: float, max_iter: int, tau: float):
     """h <- T_tau(h) - T_tau(h)(0), T_tau = (1 - tau) I + tau T (aperiodicity transform)."""
     h = np.zeros(n_states)
-    for it in range(1, max_iter + 1):
+    for it in range(1, max_iter + 1):  # noqa: B007 (the count is returned)
         diff = operator(h) - h
         if span(diff) <= tol:
             break
@@ -316,7 +316,7 @@ class RobustMDP:
                              f"got {type(uncertainty).__name__}")
         self.uncertainty = uncertainty
 
-    def with_uncertainty(self, uncertainty: UncertaintySet) -> "RobustMDP":
+    def with_uncertainty(self, uncertainty: UncertaintySet) -> RobustMDP:
         return RobustMDP(self.P, self.r, uncertainty)
 
     def generative_model(self, seed=None) -> GenerativeModel:
@@ -541,7 +541,7 @@ class RobustHalpernIteration:
         self.schedule_scale = check_finite(name, "schedule_scale", schedule_scale, low=0, low_open=True)
         self.max_iter = check_int(name, "max_iter", max_iter, low=1)
 
-    def fit(self, gen_model) -> "RobustHalpernIteration":
+    def fit(self, gen_model) -> RobustHalpernIteration:
         if not all(hasattr(gen_model, a) for a in ("n_states", "n_actions", "rewards", "batch", "samples_used")):
             raise TypeError(f"RobustHalpernIteration.fit: gen_model: expected a GenerativeModel, got "
                              f"{type(gen_model).__name__}")

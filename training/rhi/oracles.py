@@ -29,7 +29,7 @@ All three MLMC oracles are :func:`mlmc_estimate` with different settings.
 from __future__ import annotations
 
 import copy
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -136,7 +136,7 @@ class GenerativeModel:
         cdf = np.cumsum(pvals, -1)
         return np.minimum((u[:, :, None] >= cdf[:, None, :]).sum(-1), self.n_states - 1)
 
-    def batch(self, states=None, actions=None) -> "SampleBatch":
+    def batch(self, states=None, actions=None) -> SampleBatch:
         """A handle on a fixed batch of (s, a) pairs: all pairs in (s, a) order by default."""
         if states is None and actions is None:
             states, actions = np.divmod(np.arange(self.n_states * self.n_actions), self.n_actions)
@@ -291,7 +291,7 @@ class SupportOracle:
                              f"LpBall, KLBall, ChiSquareBall), got {type(uncertainty).__name__}")
         self.uncertainty = uncertainty
 
-    def bind(self, uncertainty) -> "SupportOracle":
+    def bind(self, uncertainty) -> SupportOracle:
         """A copy of this oracle estimating the support function of ``uncertainty``."""
         bound = copy.copy(self)
         SupportOracle.__init__(bound, uncertainty)

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from icml26.errors import InputError, described
-from icml26.validation import check_finite
 from icml26.training.rkme.spec import RKMESpecification, StandardScaling, simplex_qp
+from icml26.validation import check_finite
 
 SEARCH_MODES = ("single", "mixture")
 MIXTURES = ("auto", "greedy")

@@ -23,8 +23,9 @@ the weights given), the EMA rate, the actor loss and the joint training schedule
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch

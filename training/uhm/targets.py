@@ -21,14 +21,15 @@ from ``(s, a)``, GHM one draw from a geometric horizon model over ``Geom(1 - lam
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
 from icml26.errors import input_error
-from icml26.validation import check_finite, check_int
 from icml26.training.uhm.horizons import HorizonWeights, _transitions, nu_target
+from icml26.validation import check_finite, check_int
 
 __all__ = ["OneStepTD", "DatasetTDLambda", "RolloutTDLambda", "GHMTarget", "UHMTarget", "TabularCritic",
            "TabularOneStepModel", "TabularControlConfig", "fit_tabular_critic"]

@@ -198,7 +198,7 @@ class ScriptedTeacher:
             target, hint = spec.function, None
         else:
             names = re.findall(r"`([A-Za-z_][\w.]*)`", pr)
-            files = [n for n in re.findall(r"`([\w./-]+\.py)`", pr)]
+            files = re.findall(r"`([\w./-]+\.py)`", pr)
             target = next((n for n in names if not n.endswith(".py")), None)
             hint = f"{workdir}/{files[0]}" if files else None
             if target is None:
