@@ -36,13 +36,17 @@ def set_seed(seed: int, *, deterministic: bool = False) -> None:
         torch.use_deterministic_algorithms(True)
 
 
-def inner_seed(seed: int, *stream: int) -> int:
+def inner_seed(seed: int, *stream: int, bits: int = 32) -> int:
     """A seed for one part of an experiment (a replication, an arm, a worker), drawn from the experiment's ``seed``.
 
     ``numpy.random.SeedSequence((seed, *stream))`` mixes the experiment's seed with the part's coordinates, so the
     parts of seed 0 and seed 1 share no stream (``seed + i`` would make seed 1's part 0 seed 0's part 1). The result
-    is an int in ``[0, 2**32)``: a valid seed for ``numpy``, ``torch`` and scikit-learn's ``random_state``.
+    is an int in ``[0, 2**bits)``: a valid seed for ``numpy``, ``torch`` and scikit-learn's ``random_state``.
+    ``bits=31`` gives the draw mod ``2**31``: the seeds the ``rkme`` and ``tied`` experiments were always measured
+    with, and what UHM's environments take.
     """
+    if bits not in (31, 32):
+        raise input_error("inner_seed", "bits", "31 or 32", bits)
     import numpy as np
 
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
@@ -50,7 +54,7 @@ def inner_seed(seed: int, *stream: int) -> int:
     for part in stream:
         if isinstance(part, bool) or not isinstance(part, (int, np.integer)) or part < 0:
             raise input_error("inner_seed", "stream", "non-negative ints", stream)
-    return int(np.random.SeedSequence((int(seed), *map(int, stream))).generate_state(1)[0])
+    return int(np.random.SeedSequence((int(seed), *map(int, stream))).generate_state(1)[0]) % 2**bits
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:

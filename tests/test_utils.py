@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from icml26.runner import RunConfig
-from icml26.utils import atomic_write_json, atomic_write_text, set_seed
+from icml26.errors import InputError
+from icml26.utils import atomic_write_json, atomic_write_text, inner_seed, set_seed
 
 
 def _draw():
@@ -54,3 +55,19 @@ def test_run_config_validates_and_resolves_device(tmp_path):
         RunConfig(mode="fast")
     with pytest.raises(ValueError, match="seeds"):
         RunConfig(seeds=())
+
+
+def test_inner_seed_is_the_seed_sequence_draw_and_separates_seeds_and_streams():
+    assert inner_seed(0, 3, 1) == int(np.random.SeedSequence((0, 3, 1)).generate_state(1)[0])
+    assert inner_seed(5, 2, bits=31) == inner_seed(5, 2) % 2**31 < 2**31
+    assert inner_seed(np.int64(1), np.int64(2)) == inner_seed(1, 2)
+    # seed + i would make seed 1's stream 0 equal seed 0's stream 1; the sequence does not
+    draws = {inner_seed(s, i) for s in range(3) for i in range(50)}
+    assert len(draws) == 150
+
+
+@pytest.mark.parametrize("args, kwargs, argument", [((-1,), {}, "seed"), ((True,), {}, "seed"), ((0, -2), {}, "stream"),
+                                                    ((0, 1.5), {}, "stream"), ((0,), {"bits": 16}, "bits")])
+def test_inner_seed_refuses_bad_input(args, kwargs, argument):
+    with pytest.raises(InputError, match=f"inner_seed: {argument}: expected"):
+        inner_seed(*args, **kwargs)

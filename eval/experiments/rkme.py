@@ -90,21 +90,21 @@ def market_study(s: RKMESettings, seed: int) -> dict[str, Any]:
     from icml26.eval.tasks.rkme import PAIRS, digits_market, fit_model
     from icml26.training.rkme import LearnwareMarket
 
-    task = digits_market(s.shift, s.noise, s.train, seed=inner_seed(seed, 1))
+    task = digits_market(s.shift, s.noise, s.train, seed=inner_seed(seed, 1, bits=31))
     markets, fidelity, fit_s = {}, {}, {}
-    data = {l: task.draw(l, task.train[l], np.random.default_rng(inner_seed(seed, 2, l))) for l in range(10)}
+    data = {l: task.draw(l, task.train[l], np.random.default_rng(inner_seed(seed, 2, l, bits=31))) for l in range(10)}
     models = {l: fit_model(data[l], task.y[task.train[l]], task.scaler, seed=l) for l in range(10)}
     for m in (*s.market_points, None):
         market = LearnwareMarket(task.gamma, task.scaler)
         values, start = [], time.process_time()
         for l, name in enumerate(task.names):
             spec = market.specification(data[l], n_points=m or 1, reduce=m is not None,
-                                        random_state=inner_seed(seed, 3, l))
+                                        random_state=inner_seed(seed, 3, l, bits=31))
             market.add(name, models[l], spec)
             values.append(spec.mmd2_to_data(data[l]))
         fit_s[_label(m)] = (time.process_time() - start) / 10
         markets[_label(m)], fidelity[_label(m)] = market, float(np.median(values))
-    rng = np.random.default_rng(inner_seed(seed, 4))
+    rng = np.random.default_rng(inner_seed(seed, 4, bits=31))
     hits = dict.fromkeys(markets, 0)
     reuse = {k: [] for k in markets}
     mix_ok = []
@@ -114,7 +114,7 @@ def market_study(s: RKMESettings, seed: int) -> dict[str, Any]:
         size = int(rng.integers(s.user_sizes[0], s.user_sizes[1] + 1))
         idx = rng.choice(task.pool[l], min(size, len(task.pool[l])), replace=False)
         U = task.draw(l, idx, rng)
-        user = any_market.specification(U, n_points=s.user_points, random_state=inner_seed(seed, 5, u))
+        user = any_market.specification(U, n_points=s.user_points, random_state=inner_seed(seed, 5, u, bits=31))
         for key, market in markets.items():
             found = market.search(user)
             top = found.ranking[0]

@@ -129,7 +129,7 @@ def so_study(n: int, K: int, M: int, draws: int, seed: int) -> dict[str, Any]:
     out = {"n": n, "K": K, "M": M, "draws": draws, "analytic_mean_abs": analytic_mean_abs_x11(n)}
     small = n <= 5
     config = TIEDConfig(steps=K, gamma_min=0.01, gamma_max=10.0, mc_paths=M, dtype="float64",
-                        per_sample_paths=small, seed=inner_seed(seed, 1, n))
+                        per_sample_paths=small, seed=inner_seed(seed, 1, n, bits=31))
     out["per_sample_paths"] = small
     start = time.process_time()
     X = TIEDSampler(group, None, config).sample_density(log_density, draws)
@@ -143,7 +143,7 @@ def so_study(n: int, K: int, M: int, draws: int, seed: int) -> dict[str, Any]:
         out["langevin_same_init"], out["langevin_identity"] = dict(nan), dict(nan)
         return out
     lang = KineticLangevin(group, steps=K * M, step_size=0.01, friction=5.0, clip=None,
-                           seed=inner_seed(seed, 2, n), dtype="float64")
+                           seed=inner_seed(seed, 2, n, bits=31), dtype="float64")
     start = time.process_time()
     out["langevin_same_init"] = {**stats(lang.sample_density(log_density, init)),
                                  "cpu_seconds": time.process_time() - start}
@@ -163,12 +163,12 @@ def digits_study(s: TIEDSettings, seed: int, kind: str, data, model, energy) -> 
     from icml26.models.tied.sampler import TIEDConfig, TIEDSampler
 
     x, y = data.x_test[: s.test_items], data.y_test[: s.test_items]
-    group, g_star = random_transforms(kind, len(y), inner_seed(seed, 10, len(kind)))
+    group, g_star = random_transforms(kind, len(y), inner_seed(seed, 10, len(kind), bits=31))
     xt = act(g_star, x)
     gmin, gmax, M, clip = IMAGE_TIED[kind]
     H = s.hypotheses if kind == "se2" else s.homography_hypotheses
     config = TIEDConfig(steps=s.steps, gamma_min=gmin, gamma_max=gmax, clip=clip, mc_paths=M, hypotheses=H,
-                        seed=inner_seed(seed, 11, len(kind)))
+                        seed=inner_seed(seed, 11, len(kind), bits=31))
     out: dict[str, Any] = {"kind": kind, "items": len(y), "hypotheses": H, "mc_paths": M, "steps": s.steps,
                            "budget": config.energy_evaluations, "acc": {}, "cpu_seconds": {}}
     out["acc"]["none"] = accuracy(model, xt, y)
@@ -194,10 +194,10 @@ def digits_study(s: TIEDSettings, seed: int, kind: str, data, model, energy) -> 
     nb = s.baseline_items
     per_hyp = config.energy_evaluations // H
     lielac = timed("LieLAC", lambda: LieLAC(group, energy, steps=per_hyp, hypotheses=H,
-                                            seed=inner_seed(seed, 12, len(kind))).sample(xt[:nb]))
+                                            seed=inner_seed(seed, 12, len(kind), bits=31)).sample(xt[:nb]))
     out["acc"]["LieLAC"] = accuracy(model, act(group.inverse(lielac.g), xt[:nb]), y[:nb])
     lang = timed("kinetic Langevin", lambda: KineticLangevin(group, energy, steps=per_hyp - 1, hypotheses=H,
-                                                             seed=inner_seed(seed, 13, len(kind))).sample(xt[:nb]))
+                                                             seed=inner_seed(seed, 13, len(kind), bits=31)).sample(xt[:nb]))
     out["acc"]["kinetic Langevin"] = accuracy(model, act(group.inverse(lang.g), xt[:nb]), y[:nb])
     out["acc"]["TIED on the baseline subset"] = accuracy(model, x_canon[:nb], y[:nb]) if out["aligned"] else math.nan
     # the small CNN's free energy through the same check (recorded, not asserted)
@@ -253,9 +253,9 @@ def _run_seed(config, s: TIEDSettings, seed: int) -> Result:
             so.append(so_study(n, K, M, draws, seed))
             done.update()
         start = time.process_time()
-        data = load_digit_images(inner_seed(seed, 3) % (2 ** 32), size=s.image_size)
-        model = train_classifier(data.x_train, data.y_train, epochs=s.epochs, seed=inner_seed(seed, 4))
-        pca = fit_ppca(data.x_train, PPCA_COMPONENTS, seed=inner_seed(seed, 5))
+        data = load_digit_images(inner_seed(seed, 3, bits=31), size=s.image_size)
+        model = train_classifier(data.x_train, data.y_train, epochs=s.epochs, seed=inner_seed(seed, 4, bits=31))
+        pca = fit_ppca(data.x_train, PPCA_COMPONENTS, seed=inner_seed(seed, 5, bits=31))
         energy = PPCAEnergy.from_sklearn(pca, PPCA_TEMPERATURE) + BoundaryPenalty()
         m["classifier_clean_accuracy"] = accuracy(model, data.x_test, data.y_test)
         m["classifier_cpu_seconds"] = time.process_time() - start

@@ -107,7 +107,7 @@ def make_maze(s: UHMSettings, seed: int, dataset: str = "explore"):
     import numpy as np
 
     from icml26.eval.tasks import uhm as mazes
-    env = mazes.GridMaze(size=s.maze_size, seed=inner_seed(seed, 0) % 2 ** 31)
+    env = mazes.GridMaze(size=s.maze_size, seed=inner_seed(seed, 0, bits=31))
     collect = mazes.collect_explore if dataset == "explore" else mazes.collect_navigate
     data = collect(env, s.transitions, s.episode_length, seed=inner_seed(seed, 1, len(dataset)))
     _, covered = mazes.empirical_model(data, env.n_states, env.n_actions)
@@ -436,7 +436,7 @@ def pointmaze_study(s, seed: int) -> dict[str, Any]:
         winsorized,
     )
 
-    env = mazes.PointMaze2D(size=s.maze_size, seed=inner_seed(seed, 0) % 2 ** 31)
+    env = mazes.PointMaze2D(size=s.maze_size, seed=inner_seed(seed, 0, bits=31))
     data = mazes.collect_pointmaze_navigate(env, s.pm_transitions, seed=inner_seed(seed, 7))
     centre, scale = s.maze_size / 2.0, s.maze_size / 4.0
     norm = lambda x: (torch.as_tensor(x, dtype=torch.float32) - centre) / scale  # noqa: E731
@@ -459,11 +459,11 @@ def pointmaze_study(s, seed: int) -> dict[str, Any]:
         for name in ("1-step TD", "UHM"):
             start = time.process_time()
             gen = torch.Generator().manual_seed(inner_seed(seed, 8))
-            ac = OfflineActorCritic(2, 2, ActorCriticConfig(gamma=s.gamma, alpha=s.pm_alpha), seed=inner_seed(seed, 9) % 2 ** 31)
+            ac = OfflineActorCritic(2, 2, ActorCriticConfig(gamma=s.gamma, alpha=s.pm_alpha), seed=inner_seed(seed, 9, bits=31))
             flow = None
             if name == "UHM":
                 with torch.random.fork_rng():
-                    torch.manual_seed(inner_seed(seed, 10) % 2 ** 31)
+                    torch.manual_seed(inner_seed(seed, 10, bits=31))
                     model = UniversalHorizonModel(UHMConfig(state_dim=2, action_dim=2, k_max=s.k_max))
                 flow = TDFlowUpdater(model, weights, lr=3e-4, tau=0.005)
                 critic_target = TorchUHMTarget(flow.target_model, weights, reward_fn, seed=inner_seed(seed, 11))
