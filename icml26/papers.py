@@ -66,59 +66,60 @@ def _homes(key: str, *layers: str) -> tuple[str, ...]:
 
 EXPERIMENT = ("eval/experiments",)
 BOTH = ("eval/experiments", "eval/benchmarks")
+DOCS = ("docs/methods",)
 
 PAPERS: tuple[Paper, ...] = (
     Paper("saisa", "SAISA / NAEViT",
           "SAISA: Towards Multimodal Large Language Models with Both Training and Inference Efficiency",
-          _homes("saisa", "models/", "training", "eval/tasks", *BOTH),
+          _homes("saisa", "models/", "training", "eval/tasks", *BOTH, *DOCS),
           "icml26 reproduce saisa; icml26 bench naevit; icml26 bench saisa", status="working", kernels=("naevit",)),
     Paper("tfmixer", "TFMixer",
           "Bridging Time and Frequency: A Joint Modeling Framework for Irregular Multivariate Time Series Forecasting",
-          _homes("tfmixer", "models/", "training", "eval/tasks/", *BOTH),
+          _homes("tfmixer", "models/", "training", "eval/tasks/", *BOTH, *DOCS),
           "icml26 reproduce tfmixer; icml26 bench tfmixer; icml26 bench nudft", status="working", kernels=("nudft",)),
     Paper("r2g", "R2G",
           "Repel-to-Grokking (R2G) loss (exact ICML title not public)",
-          _homes("r2g", "training/", "eval/tasks/", *EXPERIMENT), "icml26 reproduce r2g", status="working"),
+          _homes("r2g", "training/", "eval/tasks/", *EXPERIMENT, *DOCS), "icml26 reproduce r2g", status="working"),
     Paper("sera", "SERA",
           "SERA: Soft-Verified Efficient Repository Agents",
-          _homes("sera", "training", "agents/", "eval/tasks", *EXPERIMENT),
+          _homes("sera", "training", "agents/", "eval/tasks", *EXPERIMENT, *DOCS),
           "icml26 sera generate; icml26 sera train; icml26 reproduce sera", status="working"),
     Paper("optminer", "Opt-Miner",
           "Opt-Miner: Empowering Information-Seeking Agent with Tree-Guided Data Synthesis for Optimization Modeling",
-          _homes("optminer", "training", "agents/", "eval/tasks", *BOTH),
+          _homes("optminer", "training", "agents/", "eval/tasks", *BOTH, *DOCS),
           "icml26 optminer synthesize; icml26 optminer validate; icml26 optminer decontaminate; "
           "icml26 optminer eval; icml26 bench optminer; icml26 reproduce optminer", status="working"),
     Paper("rhi", "Robust Halpern Iteration",
           "Model-Free Robust Average-Reward Reinforcement Learning with Sample Complexity Analysis",
-          _homes("rhi", "training/", *EXPERIMENT), "icml26 reproduce rhi", status="working"),
+          _homes("rhi", "training/", *EXPERIMENT, *DOCS), "icml26 reproduce rhi", status="working"),
     Paper("uhm", "Universal Horizon Models",
           "Offline Reinforcement Learning with Universal Horizon Models",
-          _homes("uhm", "models", "training/", "eval/tasks", *BOTH), "icml26 reproduce uhm; icml26 bench uhm",
+          _homes("uhm", "models", "training/", "eval/tasks", *BOTH, *DOCS), "icml26 reproduce uhm; icml26 bench uhm",
           status="working"),
     Paper("conjoint", "Conjoint stochastic interventions",
           "MiniMax Learning of Interpretable Factored Stochastic Policies from Conjoint Data, with Uncertainty Quantification",
-          _homes("conjoint", "training/", "eval/tasks", *BOTH), "icml26 reproduce conjoint; icml26 bench conjoint",
+          _homes("conjoint", "training/", "eval/tasks", *BOTH, *DOCS), "icml26 reproduce conjoint; icml26 bench conjoint",
           status="working"),
     Paper("infoloop", "Information-open synthetic data loops",
           "An Information-Theoretic Criterion for Efficient Data Synthesis",
           _homes("infoloop", "training", *EXPERIMENT), "icml26 reproduce infoloop"),
     Paper("llp", "Label-proportion debiasing",
           "Optimal Learning from Label Proportions with General Loss Functions",
-          _homes("llp", "training/", "eval/tasks", *BOTH), "icml26 reproduce llp; icml26 bench llp", status="working"),
+          _homes("llp", "training/", "eval/tasks", *BOTH, *DOCS), "icml26 reproduce llp; icml26 bench llp", status="working"),
     Paper("dp_select", "Private hypothesis selection",
           "Fast and Optimal Algorithms for Private Hypothesis Selection",
-          _homes("dp_select", "training/", "eval/tasks", *BOTH), "icml26 reproduce dp_select; icml26 bench dp_select",
+          _homes("dp_select", "training/", "eval/tasks", *BOTH, *DOCS), "icml26 reproduce dp_select; icml26 bench dp_select",
           status="working"),
     Paper("rkme", "RKME learnware specifications",
           "A Statistical Framework for Analyzing Specification Resistance to Learnware-Inversion Risks",
-          _homes("rkme", "training/", "eval/tasks", *BOTH), "icml26 reproduce rkme; icml26 bench rkme",
+          _homes("rkme", "training/", "eval/tasks", *BOTH, *DOCS), "icml26 reproduce rkme; icml26 bench rkme",
           status="working"),
     Paper("waterfill", "Contrastive waterfilling",
           "A Theory of Contrastive Learning with Natural Images",
           _homes("waterfill", "training", *EXPERIMENT), "icml26 reproduce waterfill"),
     Paper("tied", "TIED",
           "Inverting Data Transformations via Diffusion Sampling",
-          _homes("tied", "models/", "training", "eval/tasks", *BOTH), "icml26 reproduce tied; icml26 bench tied",
+          _homes("tied", "models/", "training", "eval/tasks", *BOTH, *DOCS), "icml26 reproduce tied; icml26 bench tied",
           status="working"),
     Paper("ortho_flow", "Orthogonal-Jacobian flows",
           "Unsupervised Disentanglement Without Compromises: How Functional Orthogonality Enforces Identifiability",
@@ -134,7 +135,7 @@ PAPERS: tuple[Paper, ...] = (
           _homes("pbto", "training", *EXPERIMENT), "icml26 reproduce pbto"),
     Paper("rdl_graph", "Relational graph optimization",
           "What Makes a Desired Graph for Relational Deep Learning?",
-          _homes("rdl_graph", "models/", "training", "eval/tasks", *BOTH),
+          _homes("rdl_graph", "models/", "training", "eval/tasks", *BOTH, *DOCS),
           "icml26 reproduce rdl_graph; icml26 bench rdl_graph", status="working"),
 )
 
@@ -156,11 +157,13 @@ def markdown_table() -> str:
     ]
     for p in PAPERS:
         homes = [h for h in p.homes if not h.startswith("docs/")] + [f"kernels/{k}*" for k in p.kernels]
+        page = p.home("docs/methods/")
+        key = f"[`{p.key}`]({page})" if page else f"`{p.key}`"
         if p.status == "planned":  # nothing exists yet: show where it will go, not paths that look real
             where, cli = "planned: " + ", ".join(homes), f"planned: {p.cli}"
         else:
             where, cli = ", ".join(f"`{h}`" for h in homes), f"`{p.cli}`"
-        lines.append(f"| `{p.key}` | {p.name} | {p.title} | {where} | {cli} | {p.status} |")
+        lines.append(f"| {key} | {p.name} | {p.title} | {where} | {cli} | {p.status} |")
     return "\n".join(lines)
 
 

@@ -58,7 +58,7 @@ def test_wheel_has_every_package_of_the_checkout(wheel):
         names = archive.namelist()
     in_wheel = {name.rsplit("/", 1)[0].replace("/", ".") for name in names if name.endswith("/__init__.py")}
     assert packages_in_checkout() - in_wheel == set(), "subpackages missing from the wheel"
-    assert "icml26/py.typed" in names
+    assert "icml26/py.typed" not in names  # not type-checked yet: no PEP 561 marker (see pyproject.toml)
     outside = tuple(f"{folder}/" for folder in FOLDERS if folder != "icml26") + ("tests/",)
     assert not [n for n in names if n.startswith(outside)], "folders outside icml26/"
 
@@ -84,8 +84,12 @@ def test_every_module_imports_from_the_installed_wheel(wheel, tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
 
 
-def test_mypy_follows_icml26_kernels_in_a_strict_editable_install(tmp_path):
-    """The README's IDE recipe: with ``editable_mode=strict`` static tools see ``icml26.kernels`` -> ``kernels/``."""
+def test_static_tools_follow_icml26_kernels_in_a_strict_editable_install(tmp_path):
+    """The IDE recipe: with ``editable_mode=strict`` a static tool finds ``icml26.kernels`` -> ``kernels/``.
+
+    The package ships no ``py.typed`` yet (it is not type-checked), so mypy reports the module as found but untyped
+    (``import-untyped``); under the default editable install it would not find it at all (``import-not-found``).
+    """
     pytest.importorskip("mypy")
     source = copy_of_checkout(tmp_path / "source")
     venv = tmp_path / "venv"
@@ -99,7 +103,7 @@ def test_mypy_follows_icml26_kernels_in_a_strict_editable_install(tmp_path):
     subprocess.run([str(python), "-m", "pip", "install", "--no-deps", *isolation_flags(), "-q", "-e", str(source),
                     "--config-settings", "editable_mode=strict"], check=True, capture_output=True, text=True)
     probe = tmp_path / "probe.py"
-    probe.write_text("from icml26.kernels.naevit import naevit_attention\nreveal_type(naevit_attention)\n")
-    done = subprocess.run([str(python), "-m", "mypy", "--follow-imports=silent", "--ignore-missing-imports",
-                           "--no-incremental", str(probe)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert 'Revealed type is "def (q:' in done.stdout, done.stdout + done.stderr
+    probe.write_text("from icml26.kernels.naevit import naevit_attention\n")
+    done = subprocess.run([str(python), "-m", "mypy", "--no-incremental", str(probe)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert "import-untyped" in done.stdout and "import-not-found" not in done.stdout, done.stdout + done.stderr

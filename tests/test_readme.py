@@ -30,9 +30,11 @@ def test_ci_runs_the_quickstart_commands_in_a_fresh_venv():
     assert "system-site-packages" not in " ".join(ci)
     where = [ci.index(command) for command in commands]  # ValueError: a quick-start command is not in CI
     assert activate[0] < where[0] < where[1], "CI must run the quick-start commands in order, inside the venv"
-    # Nothing after the venv lines but the commands themselves and CI's own timing lines.
+    # Nothing after the venv lines but the commands themselves, the strict docs build, the lint and CI's
+    # own timing lines.
     extra = [line for line in ci[activate[0] + 1:] if line not in commands]
-    assert all(line.startswith(("t0=", "mark", "trap")) for line in extra), extra
+    assert all(line.startswith(("t0=", "mark", "trap", "sphinx-build -W ", "ruff check ")) for line in extra), extra
+    assert any(line.startswith("sphinx-build -W ") for line in extra) and any(line.startswith("ruff check ") for line in extra)
 
 
 def test_every_working_paper_has_an_experiment():

@@ -1,4 +1,4 @@
-"""Robust Halpern Iteration (``training/rhi/halpern.py``, ``training/rhi/oracles.py``) and its experiment.
+"""Robust Halpern Iteration (``training/rhi/``: ``halpern``, ``uncertainty``, ``oracles``) and its experiment.
 
 Support functions are checked against closed forms and an independent scipy solve, and for their
 defining properties on random inputs; the ground truth against the nominal gain, monotonicity in
@@ -16,7 +16,7 @@ from scipy.optimize import brentq, minimize, minimize_scalar
 from scipy.special import logsumexp
 
 from icml26.errors import InputError
-from icml26.training.rhi import halpern as rl
+from icml26.training import rhi as rl
 SETS = [rl.Contamination(0.2), rl.LpBall(0.02, 2), rl.LpBall(0.02, 1), rl.LpBall(0.02, math.inf),
         rl.LpBall(0.02, 3), rl.KLBall(0.3), rl.ChiSquareBall(0.3)]
 

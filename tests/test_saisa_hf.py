@@ -97,7 +97,7 @@ def test_auto_classes_load_the_saved_folder_with_auto_map(saved):
     assert config["model_type"] == "saisa"
     assert set(config["auto_map"]) == {"AutoConfig", "AutoModel", "AutoModelForImageTextToText",
                                        "AutoModelForCausalLM"}
-    assert "from icml26.models.saisa.modeling import" in (folder / "saisa.py").read_text()
+    assert "from icml26.models.saisa.modeling import" in (folder / "modeling.py").read_text()
     assert type(AutoConfig.from_pretrained(folder)).__name__ == "SaisaConfig"
     for auto in (AutoModel, AutoModelForImageTextToText, AutoModelForCausalLM):
         model = auto.from_pretrained(folder)

@@ -72,8 +72,11 @@ class SaisaDataCollator:
         padding_side: ``"right"`` (training) or ``"left"`` (generation).
         add_eos: append ``tokenizer.eos_token_id`` after the answer (labelled).
         include_answer: put the answer (and eos) in the sequence; False for generation prompts.
-        image_field, prefix_field, prompt_field, answer_field: the example keys; ``prefix_field=None``
-            means no text before the image.
+        image_field: the example key of the image.
+        prefix_field: the example key of the text before the image; ``None`` means no text before the
+            image.
+        prompt_field: the example key of the prompt.
+        answer_field: the example key of the answer.
         image_transform: optional callable applied to each image before stacking (an image processor).
         max_length: refuse sequences longer than this (no silent truncation of answers).
     """

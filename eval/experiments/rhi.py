@@ -64,7 +64,7 @@ SLOPE_RANGE = (1.7, 3.0)
 
 
 def _sets(s):
-    from icml26.training.rhi import halpern as rl
+    from icml26.training import rhi as rl
     return {"KL": rl.KLBall(s.kl_delta), "chi2": rl.ChiSquareBall(s.chi2_delta)}
 
 
@@ -74,7 +74,7 @@ def _sets(s):
 def halpern_study(s, seed: int) -> dict[str, Any]:
     import numpy as np
 
-    from icml26.training.rhi import halpern as rl
+    from icml26.training import rhi as rl
     n = s.halpern_iters
     cycle = rl.periodic_cycle()
     halpern = rl.halpern_iteration(cycle, n).residuals
@@ -105,7 +105,7 @@ def estimator_instances(n: int, seed: int):
 
 
 def estimators(s):
-    from icml26.training.rhi import halpern as rl
+    from icml26.training import rhi as rl
     out = {"plug-in": rl.PlugIn(), f"MLMC (psi={s.psi})": rl.MLMC(s.psi)}
     for order in s.orders:
         name = "truncated MLMC, K=1" if order == 1 else f"K={order} MLMC"
@@ -117,7 +117,7 @@ def measure_estimator(uncertainty, P, V, oracle, budget: float, reps: int, seed:
     """Mean, bias, standard error and RMSE of ``reps`` independent oracle estimates of sigma(P, V)."""
     import numpy as np
 
-    from icml26.training.rhi import halpern as rl
+    from icml26.training import rhi as rl
     S = len(P)
     model = rl.GenerativeModel(np.broadcast_to(P, (S, 1, S)), seed)  # every row is P; we query row (0, 0)
     batch = model.batch(np.zeros(reps, dtype=int), np.zeros(reps, dtype=int))
@@ -175,7 +175,7 @@ def rhi_study(s, seed: int) -> dict[str, Any]:
     import numpy as np
 
     from icml26.progress import phase
-    from icml26.training.rhi import halpern as rl
+    from icml26.training import rhi as rl
     runs, exact_iters, fit_seconds, samples_total = [], {}, 0.0, 0
     with phase("model-free RHI", total=len(_sets(s)) * len(s.rhi_epsilons) * s.rhi_seeds) as bar:
         for set_name, U in _sets(s).items():

@@ -2,9 +2,9 @@
 
 The generator follows the CPU plan for Jerzak, Chandra & Hazra (ICML 2026, arXiv 2504.19043): main effects
 N(0, 0.5^2) per coded level, sparse two-way interactions (each factor pair active with probability
-``interaction_prob``, its coefficients N(0, ``interaction_sd``^2)), respondents who answer
+``interaction_prob``, its coefficients ``N(0, interaction_sd^2)``), respondents who answer
 ``tasks_per_respondent`` pairs each, an optional respondent effect (Reconstruction: random slopes
-N(0, ``respondent_sd``^2) on the main effects, so the responses of one respondent are correlated and
+``N(0, respondent_sd^2)`` on the main effects, so the responses of one respondent are correlated and
 clustering matters), and an electorate of two voter groups with different coefficients plus partisan
 primary electorates for the game. Profiles are drawn from the design p, left and right independently.
 

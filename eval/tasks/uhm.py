@@ -15,7 +15,7 @@ path) and the named start states (free cells at evenly spaced BFS distances from
 Rewards are functions of the state, as in OGBench's singletask tasks: ``reward="sparse"`` (the one the
 UHM claims use) is ``1`` at the goal and ``0`` elsewhere, ``reward="step"`` is ``-1`` off the goal and
 ``0`` at it. The goal is absorbing. With ``w_xi ~= 16`` (winsorized weights at gamma 0.99, lambda 0.95)
-dense ``-1`` rewards make one-sample targets noisy (SD ~13 at |Q| ~25); the sparse reward keeps
+dense ``-1`` rewards make one-sample targets noisy (SD ~13 at ``|Q| ~ 25``); the sparse reward keeps
 ``R(s_e) = 0`` off the goal.
 """
 
@@ -151,6 +151,12 @@ class GridMaze(gym.Env):
         return self._state, {}
 
     def step(self, action):
+        """One slippery move: returns ``(state, reward, terminated, truncated, info)``.
+
+        The reward is ``R(s, a)`` of the state the move starts from; ``terminated`` is always False
+        (the goal is absorbing); ``truncated`` is True once ``max_episode_steps`` steps are taken;
+        ``info["is_success"]`` says whether the new state is the goal.
+        """
         s, a = self._state, int(action)
         reward = float(self.R[s, a])
         self._state = int(self.np_random.choice(self.n_states, p=self.P[s, a]))
@@ -382,6 +388,12 @@ class PointMaze2D(gym.Env):
         return self._pos.copy(), {}
 
     def step(self, action):
+        """One noisy move: returns ``(position, reward, terminated, truncated, info)``.
+
+        The reward is ``1[in goal]`` of the position the move starts from; ``terminated`` is always
+        False (the goal region is absorbing); ``truncated`` is True once ``max_episode_steps`` steps are
+        taken; ``info["is_success"]`` says whether the new position is in the goal region.
+        """
         reward = float(self.in_goal(self._pos))
         self._pos = self.step_batch(self._pos[None], np.asarray(action, dtype=float)[None], self.np_random)[0]
         self._t += 1

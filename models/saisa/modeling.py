@@ -209,7 +209,7 @@ class SaisaConfig(PretrainedConfig):
 
     def save_pretrained(self, save_directory, *args, **kwargs):
         super().save_pretrained(save_directory, *args, **kwargs)
-        write_remote_code_entry(save_directory, "saisa", ["SaisaConfig", "SaisaForConditionalGeneration"])
+        write_remote_code_entry(save_directory, __name__, ["SaisaConfig", "SaisaForConditionalGeneration"])
 
 
 AutoConfig.register(SaisaPatchEncoderConfig.model_type, SaisaPatchEncoderConfig, exist_ok=True)
@@ -398,12 +398,15 @@ class SaisaForConditionalGeneration(SaisaPreTrainedModel, GenerationMixin):
         self.config.share_projectors = False
 
     def get_input_embeddings(self):
+        """The wrapped language model's input embeddings."""
         return self.language_model.get_input_embeddings()
 
     def set_input_embeddings(self, value):
+        """Set the wrapped language model's input embeddings to ``value``."""
         self.language_model.set_input_embeddings(value)
 
     def get_output_embeddings(self):
+        """The wrapped language model's output embeddings (its LM head)."""
         return self.language_model.get_output_embeddings()
 
     @property
@@ -656,15 +659,20 @@ SaisaForConditionalGeneration.register_for_auto_class("AutoModelForImageTextToTe
 def write_remote_code_entry(folder: str | os.PathLike, module: str, names: Sequence[str]) -> Path:
     """Replace the module file ``register_for_auto_class`` copied into ``folder`` by a two-line entry point.
 
-    transformers copies the defining module's source next to a checkpoint for ``trust_remote_code``;
-    that copy would import as a second, frozen set of classes. The entry point instead re-exports
-    the installed toolkit's classes (``from icml26.models.<module> import ...``), so
-    ``trust_remote_code=True`` loading needs ``icml26`` installed but not imported, and gives the
-    same classes as ``import icml26.models.saisa.modeling``.
+    transformers copies the defining module's source next to a checkpoint for ``trust_remote_code`` (as
+    ``<last part of the module name>.py``, the file ``auto_map`` points at); that copy would import as a second,
+    frozen set of classes. The entry point instead re-exports the installed toolkit's classes, so
+    ``trust_remote_code=True`` loading needs ``icml26`` installed but not imported, and gives the same classes as
+    ``import icml26.models.saisa``.
+
+    Args:
+        folder: the checkpoint folder being saved.
+        module: the defining module's full name (``__name__``, e.g. ``icml26.models.saisa.modeling``).
+        names: the classes the entry point re-exports.
     """
     text = (f'"""Remote-code entry point of an icml26 checkpoint: the classes come from the installed icml26 '
-            f'package."""\n\nfrom icml26.models.{module} import {", ".join(names)}  # noqa: F401\n')
-    return atomic_write_text(Path(folder) / f"{module}.py", text)
+            f'package."""\n\nfrom {module} import {", ".join(names)}  # noqa: F401\n')
+    return atomic_write_text(Path(folder) / f"{module.rsplit('.', 1)[-1]}.py", text)
 
 
 # ---------------------------------------------------------------------------------------------

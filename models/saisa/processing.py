@@ -54,7 +54,9 @@ class SaisaImageProcessor(BaseImageProcessor):
         num_channels: 1 for grey images, 3 for RGB.
         do_rescale: multiply by ``rescale_factor``; ``None`` rescales integer images only (``uint8``
             pixels to [0, 1]) and leaves float images as they are.
-        image_mean, image_std: per-channel normalisation after rescaling (``None``: none).
+        rescale_factor: the factor applied when rescaling (``1 / 255`` by default).
+        image_mean: per-channel mean of the normalisation after rescaling (``None``: no normalisation).
+        image_std: per-channel standard deviation of that normalisation (``None``: 1 for every channel).
         resample: ``torch.nn.functional.interpolate`` mode used when an image is not
             ``image_size`` x ``image_size``.
     """
@@ -76,6 +78,20 @@ class SaisaImageProcessor(BaseImageProcessor):
         self.resample = resample
 
     def preprocess(self, images: Any, return_tensors: str | None = None, **kwargs) -> BatchFeature:
+        """Turn one image or a batch of images into ``pixel_values``.
+
+        Args:
+            images: one image (PIL, array or tensor; HW, CHW or HWC), a list or tuple of them, or a
+                4-D array holding a batch.
+            return_tensors: tensor type of the output (``"pt"``, ``"np"``, ...), as in transformers'
+                ``BatchFeature``; ``None`` keeps numpy arrays.
+            **kwargs: per-call ``image_size`` and ``do_rescale`` overrides. ``ProcessorMixin`` passes its
+                merged image options: those left at ``None`` mean the processor's own; names the processor
+                does not have raise an error.
+
+        Returns:
+            A ``BatchFeature`` with ``pixel_values [N, num_channels, image_size, image_size]`` (float32).
+        """
         # ProcessorMixin passes its merged image kwargs; those left at None mean "the processor's own"
         unknown = sorted(k for k, v in kwargs.items() if v is not None and not hasattr(self, k))
         if unknown:
@@ -159,7 +175,7 @@ class SaisaProcessor(ProcessorMixin):
 
     def save_pretrained(self, save_directory, *args, **kwargs):
         out = super().save_pretrained(save_directory, *args, **kwargs)
-        write_remote_code_entry(save_directory, "saisa_processing", ["SaisaImageProcessor", "SaisaProcessor"])
+        write_remote_code_entry(save_directory, __name__, ["SaisaImageProcessor", "SaisaProcessor"])
         return out
 
 

@@ -11,7 +11,7 @@ coefficients scaled by ``primary_strength``: nu(x) = pi(x) E_{t'}[kappa(x, t')] 
 Everything is exact over the enumerated profile space (no Monte Carlo), so the best-response gap is not
 sampling noise; ``n_monte`` replaces the slate by the empirical distribution of ``n_monte`` fixed draws from
 p (common random numbers, as the reference's ``nMonte_adversarial``).
-Reconstruction: the strategic divergence is the per-factor total variation 1/2 sum_l |pi_A,dl - pi_B,dl| and
+Reconstruction: the strategic divergence is the per-factor total variation ``1/2 sum_l abs(pi_A,dl - pi_B,dl)`` and
 its mean over factors (the paper's abstract names it; its formula was not located in the code).
 """
 

@@ -16,7 +16,7 @@ import torch
 from icml26.errors import InputError, describe, input_error
 
 DTYPE = torch.float64
-#: profile spaces up to this size are enumerated exactly (the |T| x |T| win matrix stays below ~130 MB)
+#: profile spaces up to this size are enumerated exactly (the ``|T| x |T|`` win matrix stays below ~130 MB)
 MAX_PROFILES = 4096
 
 

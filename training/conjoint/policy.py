@@ -41,9 +41,10 @@ PENALTIES = ("L2", "KL", "L1", "LInfinity")
 # Penalties towards the design
 # ==============================================================================================
 def penalty(kind: str, pi, p) -> torch.Tensor:
-    """Pen(pi, p) summed over factors: ``L2`` sum (pi - p)^2, ``KL`` sum p log(p / pi) (KL(p||pi), as the
-    reference's ``two_step_optimize_get_q.R``), ``L1`` sum |pi - p|, ``LInfinity`` sum_d max_l |pi_d - p_d|
-    (Reconstruction: the reference's per-factor reduction is not documented; we sum the factors' maxima)."""
+    """Pen(pi, p) summed over factors: ``L2`` ``sum (pi - p)^2``, ``KL`` ``sum p log(p / pi)``
+    (``KL(p || pi)``, as the reference's ``two_step_optimize_get_q.R``), ``L1`` ``sum abs(pi - p)``,
+    ``LInfinity`` ``sum_d max_l abs(pi_d - p_d)`` (Reconstruction: the reference's per-factor reduction
+    is not documented; we sum the factors' maxima)."""
     terms = []
     for q, base in zip(pi, p):
         if kind == "L2":

@@ -55,11 +55,13 @@ class LLPClassifier(ClassifierMixin, BaseEstimator):
             ``"oracle"`` (cross-entropy on instance labels, with the same clipped base loss).
         model: ``"linear"`` (logistic / softmax regression) or ``"mlp"`` (one hidden ReLU layer).
         hidden: width of the MLP's hidden layer.
-        lr, weight_decay: Adam's learning rate and L2 weight decay.
+        lr: Adam's learning rate.
+        weight_decay: Adam's L2 weight decay.
         epochs: passes over the bags.
         bags_per_batch: bags per step; the bags are split into ``m // bags_per_batch`` batches, so every
             batch has at least ``bags_per_batch`` bags (LowVar's leave-one-bag-out needs two).
-        base, prob_clip: the instance loss (see :func:`icml26.training.llp.risk.per_class_losses`).
+        base: the instance loss (see :func:`icml26.training.llp.risk.per_class_losses`).
+        prob_clip: the probability clip of that loss (see :func:`icml26.training.llp.risk.per_class_losses`).
         prior: the class prior; None: the instance-weighted mean of ``proportions`` over the training bags.
         oracle_batch_size: instances per step of ``method="oracle"``.
         random_state: seeds the initial weights and the order of the bags.
@@ -303,12 +305,15 @@ def mom_tournament(candidates: Sequence[Any], X: Any, bag_index: Any, proportion
 
     Args:
         candidates: fitted estimators with ``predict_proba`` or callables ``X -> probabilities [n, c]``.
-        X, bag_index, proportions: the validation bags (as :meth:`LLPClassifier.fit` takes them).
+        X: the validation bags' features (as :meth:`LLPClassifier.fit` takes them).
+        bag_index: the bag of each row of ``X`` (as :meth:`LLPClassifier.fit` takes it).
+        proportions: the validation bags' label proportions (as :meth:`LLPClassifier.fit` takes them).
         n_blocks: MoM blocks (``1 <= n_blocks <= m``; ``n_blocks = 1`` is the plain mean).
         estimator: ``"lowvar"`` or ``"easyllp"``, the bag estimate compared.
         prior: the class prior (None: the instance-weighted mean of the validation proportions).
-        base, prob_clip: the loss whose risk is compared (the clipped log-loss by default), computed
-            from the candidates' probabilities.
+        base: the loss whose risk is compared (the clipped log-loss by default), computed from the
+            candidates' probabilities.
+        prob_clip: the probability clip of that loss.
         seed: the random split of the bags into blocks.
 
     Reconstruction of the wiring (see the module docstring).

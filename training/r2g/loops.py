@@ -274,18 +274,20 @@ def train_anchor(model, data: AnchorData, *, steps: int, r2g: dict[str, Any] | N
     optimizer step and the warm-up schedule. After every epoch the whole test set is evaluated.
 
     Args:
-        weight_decay, decay: ``decay="l2"`` is Grokfast's ``torch.optim.Adam(weight_decay=wd)`` (the
-            decay added to the gradient after the filter, "coupled"); ``"decoupled"`` is AdamW's
-            (typically with a much larger ``wd``, e.g. 1.0, as Power et al.).
+        weight_decay: the weight decay ``wd``, applied as ``decay`` says.
+        decay: ``"l2"`` is Grokfast's ``torch.optim.Adam(weight_decay=wd)`` (the decay added to the
+            gradient after the filter, "coupled"); ``"decoupled"`` is AdamW's (typically with a much
+            larger ``wd``, e.g. 1.0, as Power et al.).
         steps: cap on optimizer steps (whole epochs: training stops at the first epoch end past it).
         stop_at_target: stop at the first epoch whose test accuracy reaches ``target``.
         geometry_every: epochs between geometry measurements.
         seed: seeds R2G's pairing (a local generator; the model and data carry their own seeds).
-        checkpoint, checkpoint_every: a file that receives the whole training state (weights,
-            optimizer, filter, RNG streams, data order, history) every ``checkpoint_every`` epochs and
-            when the run ends, written atomically; a call that finds it resumes from it and gives the
+        checkpoint: a file that receives the whole training state (weights, optimizer, filter, RNG
+            streams, data order, history) every ``checkpoint_every`` epochs and when the run ends,
+            written atomically; a call that finds it resumes from it and gives the
             same result as an uninterrupted run (a checkpoint of other settings is refused). A
             finished run's checkpoint stays: the caller removes it once the result is kept.
+        checkpoint_every: epochs between checkpoint writes.
     """
     from icml26.progress import phase
     from icml26.training.r2g import GrokfastEMA, R2GLoss, random_pairing

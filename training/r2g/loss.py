@@ -222,7 +222,9 @@ class R2GLoss:
         positions: token positions to repel when the batch gives no ``r2g_mask`` (None: all
             non-padding positions); positions beyond a sequence's length are ignored.
         alpha: weight of the term, >= 0 (0.08 for modular addition, 0.01 for multiplication).
-        distance, form, reduction: see :func:`r2g_term`.
+        distance: see :func:`r2g_term`.
+        form: see :func:`r2g_term`.
+        reduction: see :func:`r2g_term`.
         layer_weights: one weight per hooked layer (None: 1 / number of layers).
         track_stats: record the term, angular distance and V norm of each call for logging.
     """

@@ -81,21 +81,17 @@ class GenerativeModel:
     attribute and never handed out. Rewards are deterministic and known to the learner (the usual
     generative-model setting), so they are public.
 
-    Parameters
-    ----------
-    P : array (S, A, S)
-        The nominal kernel (rows must sum to 1).
-    seed : int, numpy Generator or None
-        Randomness of the sampler.
-    rewards : array (S, A), optional
-        r(s, a), needed by learners such as :class:`RobustHalpernIteration`.
+    Args:
+        P: The nominal kernel, an array (S, A, S) (rows must sum to 1).
+        seed: Randomness of the sampler (int, numpy Generator or None).
+        rewards: r(s, a), an array (S, A), optional; needed by learners such as
+            :class:`RobustHalpernIteration`.
 
-    Attributes
-    ----------
-    n_states, n_actions : int
-    rewards : array (S, A) or None
-    samples_used : int
-        Next states drawn so far.
+    Attributes:
+        n_states (int): Number of states S.
+        n_actions (int): Number of actions A.
+        rewards (array (S, A) or None): The rewards given at construction.
+        samples_used (int): Next states drawn so far.
     """
 
     def __init__(self, P, seed=None, *, rewards=None):
