@@ -37,7 +37,8 @@ class NUDFT(nn.Module):
             channel dim of ``x [..., C, N]``) instead of one shared set (``[K]``).
         num_channels: C, required with ``per_channel``.
         max_cycles: the upper bound in cycles per unit time (default ``2 K``).
-        norm, backend: as in :func:`icml26.kernels.nudft`.
+        norm: as in :func:`icml26.kernels.nudft`.
+        backend: as in :func:`icml26.kernels.nudft`.
     """
 
     def __init__(self, num_frequencies: int, *, learnable: bool = True, init: str = "harmonic",

@@ -5,10 +5,25 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from icml26.models.rdl_graph.templates import TemplateSpec, add_templates, candidate_templates, count_messages, parse_template, template_edges
+from icml26.models.rdl_graph.templates import (
+    TemplateSpec,
+    add_templates,
+    candidate_templates,
+    count_messages,
+    parse_template,
+    template_edges,
+)
 
 if TYPE_CHECKING:
-    from icml26.models.rdl_graph.modeling import COLUMN_GATINGS, HardConcreteGate, NEIGHBOR_AGGRS, RDLGraphConfig, RDLGraphModel, RDLGraphOutput, RDLGraphPlan
+    from icml26.models.rdl_graph.modeling import (
+        COLUMN_GATINGS,
+        NEIGHBOR_AGGRS,
+        HardConcreteGate,
+        RDLGraphConfig,
+        RDLGraphModel,
+        RDLGraphOutput,
+        RDLGraphPlan,
+    )
 
 # Names whose modules import transformers or TRL load on first use, so importing this package
 # stays a torch-only import.

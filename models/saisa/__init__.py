@@ -5,9 +5,17 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-
 if TYPE_CHECKING:
-    from icml26.models.saisa.modeling import ARCHITECTURES, SaisaConfig, SaisaForConditionalGeneration, SaisaPatchEncoder, SaisaPatchEncoderConfig, SaisaProjector, SaisaProjectors, flops
+    from icml26.models.saisa.modeling import (
+        ARCHITECTURES,
+        SaisaConfig,
+        SaisaForConditionalGeneration,
+        SaisaPatchEncoder,
+        SaisaPatchEncoderConfig,
+        SaisaProjector,
+        SaisaProjectors,
+        flops,
+    )
     from icml26.models.saisa.processing import SaisaImageProcessor, SaisaProcessor
 
 # Names whose modules import transformers or TRL load on first use, so importing this package

@@ -5,11 +5,28 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from icml26.models.tfmixer.baselines import HistoryMeanForecaster, LOCFForecaster, MTANForecaster, MeanReversionForecaster
-from icml26.models.tfmixer.data import IMTSCollator, IMTSDataset, IMTSSplits, KEYS, imts_sample
+from icml26.models.tfmixer.baselines import (
+    HistoryMeanForecaster,
+    LOCFForecaster,
+    MeanReversionForecaster,
+    MTANForecaster,
+)
+from icml26.models.tfmixer.data import KEYS, IMTSCollator, IMTSDataset, IMTSSplits, imts_sample
 
 if TYPE_CHECKING:
-    from icml26.models.tfmixer.modeling import LABEL_NAMES, SLOT_BUCKET, TFMixerConfig, TFMixerForForecasting, TFMixerForecastOutput, TFMixerLabelsCallback, TFMixerPreTrainedModel, bucketed_nonzero, check_imts_inputs, masked_mse, squared_error_loss
+    from icml26.models.tfmixer.modeling import (
+        LABEL_NAMES,
+        SLOT_BUCKET,
+        TFMixerConfig,
+        TFMixerForecastOutput,
+        TFMixerForForecasting,
+        TFMixerLabelsCallback,
+        TFMixerPreTrainedModel,
+        bucketed_nonzero,
+        check_imts_inputs,
+        masked_mse,
+        squared_error_loss,
+    )
 
 # Names whose modules import transformers or TRL load on first use, so importing this package
 # stays a torch-only import.

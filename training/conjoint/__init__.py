@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-from icml26.training.conjoint.minimax import MinimaxPolicy, PLAYERS
-from icml26.training.conjoint.model import DTYPE, FactorialDesign, MAX_PROFILES, PairedConjointLogit, fit_logit_irls
-from icml26.training.conjoint.policy import AverageCasePolicy, AverageCasePolicyCV, PENALTIES, closed_form_system, penalty
+from icml26.training.conjoint.minimax import PLAYERS, MinimaxPolicy
+from icml26.training.conjoint.model import DTYPE, MAX_PROFILES, FactorialDesign, PairedConjointLogit, fit_logit_irls
+from icml26.training.conjoint.policy import (
+    PENALTIES,
+    AverageCasePolicy,
+    AverageCasePolicyCV,
+    closed_form_system,
+    penalty,
+)
 
 __all__ = ['AverageCasePolicy', 'AverageCasePolicyCV', 'DTYPE', 'FactorialDesign', 'MAX_PROFILES', 'MinimaxPolicy', 'PENALTIES', 'PLAYERS', 'PairedConjointLogit', 'closed_form_system', 'fit_logit_irls', 'penalty']

@@ -5,11 +5,35 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from icml26.training.llp.estimator import LLPClassifier, TournamentResult, candidate_bag_estimates, mom_tournament, tournament_from_estimates
-from icml26.training.llp.risk import BASE_LOSSES, LLPLoss, METHODS, bag_estimates, bag_means, dllp_loss, easyllp_loss, leave_one_bag_out_mean, lowvar_llp_loss, per_class_losses, random_bags
+from icml26.training.llp.estimator import (
+    LLPClassifier,
+    TournamentResult,
+    candidate_bag_estimates,
+    mom_tournament,
+    tournament_from_estimates,
+)
+from icml26.training.llp.risk import (
+    BASE_LOSSES,
+    METHODS,
+    LLPLoss,
+    bag_estimates,
+    bag_means,
+    dllp_loss,
+    easyllp_loss,
+    leave_one_bag_out_mean,
+    lowvar_llp_loss,
+    per_class_losses,
+    random_bags,
+)
 
 if TYPE_CHECKING:
-    from icml26.training.llp.trainer import LLPConfig, LLPDataCollator, LLPTrainer, LLPTrainingArguments, logits_to_bags
+    from icml26.training.llp.trainer import (
+        LLPConfig,
+        LLPDataCollator,
+        LLPTrainer,
+        LLPTrainingArguments,
+        logits_to_bags,
+    )
 
 # Names whose modules import transformers or TRL load on first use, so importing this package
 # stays a torch-only import.

@@ -5,13 +5,41 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from icml26.training.r2g.loops import AnchorHistory, GrokkingHistory, accuracy, fourier_sparsity, modular_tensors, operand_geometry, train_anchor, train_grokking
-from icml26.training.r2g.loss import DISTANCES, FORMS, R2GLoss, REDUCTIONS, SCHEDULES, find_value_projections, r2g_distance, r2g_term, random_pairing, value_geometry
+from icml26.training.r2g.loops import (
+    AnchorHistory,
+    GrokkingHistory,
+    accuracy,
+    fourier_sparsity,
+    modular_tensors,
+    operand_geometry,
+    train_anchor,
+    train_grokking,
+)
+from icml26.training.r2g.loss import (
+    DISTANCES,
+    FORMS,
+    REDUCTIONS,
+    SCHEDULES,
+    R2GLoss,
+    find_value_projections,
+    r2g_distance,
+    r2g_term,
+    random_pairing,
+    value_geometry,
+)
 
 if TYPE_CHECKING:
     from icml26.training.r2g.grokfast import GrokfastCallback, GrokfastEMA
     from icml26.training.r2g.sft import R2GSFTConfig, R2GSFTTrainer
-    from icml26.training.r2g.trainer import R2GCallback, R2GConfig, R2GDataCollator, R2GTrainer, R2GTrainerMixin, R2GTrainingArguments, alpha_at
+    from icml26.training.r2g.trainer import (
+        R2GCallback,
+        R2GConfig,
+        R2GDataCollator,
+        R2GTrainer,
+        R2GTrainerMixin,
+        R2GTrainingArguments,
+        alpha_at,
+    )
 
 # Names whose modules import transformers or TRL load on first use, so importing this package
 # stays a torch-only import.
