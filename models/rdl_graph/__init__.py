@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 # Names whose modules import transformers or TRL load on first use, so importing this package
 # stays a torch-only import.
 _LAZY = {
-    **dict.fromkeys(('COLUMN_GATINGS', 'HardConcreteGate', 'NEIGHBOR_AGGRS', 'RDLGraphConfig', 'RDLGraphModel', 'RDLGraphOutput', 'RDLGraphPlan'), 'modeling'),
+    **dict.fromkeys(("COLUMN_GATINGS", "HardConcreteGate", "NEIGHBOR_AGGRS", "RDLGraphConfig", "RDLGraphModel", "RDLGraphOutput", "RDLGraphPlan"), "modeling"),
 }
 
 
@@ -39,4 +39,9 @@ def __getattr__(name: str):
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-__all__ = ['COLUMN_GATINGS', 'HardConcreteGate', 'NEIGHBOR_AGGRS', 'RDLGraphConfig', 'RDLGraphModel', 'RDLGraphOutput', 'RDLGraphPlan', 'TemplateSpec', 'add_templates', 'candidate_templates', 'count_messages', 'parse_template', 'template_edges']
+
+__all__ = [
+    "COLUMN_GATINGS", "HardConcreteGate", "NEIGHBOR_AGGRS", "RDLGraphConfig", "RDLGraphModel", "RDLGraphOutput",
+    "RDLGraphPlan", "TemplateSpec", "add_templates", "candidate_templates", "count_messages", "parse_template",
+    "template_edges",
+]

@@ -21,8 +21,8 @@ if TYPE_CHECKING:
 # Names whose modules import transformers or TRL load on first use, so importing this package
 # stays a torch-only import.
 _LAZY = {
-    **dict.fromkeys(('ARCHITECTURES', 'SaisaConfig', 'SaisaForConditionalGeneration', 'SaisaPatchEncoder', 'SaisaPatchEncoderConfig', 'SaisaProjector', 'SaisaProjectors', 'flops'), 'modeling'),
-    **dict.fromkeys(('SaisaImageProcessor', 'SaisaProcessor'), 'processing'),
+    **dict.fromkeys(("ARCHITECTURES", "SaisaConfig", "SaisaForConditionalGeneration", "SaisaPatchEncoder", "SaisaPatchEncoderConfig", "SaisaProjector", "SaisaProjectors", "flops"), "modeling"),
+    **dict.fromkeys(("SaisaImageProcessor", "SaisaProcessor"), "processing"),
 }
 
 
@@ -33,4 +33,8 @@ def __getattr__(name: str):
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-__all__ = ['ARCHITECTURES', 'SaisaConfig', 'SaisaForConditionalGeneration', 'SaisaImageProcessor', 'SaisaPatchEncoder', 'SaisaPatchEncoderConfig', 'SaisaProcessor', 'SaisaProjector', 'SaisaProjectors', 'flops']
+
+__all__ = [
+    "ARCHITECTURES", "SaisaConfig", "SaisaForConditionalGeneration", "SaisaImageProcessor", "SaisaPatchEncoder",
+    "SaisaPatchEncoderConfig", "SaisaProcessor", "SaisaProjector", "SaisaProjectors", "flops",
+]

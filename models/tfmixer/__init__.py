@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 # Names whose modules import transformers or TRL load on first use, so importing this package
 # stays a torch-only import.
 _LAZY = {
-    **dict.fromkeys(('LABEL_NAMES', 'SLOT_BUCKET', 'TFMixerConfig', 'TFMixerForForecasting', 'TFMixerForecastOutput', 'TFMixerLabelsCallback', 'TFMixerPreTrainedModel', 'bucketed_nonzero', 'check_imts_inputs', 'masked_mse', 'squared_error_loss'), 'modeling'),
+    **dict.fromkeys(("LABEL_NAMES", "SLOT_BUCKET", "TFMixerConfig", "TFMixerForForecasting", "TFMixerForecastOutput", "TFMixerLabelsCallback", "TFMixerPreTrainedModel", "bucketed_nonzero", "check_imts_inputs", "masked_mse", "squared_error_loss"), "modeling"),
 }
 
 
@@ -42,4 +42,10 @@ def __getattr__(name: str):
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-__all__ = ['HistoryMeanForecaster', 'IMTSCollator', 'IMTSDataset', 'IMTSSplits', 'KEYS', 'LABEL_NAMES', 'LOCFForecaster', 'MTANForecaster', 'MeanReversionForecaster', 'SLOT_BUCKET', 'TFMixerConfig', 'TFMixerForForecasting', 'TFMixerForecastOutput', 'TFMixerLabelsCallback', 'TFMixerPreTrainedModel', 'bucketed_nonzero', 'check_imts_inputs', 'imts_sample', 'masked_mse', 'squared_error_loss']
+
+__all__ = [
+    "HistoryMeanForecaster", "IMTSCollator", "IMTSDataset", "IMTSSplits", "KEYS", "LABEL_NAMES", "LOCFForecaster",
+    "MTANForecaster", "MeanReversionForecaster", "SLOT_BUCKET", "TFMixerConfig", "TFMixerForForecasting",
+    "TFMixerForecastOutput", "TFMixerLabelsCallback", "TFMixerPreTrainedModel", "bucketed_nonzero",
+    "check_imts_inputs", "imts_sample", "masked_mse", "squared_error_loss",
+]

@@ -12,4 +12,7 @@ from icml26.training.conjoint.policy import (
     penalty,
 )
 
-__all__ = ['AverageCasePolicy', 'AverageCasePolicyCV', 'DTYPE', 'FactorialDesign', 'MAX_PROFILES', 'MinimaxPolicy', 'PENALTIES', 'PLAYERS', 'PairedConjointLogit', 'closed_form_system', 'fit_logit_irls', 'penalty']
+__all__ = [
+    "AverageCasePolicy", "AverageCasePolicyCV", "DTYPE", "FactorialDesign", "MAX_PROFILES", "MinimaxPolicy",
+    "PENALTIES", "PLAYERS", "PairedConjointLogit", "closed_form_system", "fit_logit_irls", "penalty",
+]

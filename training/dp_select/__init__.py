@@ -34,4 +34,11 @@ from icml26.training.dp_select.selection import (
 )
 from icml26.training.dp_select.strong import MAX_STAGE1_OUTCOMES, StrongSetEM
 
-__all__ = ['AuditResult', 'BACKENDS', 'BKSWSelector', 'ForgottenFactorMDE', 'HypothesisClass', 'MAX_STAGE1_OUTCOMES', 'MinimumDistanceEstimate', 'PrivateMDE', 'ScheffeTable', 'ScheffeTournament', 'StrongSetEM', 'agnostic_truth', 'audit_epsilon', 'check_hypotheses', 'check_samples', 'clopper_pearson', 'default_k', 'dirichlet_class', 'em_probabilities', 'exact_privacy_loss', 'exponential_mechanism', 'gaussian_cover', 'gumbel_max_draws', 'knockout_tournament', 'lazy_exponential_mechanism', 'mde_distances', 'neighbours', 'sample', 'scheffe_table', 'tv']
+__all__ = [
+    "AuditResult", "BACKENDS", "BKSWSelector", "ForgottenFactorMDE", "HypothesisClass", "MAX_STAGE1_OUTCOMES",
+    "MinimumDistanceEstimate", "PrivateMDE", "ScheffeTable", "ScheffeTournament", "StrongSetEM", "agnostic_truth",
+    "audit_epsilon", "check_hypotheses", "check_samples", "clopper_pearson", "default_k", "dirichlet_class",
+    "em_probabilities", "exact_privacy_loss", "exponential_mechanism", "gaussian_cover", "gumbel_max_draws",
+    "knockout_tournament", "lazy_exponential_mechanism", "mde_distances", "neighbours", "sample", "scheffe_table",
+    "tv",
+]

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 # Names whose modules import transformers or TRL load on first use, so importing this package
 # stays a torch-only import.
 _LAZY = {
-    **dict.fromkeys(('LLPConfig', 'LLPDataCollator', 'LLPTrainer', 'LLPTrainingArguments', 'logits_to_bags'), 'trainer'),
+    **dict.fromkeys(("LLPConfig", "LLPDataCollator", "LLPTrainer", "LLPTrainingArguments", "logits_to_bags"), "trainer"),
 }
 
 
@@ -49,4 +49,10 @@ def __getattr__(name: str):
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-__all__ = ['BASE_LOSSES', 'LLPClassifier', 'LLPConfig', 'LLPDataCollator', 'LLPLoss', 'LLPTrainer', 'LLPTrainingArguments', 'METHODS', 'TournamentResult', 'bag_estimates', 'bag_means', 'candidate_bag_estimates', 'dllp_loss', 'easyllp_loss', 'leave_one_bag_out_mean', 'logits_to_bags', 'lowvar_llp_loss', 'mom_tournament', 'per_class_losses', 'random_bags', 'tournament_from_estimates']
+
+__all__ = [
+    "BASE_LOSSES", "LLPClassifier", "LLPConfig", "LLPDataCollator", "LLPLoss", "LLPTrainer",
+    "LLPTrainingArguments", "METHODS", "TournamentResult", "bag_estimates", "bag_means", "candidate_bag_estimates",
+    "dllp_loss", "easyllp_loss", "leave_one_bag_out_mean", "logits_to_bags", "lowvar_llp_loss", "mom_tournament",
+    "per_class_losses", "random_bags", "tournament_from_estimates",
+]

@@ -44,9 +44,9 @@ if TYPE_CHECKING:
 # Names whose modules import transformers or TRL load on first use, so importing this package
 # stays a torch-only import.
 _LAZY = {
-    **dict.fromkeys(('GrokfastCallback', 'GrokfastEMA'), 'grokfast'),
-    **dict.fromkeys(('R2GSFTConfig', 'R2GSFTTrainer'), 'sft'),
-    **dict.fromkeys(('R2GCallback', 'R2GConfig', 'R2GDataCollator', 'R2GTrainer', 'R2GTrainerMixin', 'R2GTrainingArguments', 'alpha_at'), 'trainer'),
+    **dict.fromkeys(("GrokfastCallback", "GrokfastEMA"), "grokfast"),
+    **dict.fromkeys(("R2GSFTConfig", "R2GSFTTrainer"), "sft"),
+    **dict.fromkeys(("R2GCallback", "R2GConfig", "R2GDataCollator", "R2GTrainer", "R2GTrainerMixin", "R2GTrainingArguments", "alpha_at"), "trainer"),
 }
 
 
@@ -57,4 +57,11 @@ def __getattr__(name: str):
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-__all__ = ['AnchorHistory', 'DISTANCES', 'FORMS', 'GrokfastCallback', 'GrokfastEMA', 'GrokkingHistory', 'R2GCallback', 'R2GConfig', 'R2GDataCollator', 'R2GLoss', 'R2GSFTConfig', 'R2GSFTTrainer', 'R2GTrainer', 'R2GTrainerMixin', 'R2GTrainingArguments', 'REDUCTIONS', 'SCHEDULES', 'accuracy', 'alpha_at', 'find_value_projections', 'fourier_sparsity', 'modular_tensors', 'operand_geometry', 'r2g_distance', 'r2g_term', 'random_pairing', 'train_anchor', 'train_grokking', 'value_geometry']
+
+__all__ = [
+    "AnchorHistory", "DISTANCES", "FORMS", "GrokfastCallback", "GrokfastEMA", "GrokkingHistory", "R2GCallback",
+    "R2GConfig", "R2GDataCollator", "R2GLoss", "R2GSFTConfig", "R2GSFTTrainer", "R2GTrainer", "R2GTrainerMixin",
+    "R2GTrainingArguments", "REDUCTIONS", "SCHEDULES", "accuracy", "alpha_at", "find_value_projections",
+    "fourier_sparsity", "modular_tensors", "operand_geometry", "r2g_distance", "r2g_term", "random_pairing",
+    "train_anchor", "train_grokking", "value_geometry",
+]

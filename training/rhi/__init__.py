@@ -31,4 +31,10 @@ from icml26.training.rhi.oracles import (
 )
 from icml26.training.rhi.uncertainty import ChiSquareBall, Contamination, KLBall, LpBall, UncertaintySet
 
-__all__ = ['ChiSquareBall', 'Contamination', 'GenerativeModel', 'IterationTrace', 'KLBall', 'KOrderMLMC', 'LpBall', 'MLMC', 'PlugIn', 'RobustHalpernIteration', 'RobustMDP', 'RobustSolution', 'SampleBatch', 'SupportOracle', 'TruncatedMLMC', 'UncertaintySet', 'check_kernel', 'check_rewards', 'garnet', 'halpern_iteration', 'level_probabilities', 'mlmc_cost_factor', 'mlmc_estimate', 'periodic_cycle', 'relative_value_iteration', 'richardson_weights', 'river_swim', 'span']
+__all__ = [
+    "ChiSquareBall", "Contamination", "GenerativeModel", "IterationTrace", "KLBall", "KOrderMLMC", "LpBall",
+    "MLMC", "PlugIn", "RobustHalpernIteration", "RobustMDP", "RobustSolution", "SampleBatch", "SupportOracle",
+    "TruncatedMLMC", "UncertaintySet", "check_kernel", "check_rewards", "garnet", "halpern_iteration",
+    "level_probabilities", "mlmc_cost_factor", "mlmc_estimate", "periodic_cycle", "relative_value_iteration",
+    "richardson_weights", "river_swim", "span",
+]

@@ -19,4 +19,8 @@ from icml26.training.rkme.spec import (
     z_gradient,
 )
 
-__all__ = ['BETA_SOLVERS', 'KERNEL_CHUNK', 'LearnwareMarket', 'MIXTURES', 'RKMESpecification', 'SEARCH_MODES', 'SPEC_TYPE', 'SearchResult', 'StandardScaling', 'convert_dist_to_score', 'data_self_term', 'gaussian_kernel', 'kernel_row_means', 'median_gamma', 'neighbour_kme_distance', 'noisy_copy_spec', 'simplex_qp', 'z_gradient']
+__all__ = [
+    "BETA_SOLVERS", "KERNEL_CHUNK", "LearnwareMarket", "MIXTURES", "RKMESpecification", "SEARCH_MODES",
+    "SPEC_TYPE", "SearchResult", "StandardScaling", "convert_dist_to_score", "data_self_term", "gaussian_kernel",
+    "kernel_row_means", "median_gamma", "neighbour_kme_distance", "noisy_copy_spec", "simplex_qp", "z_gradient",
+]

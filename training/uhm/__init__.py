@@ -38,4 +38,11 @@ from icml26.training.uhm.targets import (
     fit_tabular_critic,
 )
 
-__all__ = ['ActorCriticConfig', 'DatasetTDLambda', 'GHMTarget', 'HorizonWeights', 'OfflineActorCritic', 'OneStepTD', 'RolloutTDLambda', 'TDFlowUpdater', 'TabularControlConfig', 'TabularCritic', 'TabularGHM', 'TabularOneStepModel', 'TabularUHM', 'TorchOneStepTD', 'TorchUHMTarget', 'UHMTarget', 'VARIANTS', 'categorical_uhm_loss', 'ema_update', 'fit_tabular_critic', 'geometric', 'n_step', 'nu_bellman_operator', 'nu_target', 'target_moments', 'td_flow_loss', 'td_lambda', 'train_categorical_uhm', 'winsorized', 'xi_from_nu']
+__all__ = [
+    "ActorCriticConfig", "DatasetTDLambda", "GHMTarget", "HorizonWeights", "OfflineActorCritic", "OneStepTD",
+    "RolloutTDLambda", "TDFlowUpdater", "TabularControlConfig", "TabularCritic", "TabularGHM",
+    "TabularOneStepModel", "TabularUHM", "TorchOneStepTD", "TorchUHMTarget", "UHMTarget", "VARIANTS",
+    "categorical_uhm_loss", "ema_update", "fit_tabular_critic", "geometric", "n_step", "nu_bellman_operator",
+    "nu_target", "target_moments", "td_flow_loss", "td_lambda", "train_categorical_uhm", "winsorized",
+    "xi_from_nu",
+]

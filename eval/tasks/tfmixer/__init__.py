@@ -29,4 +29,10 @@ from icml26.eval.tasks.tfmixer.physionet2012 import (
     train_test_split_indices,
 )
 
-__all__ = ['APN_VARIABLES', 'METRICS', 'PHYSIONET_GROUPS', 'PHYSIONET_PROTOCOLS', 'PHYSIONET_STATIC', 'PHYSIONET_VARIABLES', 'PhysioNetProtocol', 'SyntheticIMTSConfig', 'co2_weekly', 'compute_forecast_metrics', 'default_physionet_path', 'evaluate_forecaster', 'forecast_errors', 'generate_synthetic_imts', 'load_co2_imts', 'load_physionet2012', 'make_synthetic_imts', 'physionet_rows', 'read_physionet_record', 'reduce_forecast_errors', 'synthetic_signal', 'train_test_split_indices']
+__all__ = [
+    "APN_VARIABLES", "METRICS", "PHYSIONET_GROUPS", "PHYSIONET_PROTOCOLS", "PHYSIONET_STATIC",
+    "PHYSIONET_VARIABLES", "PhysioNetProtocol", "SyntheticIMTSConfig", "co2_weekly", "compute_forecast_metrics",
+    "default_physionet_path", "evaluate_forecaster", "forecast_errors", "generate_synthetic_imts", "load_co2_imts",
+    "load_physionet2012", "make_synthetic_imts", "physionet_rows", "read_physionet_record",
+    "reduce_forecast_errors", "synthetic_signal", "train_test_split_indices",
+]
