@@ -7,7 +7,7 @@ below load on first use, so importing the package costs nothing.
 
 from __future__ import annotations
 
-from ._lazy import lazy_exports
+from icml26.lazy import lazy_exports
 
 _EXPORTS = {
     "ChatBackend": "backends", "OpenAIChatBackend": "backends", "TransformersChatBackend": "backends",

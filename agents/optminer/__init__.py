@@ -20,7 +20,7 @@ The names below load on first use.
 
 from __future__ import annotations
 
-from icml26.agents._lazy import lazy_exports
+from icml26.lazy import lazy_exports
 
 _EXPORTS = {
     "ProblemTree": "tree", "new_scenario": "templates", "apply_technique": "templates",

@@ -15,7 +15,7 @@ The names below are loaded on first use, so ``import icml26.agents.sera`` stays 
 
 from __future__ import annotations
 
-from icml26.agents._lazy import lazy_exports
+from icml26.lazy import lazy_exports
 
 _EXPORTS = {
     "Instance": "pipeline", "generate": "pipeline", "plan_instances": "pipeline", "resolve_backend": "pipeline",

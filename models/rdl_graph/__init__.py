@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
+from icml26.lazy import lazy_exports
 from icml26.models.rdl_graph.templates import (
     TemplateSpec,
     add_templates,
@@ -31,13 +31,7 @@ _LAZY = {
     **dict.fromkeys(("COLUMN_GATINGS", "HardConcreteGate", "NEIGHBOR_AGGRS", "RDLGraphConfig", "RDLGraphModel", "RDLGraphOutput", "RDLGraphPlan"), "modeling"),
 }
 
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = [

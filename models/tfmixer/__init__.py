@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
+from icml26.lazy import lazy_exports
 from icml26.models.tfmixer.baselines import (
     HistoryMeanForecaster,
     LOCFForecaster,
@@ -34,13 +34,7 @@ _LAZY = {
     **dict.fromkeys(("LABEL_NAMES", "SLOT_BUCKET", "TFMixerConfig", "TFMixerForForecasting", "TFMixerForecastOutput", "TFMixerLabelsCallback", "TFMixerPreTrainedModel", "bucketed_nonzero", "check_imts_inputs", "masked_mse", "squared_error_loss"), "modeling"),
 }
 
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = [

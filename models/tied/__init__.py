@@ -9,7 +9,7 @@ boundary penalty), ``sampler`` (:class:`TIEDSampler`, :class:`TIEDConfig`, :func
 
 from __future__ import annotations
 
-import importlib
+from icml26.lazy import lazy_exports
 
 _EXPORTS = {
     "MatrixLieGroup": "groups", "SO": "groups", "SE2": "groups", "ImageAffine": "groups",
@@ -24,13 +24,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

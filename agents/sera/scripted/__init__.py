@@ -8,7 +8,7 @@ Names load on first use (no heavy imports).
 
 from __future__ import annotations
 
-from icml26.agents._lazy import lazy_exports
+from icml26.lazy import lazy_exports
 
 _EXPORTS = {"ScriptedTeacher": "teacher", "EditSpec": "edits", "FAMILIES": "edits"}
 
