@@ -86,7 +86,7 @@ PAPERS: tuple[Paper, ...] = (
           "icml26 sera generate; icml26 sera train; icml26 reproduce sera", status="working"),
     Paper("optminer", "Opt-Miner",
           "Opt-Miner: Empowering Information-Seeking Agent with Tree-Guided Data Synthesis for Optimization Modeling",
-          _homes("optminer", "training", "agents/", "eval/tasks", *BOTH, *DOCS),
+          _homes("optminer", "training/", "agents/", "eval/tasks", *BOTH, *DOCS),
           "icml26 optminer synthesize; icml26 optminer validate; icml26 optminer decontaminate; "
           "icml26 optminer eval; icml26 bench optminer; icml26 reproduce optminer", status="working"),
     Paper("rhi", "Robust Halpern Iteration",

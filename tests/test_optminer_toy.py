@@ -6,10 +6,8 @@ import statistics
 import pytest
 import torch
 
-from icml26.eval.tasks.optminer import (
-    MODES, ToyRecipe, make_tasks, make_toy_search, make_toy_world, run_toy, scripted_trajectory, toy_prompt,
-    toy_tokenizer,
-)
+from icml26.eval.tasks.optminer import MODES, ToyRecipe, make_tasks, make_toy_search, make_toy_world, scripted_trajectory, toy_prompt, toy_tokenizer
+from icml26.training.optminer import run_toy
 
 
 @pytest.fixture(scope="module")

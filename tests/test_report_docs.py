@@ -11,6 +11,7 @@ import pytest
 from icml26 import Claim, InputError, Result
 from icml26.cli import main
 from icml26.docs_results import dumps, regenerate, render_results_page, write_results_pages
+from icml26.papers import PAPERS
 from icml26.registry import Entry
 from icml26.runner import run_all, source_revision
 
@@ -214,3 +215,14 @@ def test_committed_results_page_is_what_its_json_renders(source):
         f"{page} differs from what {source.name} renders: run icml26 report --regenerate {source.parent}")
     for figure in data["figures"]:
         assert (source.parent / figure["file"]).is_file(), figure
+
+
+@pytest.mark.parametrize("paper", [p for p in PAPERS if p.status == "working"], ids=lambda p: p.key)
+def test_every_working_method_page_shows_its_generated_reference_run(paper):
+    """Measured numbers reach a method page only through its generated results file (and every page has one)."""
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    page = (docs / "methods" / f"{paper.key}.md").read_text()
+    assert f"```{{include}} ../results/{paper.key}.md" in page, f"docs/methods/{paper.key}.md does not include its results"
+    data = json.loads((docs / "results" / f"{paper.key}.json").read_text())
+    assert data["key"] == paper.key and data["claims"] and data["seeds"] == [0, 1, 2], data.get("seeds")
+    assert data["git"] and not data["git"]["dirty"], "a reference run comes from a committed, clean tree"

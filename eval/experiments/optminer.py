@@ -263,7 +263,7 @@ def run_experiment(config, settings: OptMinerSettings | None = None, *, bench_fo
                      "search tool take about 2 minutes per seed on 2 CPU cores, over three seeds.")
     if toy:
         try:
-            from icml26.eval.tasks.optminer import run_toy
+            from icml26.training.optminer import run_toy
         except ImportError as exc:
             notes.append(f"Claim 3 (R-GRPO toy) left out: icml26.eval.tasks.optminer is not available ({exc}).")
         else:
