@@ -338,7 +338,8 @@ def test_trainer_gradient_accumulation_uses_the_mean_term(tmp_path):
 def test_sft_trainer_trains_a_tiny_qwen3_and_logs(tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from icml26.eval.tasks.r2g import tense_accuracy, tense_dataset, tense_tokenize, tense_trainer
+    from icml26.eval.tasks.r2g import tense_accuracy, tense_dataset, tense_tokenize
+    from icml26.training.r2g import tense_trainer
     from icml26.tiny import build_tiny_model
 
     path = build_tiny_model("qwen3")

@@ -30,7 +30,7 @@ from icml26.training.r2g.loss import (
 
 if TYPE_CHECKING:
     from icml26.training.r2g.grokfast import GrokfastCallback, GrokfastEMA
-    from icml26.training.r2g.sft import R2GSFTConfig, R2GSFTTrainer
+    from icml26.training.r2g.sft import R2GSFTConfig, R2GSFTTrainer, tense_trainer
     from icml26.training.r2g.trainer import (
         R2GCallback,
         R2GConfig,
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 # stays a torch-only import.
 _LAZY = {
     **dict.fromkeys(("GrokfastCallback", "GrokfastEMA"), "grokfast"),
-    **dict.fromkeys(("R2GSFTConfig", "R2GSFTTrainer"), "sft"),
+    **dict.fromkeys(("R2GSFTConfig", "R2GSFTTrainer", "tense_trainer"), "sft"),
     **dict.fromkeys(("R2GCallback", "R2GConfig", "R2GDataCollator", "R2GTrainer", "R2GTrainerMixin", "R2GTrainingArguments", "alpha_at"), "trainer"),
 }
 
@@ -57,5 +57,5 @@ __all__ = [
     "R2GConfig", "R2GDataCollator", "R2GLoss", "R2GSFTConfig", "R2GSFTTrainer", "R2GTrainer", "R2GTrainerMixin",
     "R2GTrainingArguments", "REDUCTIONS", "SCHEDULES", "accuracy", "alpha_at", "find_value_projections",
     "fourier_sparsity", "modular_tensors", "operand_geometry", "r2g_distance", "r2g_term", "random_pairing",
-    "train_anchor", "train_grokking", "value_geometry",
+    "tense_trainer", "train_anchor", "train_grokking", "value_geometry",
 ]

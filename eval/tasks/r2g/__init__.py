@@ -22,11 +22,10 @@ from icml26.eval.tasks.r2g.tense import (
     tense_accuracy,
     tense_dataset,
     tense_tokenize,
-    tense_trainer,
 )
 
 __all__ = [
     "ANCHOR_OPS", "AnchorData", "INTRANSITIVE", "NOUNS", "OPS", "TENSE_PROMPT_SUFFIX", "TRANSITIVE",
     "anchor_dataset", "anchor_decoder", "anchor_init", "count_parameters", "modular_dataset", "small_decoder",
-    "steps_to", "tense_accuracy", "tense_dataset", "tense_tokenize", "tense_trainer",
+    "steps_to", "tense_accuracy", "tense_dataset", "tense_tokenize",
 ]

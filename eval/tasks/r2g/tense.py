@@ -4,7 +4,7 @@ Reconstruction of the authors' tense-inflection task (their code builds on shikh
 Murty et al. 2023): past-tense sentences rewritten in the present, with subject-verb agreement across a
 relative clause or prepositional phrase; the out-of-distribution split holds the sentences whose
 modifier noun has the other number than the subject (only the hierarchical rule is right there).
-Trained with ``R2GSFTTrainer`` on a tiny Qwen3 (:func:`tense_trainer`).
+Trained with ``R2GSFTTrainer`` on a tiny Qwen3 (:func:`icml26.training.r2g.tense_trainer`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import torch
 from icml26.utils import IGNORE_INDEX
 
 __all__ = ["INTRANSITIVE", "NOUNS", "TENSE_PROMPT_SUFFIX", "TRANSITIVE", "tense_accuracy", "tense_dataset",
-           "tense_tokenize", "tense_trainer"]
+           "tense_tokenize"]
 
 NOUNS = (("dog", "dogs"), ("cat", "cats"), ("bird", "birds"), ("horse", "horses"), ("man", "men"),
          ("woman", "women"), ("child", "children"), ("teacher", "teachers"))
@@ -111,19 +111,3 @@ def tense_accuracy(model, dataset, *, batch_size: int = 128, pad_token_id: int =
     return {"exact_match": exact / max(1, len(dataset)), "token_accuracy": correct / max(1, total)}
 
 
-def tense_trainer(model, tokenizer, train_dataset, *, output_dir, max_steps: int = 20, r2g_alpha: float = 0.08,
-                  distance: str = "euclidean", learning_rate: float = 1e-3, batch_size: int = 8,
-                  logging_steps: int = 5, seed: int = 0, **sft_kwargs):
-    """An ``R2GSFTTrainer`` for a :func:`tense_tokenize` dataset (the authors' tense-inflection recipe,
-    shortened: AdamW eps 1e-7, no weight decay, clipping 1.0, batch 8, linear warm-up over 10% of the
-    steps where theirs warms up over 10k of 1M steps)."""
-    from icml26.training.r2g import R2GSFTConfig, R2GSFTTrainer
-
-    args = R2GSFTConfig(output_dir=str(output_dir), max_steps=max_steps, per_device_train_batch_size=batch_size,
-                        learning_rate=learning_rate, adam_epsilon=1e-7, weight_decay=0.0, max_grad_norm=1.0,
-                        warmup_steps=max(1, max_steps // 10), lr_scheduler_type="linear",
-                        logging_steps=logging_steps, save_strategy="no", report_to=[], seed=seed,
-                        disable_tqdm=True, use_cpu=not torch.cuda.is_available(), dataloader_num_workers=0,
-                        r2g_alpha=r2g_alpha, r2g_distance=distance,
-                        **{"bf16": False, "activation_checkpointing": False, **sft_kwargs})
-    return R2GSFTTrainer(model=model, args=args, train_dataset=train_dataset, processing_class=tokenizer)
