@@ -1,4 +1,4 @@
-"""The two-party game over factored policies (``icml26.training.conjoint.policy.MinimaxPolicy``).
+"""The two-party game over factored policies (``icml26.training.conjoint.MinimaxPolicy``).
 
 Jerzak, Chandra & Hazra (ICML 2026, arXiv 2504.19043), the adversarial case: parties A and B choose
 factored policies pi_A, pi_B; voters come from groups with shares rho_g; A's general-election win

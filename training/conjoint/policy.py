@@ -17,8 +17,8 @@ towards the randomisation design p, on one of two scales:
 
 Uncertainty is the delta method Var = J Sigma J^T, Sigma the respondent-clustered sandwich of the logit and
 J = d(value, pi*)/d theta by ``torch.func`` through the closed form, through the unrolled ascent, or by
-implicit differentiation of the optimality condition. The two-party game is :class:`MinimaxPolicy`
-(re-exported from :mod:`.conjoint_minimax`).
+implicit differentiation of the optimality condition. The two-party game is
+:class:`icml26.training.conjoint.MinimaxPolicy` (module :mod:`icml26.training.conjoint.minimax`).
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ _LEVEL_CAP = 30
 
 
 # ----------------------------------------------------------------------------------------------
-# validation shared with robust_rl.py
+# validation shared with halpern.py
 # ----------------------------------------------------------------------------------------------
 def check_kernel(P, name: str = "P", *, atol: float = 1e-8) -> np.ndarray:
     """Validate an (S, A, S) transition kernel: finite, >= 0, every row P[s, a, :] sums to 1."""
