@@ -1,9 +1,9 @@
-"""Runs the snippets of the README section "Using icml26 from transformers / TRL" as they are written.
+"""Runs the command lines of the docs' integrations page (``docs/integrations.md``) as they are written.
 
-Each snippet follows a ``<!-- snippet:NAME -->`` marker. Python snippets run in order in one
-namespace, in a scratch folder (``MODEL`` names a tiny model folder; ``runs/sera`` is a real
-``icml26 sera generate`` output made by the scripted teacher). Shell lines run with ``MODEL`` and
-the port substituted.
+Its Python blocks run one by one in fresh processes in ``tests/test_docs_examples.py``; here the shell lines run
+against real processes: the two-process ``torchrun`` line (on a real ``icml26 sera generate`` output made by the
+scripted teacher) and ``transformers serve`` with the page's OpenAI-client block pointed at it (``MODEL`` and the
+model id name a tiny model folder; the port is substituted).
 """
 
 import json
@@ -24,20 +24,14 @@ pytest.importorskip("trl")
 pytest.importorskip("peft")
 
 ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text()
-SECTION = README.split("## Using icml26 from transformers / TRL", 1)[1].split("\n## ", 1)[0]
+PAGE = (ROOT / "docs" / "integrations.md").read_text()
 
 
-def snippet(name: str) -> str:
-    match = re.search(rf"<!-- snippet:{re.escape(name)} -->\n```(\w+)\n(.*?)```", SECTION, re.S)
-    assert match, f"README section lacks the snippet {name!r}"
-    return match.group(2)
-
-
-def test_every_snippet_of_the_section_is_run_here():
-    names = re.findall(r"<!-- snippet:([\w-]+) -->", SECTION)
-    here = Path(__file__).read_text()
-    assert names and all(f'"{name}"' in here for name in names), names
+def block(containing: str) -> str:
+    """The one fenced block of the page that contains ``containing``."""
+    found = [body for body in re.findall(r"```\w+\n(.*?)```", PAGE, re.S) if containing in body]
+    assert len(found) == 1, f"docs/integrations.md: expected one block containing {containing!r}, got {len(found)}"
+    return found[0]
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +39,7 @@ def workdir(tmp_path_factory):
     """A scratch folder holding ``runs/sera`` (a scripted SERA run of two instances)."""
     from icml26.agents.sera import ScriptedTeacher, generate, make_git_repo_from_package
 
-    folder = tmp_path_factory.mktemp("readme_hf")
+    folder = tmp_path_factory.mktemp("integrations")
     repo = make_git_repo_from_package("jmespath", folder / "repo")
     generate(repo, ScriptedTeacher(seed=1, q=1.0), folder / "runs" / "sera", threshold=0.5, limit=2, progress=False)
     return folder
@@ -60,49 +54,26 @@ def model_path():
 
 @pytest.fixture(scope="module")
 def namespace(workdir, model_path):
-    return {"MODEL": model_path, "__name__": "readme"}
+    return {"MODEL": model_path, "__name__": "integrations"}
 
 
 def _run_python(code: str, namespace: dict, folder: Path) -> None:
     cwd = os.getcwd()
     os.chdir(folder)
     try:
-        exec(compile(code, "README.md", "exec"), namespace)
+        exec(compile(code, "docs/integrations.md", "exec"), namespace)
     finally:
         os.chdir(cwd)
 
 
-def test_saisa_auto_classes_processor_lora_and_trainer_defaults(namespace, workdir):
-    import torch
-
-    from icml26.models.saisa import SaisaForConditionalGeneration
-
-    _run_python(snippet("saisa-auto"), namespace, workdir)
-    assert isinstance(namespace["model"], SaisaForConditionalGeneration)
-    inputs = namespace["inputs"]
-    assert int((inputs["input_ids"] == namespace["processor"].image_token_id).sum()) == namespace["model"].n_visual
-    assert namespace["logits"].shape[:2] == inputs["input_ids"].shape
-    _run_python(snippet("saisa-lora"), namespace, workdir)
-    assert (workdir / "saisa-lora" / "adapter_config.json").exists()
-    with torch.no_grad():
-        assert torch.isfinite(namespace["peft_model"](**inputs).logits).all()
-    _run_python(snippet("trainer-defaults"), namespace, workdir)
-    assert namespace["model"].is_activation_checkpointing
-
-
-def test_plain_sft_trainer_on_sera_data(namespace, workdir):
-    _run_python(snippet("sera-sft"), namespace, workdir)
-    assert namespace["trainer"].state.global_step == 2
-
-
-def _shell_line(name: str, starts: str) -> list[str]:
-    (line,) = [line for line in snippet(name).splitlines() if line.startswith(starts)]
+def _shell_line(starts: str) -> list[str]:
+    (line,) = [line for line in block(starts).splitlines() if line.startswith(starts)]
     return shlex.split(line.split("  #")[0])
 
 
 def test_two_process_launch_line(workdir, model_path):
-    """The README's torchrun line (the accelerate line is the launcher of ``test_distributed.py``)."""
-    args = [model_path if a == "MODEL" else a for a in _shell_line("two-process", "torchrun")]
+    """The page's torchrun line (the accelerate line is the launcher of ``test_distributed.py``)."""
+    args = [model_path if a == "MODEL" else a for a in _shell_line("torchrun")]
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -124,7 +95,7 @@ def test_openai_client_against_transformers_serve(workdir, model_path, namespace
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    serve = [a.replace("8000", str(port)) for a in _shell_line("openai", "transformers serve")]
+    serve = [a.replace("8000", str(port)) for a in _shell_line("transformers serve")]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen([sys.executable, "-c", "from transformers.cli.transformers import main; main()",
                              *serve[1:], "--log-level", "warning"], env=env, stdout=subprocess.DEVNULL,
@@ -138,8 +109,8 @@ def test_openai_client_against_transformers_serve(workdir, model_path, namespace
             except OSError:
                 assert time.monotonic() < deadline and proc.poll() is None, "transformers serve did not start"
                 time.sleep(0.5)
-        code = snippet("openai-python").replace("http://127.0.0.1:8000", f"http://127.0.0.1:{port}")
-        _run_python(code, namespace, workdir)
+        code = block("OpenAIChatBackend(").replace("http://127.0.0.1:8000", f"http://127.0.0.1:{port}")
+        _run_python(code.replace("Qwen/Qwen3-8B", model_path), namespace, workdir)
         assert namespace["reply"].usage.completion_tokens > 0
     finally:
         proc.terminate()
