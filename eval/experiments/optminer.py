@@ -9,7 +9,7 @@
    ones, and succeeds again when given the top-3 BM25 documents for the fogged sentence, searched
    in the corpus of all instances' knowledge documents plus distractors. Also measured: the
    retrieval hit rate and how often a subtree union's optimum differs from both parents'.
-3. **R-GRPO on the toy task** (:func:`icml26.eval.tasks.optminer.run_toy`; Reconstruction: our toy): R-GRPO
+3. **R-GRPO on the toy task** (:func:`icml26.training.optminer.run_toy`; Reconstruction: our toy): R-GRPO
    beats its SFT start by at least 0.1 held-out reward, and loses reward when the search tool is
    disabled (medians over seeds; full mode, or ``toy=True``).
 4. **Harness check**: submitting each benchmark's reference value as the model's ``OBJECTIVE:`` line
@@ -265,7 +265,7 @@ def run_experiment(config, settings: OptMinerSettings | None = None, *, bench_fo
         try:
             from icml26.training.optminer import run_toy
         except ImportError as exc:
-            notes.append(f"Claim 3 (R-GRPO toy) left out: icml26.eval.tasks.optminer is not available ({exc}).")
+            notes.append(f"Claim 3 (R-GRPO toy) left out: icml26.training.optminer is not available ({exc}).")
         else:
             device = config.device
             if device == "auto":
