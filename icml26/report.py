@@ -30,7 +30,7 @@ def markdown_table(rows: list[dict[str, Any]], columns: list[str] | None = None)
         columns = []
         for row in rows:
             columns += [c for c in row if c not in columns]
-    lines = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
+    lines = ["| " + " | ".join(_cell(c) for c in columns) + " |", "|" + " --- |" * len(columns)]
     lines += ["| " + " | ".join(_cell(row.get(c, "")) for c in columns) + " |" for row in rows]
     return "\n".join(lines)
 

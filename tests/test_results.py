@@ -151,3 +151,10 @@ def test_over_seeds_one_seed_as_is_several_on_the_median():
     assert "median over seeds [0, 1, 2]" in many.notes
     with pytest.raises(InputError, match="over_seeds: seeds: expected at least one seed"):
         over_seeds([], lambda s: Result())
+
+
+def test_markdown_table_escapes_pipes_in_headers_and_cells():
+    from icml26.report import markdown_table
+
+    table = markdown_table([{"mean |Q - Q*|": "a|b"}])
+    assert table.splitlines()[0] == "| mean \\|Q - Q*\\| |" and table.splitlines()[2] == "| a\\|b |"
