@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import described, input_error
-from .report import claim_value, markdown_table, source_text, verdict
+from .report import claim_value, markdown_table, source_text, table_columns, verdict
 from .results import CLAIMS_PER_SEED_TABLE, Claim
 from .utils import atomic_write_bytes, atomic_write_text
 
@@ -116,10 +116,7 @@ def page_data(record: dict[str, Any], experiment: dict[str, Any]) -> dict[str, A
     for name, rows in result["tables"].items():
         if name == CLAIMS_PER_SEED_TABLE:
             continue
-        columns: list[str] = []
-        for row in rows:
-            columns += [c for c in row if c not in columns]
-        tables.append({"name": name, "columns": columns, "rows": rows})
+        tables.append({"name": name, "columns": table_columns(rows), "rows": rows})
     seconds = experiment.get("seconds")
     when = record.get("finished") or record.get("started") or ""
     return {

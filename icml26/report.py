@@ -22,14 +22,20 @@ def _cell(value: Any) -> str:
     return format_value(value).replace("|", "\\|").replace("\n", " ")
 
 
+def table_columns(rows: list[dict[str, Any]]) -> list[str]:
+    """Every key of ``rows``, in first-seen order: the columns of their table."""
+    columns: list[str] = []
+    for row in rows:
+        columns += [c for c in row if c not in columns]
+    return columns
+
+
 def markdown_table(rows: list[dict[str, Any]], columns: list[str] | None = None) -> str:
     """A list of dicts as a markdown table: ``columns`` in that order, else every key in first-seen order."""
     if not rows:
         return "_(empty)_"
     if columns is None:
-        columns = []
-        for row in rows:
-            columns += [c for c in row if c not in columns]
+        columns = table_columns(rows)
     lines = ["| " + " | ".join(_cell(c) for c in columns) + " |", "|" + " --- |" * len(columns)]
     lines += ["| " + " | ".join(_cell(row.get(c, "")) for c in columns) + " |" for row in rows]
     return "\n".join(lines)

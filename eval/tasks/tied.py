@@ -24,13 +24,15 @@ import torch
 from torch import nn
 
 from icml26.errors import input_error
+from icml26.models.tied.classifier import DEFAULT_SIZE
 
 __all__ = ["DigitsData", "load_digit_images", "accuracy", "random_transforms", "mild_homography_group", "fit_ppca",
            "TRANSFORMS"]
 
 TRANSFORMS = ("se2", "homography")
-#: Reconstruction: 20x20 (the calibrated protocol used 24x24, which costs 1.44x the pixel work per sampler step).
-IMAGE_SIZE = 20
+#: Reconstruction: 20x20, the classifier's default (the calibrated protocol used 24x24, which costs 1.44x the
+#: pixel work per sampler step).
+IMAGE_SIZE = DEFAULT_SIZE
 
 
 @dataclass
