@@ -4,6 +4,10 @@
 themselves report (:func:`icml26.progress.phase`, ``trainer_callback``) from the forked workers to
 the parent process, where ``icml26 reproduce`` shows them; a worker never reports on its own (it
 would write the parent's ``results.json`` from another process).
+
+Workers die with the run: each asks for a parent-death signal (:func:`icml26.processes.die_with_parent`),
+so a run killed with SIGKILL (a caller's time-out) leaves no worker behind, and the pool is terminated
+on every way out of :func:`map_jobs` (a result, an exception, Ctrl-C).
 """
 
 from __future__ import annotations
@@ -16,11 +20,15 @@ from typing import Any
 RELAY_INTERVAL = 0.5
 
 
-def _worker_init(events) -> None:
-    """Forked workers use one thread, leave Ctrl-C and termination to the parent, and send their
-    phases to the parent through ``events`` instead of the listeners they inherited."""
+def _worker_init(events, parent_pid: int) -> None:
+    """Forked workers die with the parent, use one thread, leave Ctrl-C and termination to the parent,
+    and send their phases to the parent through ``events`` instead of the listeners they inherited."""
     import os
     import signal
+
+    from icml26.processes import die_with_parent
+
+    die_with_parent(parent_pid)  # first: a parent killed from now on takes this worker with it
 
     import torch
 
@@ -106,7 +114,8 @@ def map_jobs(fn: Callable[[Any], Any], jobs: Sequence[Any], device, *, phase_nam
         context = multiprocessing.get_context("fork")
         events = context.Queue()
         relay = _Relay()
-        pool = context.Pool(min(len(jobs), cores + 1), initializer=_worker_init, initargs=(events,))
+        pool = context.Pool(min(len(jobs), cores + 1), initializer=_worker_init,
+                            initargs=(events, os.getpid()))
         try:
             results: list[Any] = [None] * len(jobs)
             finished = pool.imap_unordered(_run_indexed, [(fn, i, job) for i, job in enumerate(jobs)], chunksize=1)
