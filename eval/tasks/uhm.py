@@ -27,20 +27,51 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from icml26.errors import input_error
+from icml26.errors import InputError, InputTypeError, described, input_error
+from icml26.errors import describe as describe_value
+from icml26.validation import check_choice, check_finite, check_int
 
 #: Actions of GridMaze: stay, up, down, left, right (row, column moves).
 MOVES = np.array([(0, 0), (-1, 0), (1, 0), (0, -1), (0, 1)])
 REWARDS = ("sparse", "step")
+#: The gymnasium ids under which importing this module registers the mazes (see :func:`register_envs`).
+ENV_IDS = {"GridMaze": "icml26/GridMaze-v0", "PointMaze2D": "icml26/PointMaze2D-v0"}
+
+
+def _check_seed(function: str, seed: Any) -> int:
+    """A layout seed: an int >= 0 (what ``numpy.random.default_rng`` takes)."""
+    return check_int(function, "seed", seed, low=0)
+
+
+def _layout_arguments(function: str, size: Any, seed: Any, extra_openings: Any) -> tuple[int, int, int]:
+    """The checked ``size`` (odd, >= 5: rooms sit at odd coordinates), ``seed`` and ``extra_openings``."""
+    size = check_int(function, "size", size, low=5)
+    if size % 2 == 0:
+        raise input_error(function, "size", "an odd int >= 5 (rooms sit at odd coordinates)", size)
+    return size, _check_seed(function, seed), check_int(function, "extra_openings", extra_openings, low=0)
+
+
+def _check_layout(function: str, layout: Any) -> np.ndarray:
+    """A user's cell map: a 2-d boolean array (True = free) whose free cells (at least 2) are connected."""
+    array = np.asarray(layout) if not isinstance(layout, (str, bytes)) else None
+    if array is None or array.dtype != bool or array.ndim != 2:
+        raise input_error(function, "layout", "a 2-d boolean array (True = free cell)",
+                          describe_value(layout) if array is None or array.ndim else layout)
+    free = np.argwhere(array)
+    if len(free) < 2:
+        raise input_error(function, "layout", "at least 2 free cells", described(f"{len(free)} free cells"))
+    reach = bfs_distances(array, tuple(int(v) for v in free[0]))
+    cut = int((reach[array] < 0).sum())
+    if cut:
+        raise input_error(function, "layout", "free cells that are all connected (4-neighbour moves)",
+                          described(f"{cut} free cells walled off from cell {tuple(int(v) for v in free[0])}"))
+    return array.copy()
 
 
 def generate_layout(size: int = 15, seed: int = 0, extra_openings: int = 6) -> np.ndarray:
     """A ``size x size`` boolean maze (True = free): seeded DFS over rooms at odd coordinates, plus
     ``extra_openings`` removed inner walls between two rooms (loops)."""
-    if not isinstance(size, int) or size < 5 or size % 2 == 0:
-        raise input_error("generate_layout", "size", "an odd int >= 5", size)
-    if not isinstance(extra_openings, int) or extra_openings < 0:
-        raise input_error("generate_layout", "extra_openings", "an int >= 0", extra_openings)
+    size, seed, extra_openings = _layout_arguments("generate_layout", size, seed, extra_openings)
     rng = np.random.default_rng(seed)
     free = np.zeros((size, size), dtype=bool)
     rooms = (size - 1) // 2
@@ -88,6 +119,9 @@ class GridMaze(gym.Env):
     ``P[s, a, s']``, ``R[s, a]`` (state-based, see the module docstring), ``goal`` (a cell index),
     ``start_states`` (``n_starts`` cells at evenly spaced BFS distances from the goal), ``distance``
     (BFS distance of every cell to the goal) and ``cells`` (the ``(row, col)`` of each index).
+    The cell map is :func:`generate_layout` ``(size, seed, extra_openings)`` unless ``layout`` (a 2-d boolean
+    array, True = free, its free cells connected) is given; ``goal`` (a free ``(row, col)``) replaces the
+    default goal, an end of the maze's longest shortest path.
     As a ``gymnasium.Env``: ``Discrete(S)`` observations, ``Discrete(5)`` actions; ``reset`` starts
     at a uniformly random free cell (or ``options={"state": s}``); the episode never terminates
     (the goal is absorbing) and is truncated at ``max_episode_steps``; ``info["is_success"]`` says
@@ -97,25 +131,37 @@ class GridMaze(gym.Env):
     metadata = {"render_modes": []}
 
     def __init__(self, size: int = 15, seed: int = 0, slip: float = 0.1, reward: str = "sparse",
-                 extra_openings: int = 6, n_starts: int = 10, max_episode_steps: int = 200) -> None:
-        if not (isinstance(slip, (int, float)) and 0.0 <= slip < 1.0):
-            raise input_error("GridMaze", "slip", "a number in [0, 1)", slip)
-        if reward not in REWARDS:
-            raise input_error("GridMaze", "reward", f"one of {REWARDS}", reward)
-        if not isinstance(n_starts, int) or n_starts < 1:
-            raise input_error("GridMaze", "n_starts", "an int >= 1", n_starts)
-        self.layout = generate_layout(size, seed, extra_openings)
+                 extra_openings: int = 6, n_starts: int = 10, max_episode_steps: int = 200, *,
+                 layout=None, goal: tuple[int, int] | None = None) -> None:
+        slip = check_finite("GridMaze", "slip", slip, low=0, high=1, high_open=True)
+        check_choice("GridMaze", "reward", reward, REWARDS)
+        n_starts = check_int("GridMaze", "n_starts", n_starts, low=1)
+        max_episode_steps = check_int("GridMaze", "max_episode_steps", max_episode_steps, low=1)
+        if layout is None:
+            self.layout = generate_layout(*_layout_arguments("GridMaze", size, seed, extra_openings))
+        else:
+            self.layout = _check_layout("GridMaze", layout)
         self.slip, self.reward_kind, self.max_episode_steps = float(slip), reward, int(max_episode_steps)
         self.cells = [tuple(int(v) for v in rc) for rc in np.argwhere(self.layout)]
         self.index = {rc: i for i, rc in enumerate(self.cells)}
         S, A = len(self.cells), len(MOVES)
         self.n_states, self.n_actions = S, A
         # the goal: one end of the maze's longest shortest path (farthest from the cell farthest from the centre)
-        centre = min(self.cells, key=lambda rc: abs(rc[0] - size // 2) + abs(rc[1] - size // 2))
+        height, width = self.layout.shape
+        centre = min(self.cells, key=lambda rc: abs(rc[0] - height // 2) + abs(rc[1] - width // 2))
         from_centre = bfs_distances(self.layout, centre)
         far = max(self.cells, key=lambda rc: (from_centre[rc], rc))
         from_far = bfs_distances(self.layout, far)
-        self.goal = self.index[max(self.cells, key=lambda rc: (from_far[rc], rc))]
+        if goal is None:
+            self.goal = self.index[max(self.cells, key=lambda rc: (from_far[rc], rc))]
+        else:
+            try:
+                cell = tuple(int(v) for v in goal)
+            except (TypeError, ValueError):
+                cell = None
+            if cell is None or cell not in self.index:
+                raise input_error("GridMaze", "goal", "the (row, col) of a free cell of the layout", goal)
+            self.goal = self.index[cell]
         dist = bfs_distances(self.layout, self.cells[self.goal])
         self.distance = np.array([dist[rc] for rc in self.cells])
         # Deterministic moves, then slip: with probability `slip` the action is a uniformly random one.
@@ -144,8 +190,10 @@ class GridMaze(gym.Env):
 
     # -- gymnasium ----------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        super().reset(seed=seed)
         state = (options or {}).get("state")
+        if state is not None:
+            state = check_int("GridMaze.reset", "options['state']", state, low=0, high=self.n_states - 1)
+        super().reset(seed=seed)
         self._state = int(self.np_random.integers(self.n_states)) if state is None else int(state)
         self._t = 0
         return self._state, {}
@@ -157,6 +205,8 @@ class GridMaze(gym.Env):
         (the goal is absorbing); ``truncated`` is True once ``max_episode_steps`` steps are taken;
         ``info["is_success"]`` says whether the new state is the goal.
         """
+        if not self.action_space.contains(action):
+            raise input_error("GridMaze.step", "action", f"an int in [0, {self.n_actions - 1}]", action)
         s, a = self._state, int(action)
         reward = float(self.R[s, a])
         self._state = int(self.np_random.choice(self.n_states, p=self.P[s, a]))
@@ -167,11 +217,17 @@ class GridMaze(gym.Env):
 # ----------------------------------------------------------------------------------------------
 # datasets
 # ----------------------------------------------------------------------------------------------
+def _check_collect(function: str, env: Any, kind: type, n_transitions: Any, episode_length: Any,
+                   seed: Any) -> tuple[int, int]:
+    if not isinstance(env, kind):
+        raise InputTypeError(function, "env", f"a {kind.__name__}", described(type(env).__name__))
+    if seed is not None:
+        check_int(function, "seed", seed, low=0)
+    return (check_int(function, "n_transitions", n_transitions, low=1),
+            check_int(function, "episode_length", episode_length, low=1))
+
+
 def _episodes(env: GridMaze, n_transitions: int, episode_length: int, choose, seed) -> dict[str, np.ndarray]:
-    if not isinstance(n_transitions, int) or n_transitions < 1:
-        raise input_error("collect", "n_transitions", "an int >= 1", n_transitions)
-    if not isinstance(episode_length, int) or episode_length < 1:
-        raise input_error("collect", "episode_length", "an int >= 1", episode_length)
     rng = np.random.default_rng(seed)
     n_ep = -(-n_transitions // episode_length)
     S = env.n_states
@@ -204,6 +260,8 @@ def _episodes(env: GridMaze, n_transitions: int, episode_length: int, choose, se
 def collect_explore(env: GridMaze, n_transitions: int = 50_000, episode_length: int = 200,
                     seed: int = 0) -> dict[str, np.ndarray]:
     """"explore" data: uniformly random actions, episodes of ``episode_length`` from uniform starts."""
+    n_transitions, episode_length = _check_collect("collect_explore", env, GridMaze, n_transitions, episode_length,
+                                                   seed)
     return _episodes(env, n_transitions, episode_length,
                      lambda s, t, rng, ctx: rng.integers(env.n_actions, size=len(s)), seed)
 
@@ -212,8 +270,9 @@ def collect_navigate(env: GridMaze, n_transitions: int = 50_000, episode_length:
                      epsilon: float = 0.3, seed: int = 0) -> dict[str, np.ndarray]:
     """"navigate" data: BFS moves towards a random subgoal (a new one when reached), with
     probability ``epsilon`` a uniformly random action instead (OGBench's navigate, tabular)."""
-    if not (isinstance(epsilon, (int, float)) and 0.0 <= epsilon <= 1.0):
-        raise input_error("collect_navigate", "epsilon", "a number in [0, 1]", epsilon)
+    n_transitions, episode_length = _check_collect("collect_navigate", env, GridMaze, n_transitions, episode_length,
+                                                   seed)
+    epsilon = check_finite("collect_navigate", "epsilon", epsilon, low=0, high=1)
     S = env.n_states
     rows, cols = np.array(env.cells).T
     dist_to = np.stack([bfs_distances(env.layout, env.cells[g])[rows, cols] for g in range(S)])
@@ -233,17 +292,56 @@ def collect_navigate(env: GridMaze, n_transitions: int = 50_000, episode_length:
 # ----------------------------------------------------------------------------------------------
 # exact ground truth
 # ----------------------------------------------------------------------------------------------
-def _check_policy(policy, S: int, A: int, function: str) -> np.ndarray:
-    policy = np.asarray(policy, dtype=float)
-    if policy.shape != (S, A):
-        raise input_error(function, "policy", f"action probabilities of shape ({S}, {A})", policy.shape)
-    if np.any(policy < -1e-12) or np.any(np.abs(policy.sum(-1) - 1) > 1e-8):
-        raise input_error(function, "policy", "rows that are probability vectors", "other rows")
+def check_policy(function: str, policy: Any, S: int | None = None, A: int | None = None) -> np.ndarray:
+    """``policy`` as a float array ``[S, A]`` whose rows are probability vectors (non-negative, summing to 1
+    within 1e-8), else an :class:`~icml26.errors.InputError` naming the first bad row. ``S`` / ``A`` of
+    ``None`` accept any size."""
+    try:
+        policy = np.asarray(policy, dtype=float)
+    except (TypeError, ValueError):
+        raise InputTypeError(function, "policy", "an array of action probabilities", describe_value(policy)) from None
+    want = f"({'S' if S is None else S}, {'A' if A is None else A})"
+    if policy.ndim != 2 or (S is not None and policy.shape[0] != S) or (A is not None and policy.shape[1] != A) \
+            or policy.size == 0:
+        raise input_error(function, "policy", f"action probabilities of shape {want}", describe_value(policy))
+    if not np.isfinite(policy).all():
+        raise input_error(function, "policy", "finite action probabilities", described("NaN or infinite entries"))
+    sums = policy.sum(-1)
+    bad = np.flatnonzero((policy < -1e-12).any(-1) | (np.abs(sums - 1) > 1e-8))
+    if bad.size:
+        row = int(bad[0])
+        raise input_error(function, "policy", "rows that are probability vectors (entries >= 0, summing to 1)",
+                          described(f"row {row} summing to {sums[row]:.6g} (min {policy[row].min():.6g}); "
+                                    f"{bad.size} bad rows"))
     return policy
+
+
+def _check_gamma(function: str, gamma: Any) -> float:
+    return check_finite(function, "gamma", gamma, low=0, high=1, low_open=True, high_open=True)
+
+
+def _check_model(function: str, P: Any, R: Any = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """``P[s, a, s']`` with rows that are distributions, and ``R[s, a]`` of the matching shape."""
+    P = np.asarray(P, dtype=float)
+    if P.ndim != 3 or P.shape[0] != P.shape[2] or P.size == 0:
+        raise input_error(function, "P", "transition probabilities of shape (S, A, S)", describe_value(P))
+    if not np.isfinite(P).all() or (P < -1e-12).any() or (np.abs(P.sum(-1) - 1) > 1e-8).any():
+        raise input_error(function, "P", "rows P[s, a] that are probability vectors", described("other rows"))
+    if R is not None:
+        R = np.asarray(R, dtype=float)
+        if R.shape != P.shape[:2]:
+            raise input_error(function, "R", f"rewards of shape {P.shape[:2]}", describe_value(R))
+        if not np.isfinite(R).all():
+            raise input_error(function, "R", "finite rewards", described("NaN or infinite entries"))
+    return P, R
 
 
 def value_iteration(P, R, gamma: float, tol: float = 1e-10, max_iter: int = 100_000) -> np.ndarray:
     """``Q*`` by value iteration (``P[s, a, s']``, ``R[s, a]``)."""
+    P, R = _check_model("value_iteration", P, R)
+    gamma = _check_gamma("value_iteration", gamma)
+    tol = check_finite("value_iteration", "tol", tol, positive=True)
+    max_iter = check_int("value_iteration", "max_iter", max_iter, low=1)
     Q = np.zeros_like(R, dtype=float)
     for _ in range(max_iter):
         Q_new = R + gamma * P @ Q.max(axis=1)
@@ -255,16 +353,20 @@ def value_iteration(P, R, gamma: float, tol: float = 1e-10, max_iter: int = 100_
 
 def policy_q(P, R, policy, gamma: float) -> np.ndarray:
     """``Q^pi`` by one linear solve: ``(I - gamma P Pi) q = r`` over (s, a) pairs."""
+    P, R = _check_model("policy_q", P, R)
+    gamma = _check_gamma("policy_q", gamma)
     S, A = R.shape
-    policy = _check_policy(policy, S, A, "policy_q")
+    policy = check_policy("policy_q", policy, S, A)
     M = (P.reshape(S * A, S)[:, :, None] * policy[None]).reshape(S * A, S * A)
     return np.linalg.solve(np.eye(S * A) - gamma * M, R.reshape(-1)).reshape(S, A)
 
 
 def horizon_distributions(P, policy, k_max: int) -> np.ndarray:
     """``P_pi^n(x | s, a)`` for n = 1..k_max as an array ``[k_max, S, A, S]`` (index n - 1)."""
+    P, _ = _check_model("horizon_distributions", P)
+    k_max = check_int("horizon_distributions", "k_max", k_max, low=1)
     S, A, _ = P.shape
-    policy = _check_policy(policy, S, A, "horizon_distributions")
+    policy = check_policy("horizon_distributions", policy, S, A)
     state_kernel = np.einsum("sa,sax->sx", policy, P)
     out = np.empty((k_max, S, A, S))
     out[0] = P
@@ -273,9 +375,16 @@ def horizon_distributions(P, policy, k_max: int) -> np.ndarray:
     return out
 
 
+def _check_q(function: str, Q: Any) -> np.ndarray:
+    Q = np.asarray(Q, dtype=float)
+    if Q.ndim != 2 or Q.size == 0 or not np.isfinite(Q).all():
+        raise input_error(function, "Q", "finite action values of shape (S, A)", describe_value(Q))
+    return Q
+
+
 def greedy_policy(Q, seed: int | None = 0, atol: float = 1e-9) -> np.ndarray:
     """A deterministic greedy policy (one-hot rows); ties between actions broken at random (seeded)."""
-    Q = np.asarray(Q, dtype=float)
+    Q = _check_q("greedy_policy", Q)
     rng = np.random.default_rng(seed)
     noise = rng.random(Q.shape)
     ties = Q >= Q.max(axis=1, keepdims=True) - atol
@@ -285,7 +394,7 @@ def greedy_policy(Q, seed: int | None = 0, atol: float = 1e-9) -> np.ndarray:
 
 def uniform_tie_policy(Q, atol: float = 1e-9) -> np.ndarray:
     """The greedy policy that spreads its mass uniformly over tied actions (uniform where Q is flat)."""
-    Q = np.asarray(Q, dtype=float)
+    Q = _check_q("uniform_tie_policy", Q)
     ties = (Q >= Q.max(axis=1, keepdims=True) - atol).astype(float)
     return ties / ties.sum(axis=1, keepdims=True)
 
@@ -293,8 +402,15 @@ def uniform_tie_policy(Q, atol: float = 1e-9) -> np.ndarray:
 def success_rate(env: GridMaze, policy, horizon: int = 100, starts=None) -> float:
     """Exact probability of being at the (absorbing) goal after ``horizon`` steps, averaged over
     ``starts`` (default ``env.start_states``): no rollout noise."""
-    policy = _check_policy(policy, env.n_states, env.n_actions, "success_rate")
+    if not isinstance(env, GridMaze):
+        raise InputTypeError("success_rate", "env", "a GridMaze", described(type(env).__name__))
+    policy = check_policy("success_rate", policy, env.n_states, env.n_actions)
+    horizon = check_int("success_rate", "horizon", horizon, low=0)
     starts = env.start_states if starts is None else np.asarray(starts)
+    if starts.ndim != 1 or starts.size == 0 or not np.issubdtype(starts.dtype, np.integer) \
+            or starts.min() < 0 or starts.max() >= env.n_states:
+        raise input_error("success_rate", "starts", f"a non-empty 1-d array of states in [0, {env.n_states - 1}]",
+                          describe_value(starts) if starts.ndim != 1 or not starts.size else starts.tolist())
     kernel = np.einsum("sa,sax->sx", policy, env.P)
     d = np.zeros((len(starts), env.n_states))
     d[np.arange(len(starts)), starts] = 1.0
@@ -305,9 +421,36 @@ def success_rate(env: GridMaze, policy, horizon: int = 100, starts=None) -> floa
 
 def empirical_model(data: dict[str, np.ndarray], n_states: int, n_actions: int) -> tuple[np.ndarray, np.ndarray]:
     """Counts ``N[s, a, s']`` of the data's transitions and the covered mask ``N[s, a].sum() > 0``."""
+    n_states = check_int("empirical_model", "n_states", n_states, low=1)
+    n_actions = check_int("empirical_model", "n_actions", n_actions, low=1)
+    s, a, s2 = transition_arrays("empirical_model", data, n_states, n_actions)
     counts = np.zeros((n_states, n_actions, n_states))
-    np.add.at(counts, (data["observations"], data["actions"], data["next_observations"]), 1.0)
+    np.add.at(counts, (s, a, s2), 1.0)
     return counts, counts.sum(-1) > 0
+
+
+def transition_arrays(function: str, transitions: Any, n_states: int,
+                      n_actions: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ``observations``, ``actions`` and ``next_observations`` of tabular ``transitions`` (a dict of
+    arrays): 1-d integer arrays of one non-zero length, with states in ``[0, n_states)`` and actions in
+    ``[0, n_actions)``, else an :class:`~icml26.errors.InputError` naming the key."""
+    keys = ("observations", "actions", "next_observations")
+    if not hasattr(transitions, "keys") or any(k not in transitions for k in keys):
+        got = sorted(transitions.keys()) if hasattr(transitions, "keys") else described(type(transitions).__name__)
+        raise input_error(function, "transitions", f"a dict with {', '.join(keys)}", got)
+    arrays = [np.asarray(transitions[k]) for k in keys]
+    for name, x in zip(keys, arrays):
+        if x.ndim != 1 or x.shape != arrays[0].shape:
+            raise input_error(function, f"transitions['{name}']", "1-d arrays of one length",
+                              described(", ".join(f"{k} {describe_value(v)}" for k, v in zip(keys, arrays))))
+    if arrays[0].size == 0:
+        raise input_error(function, "transitions", "at least one transition", described("empty arrays"))
+    for name, x, hi in zip(keys, arrays, (n_states, n_actions, n_states)):
+        if not np.issubdtype(x.dtype, np.integer) or x.min() < 0 or x.max() >= hi:
+            got = describe_value(x) if not np.issubdtype(x.dtype, np.integer) else \
+                described(f"values in [{x.min()}, {x.max()}]")
+            raise input_error(function, f"transitions['{name}']", f"integers in [0, {hi - 1}]", got)
+    return arrays[0], arrays[1], arrays[2]
 
 
 def tv_distance(p: np.ndarray, q: np.ndarray) -> np.ndarray:
@@ -325,6 +468,17 @@ def describe(env: GridMaze) -> dict[str, Any]:
 # ----------------------------------------------------------------------------------------------
 # continuous maze
 # ----------------------------------------------------------------------------------------------
+def _float_vector(function: str, argument: str, value: Any) -> np.ndarray:
+    """A finite ``(row, col)`` pair as a float array of shape ``(2,)``."""
+    try:
+        array = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise InputTypeError(function, argument, "2 finite numbers (row, col)", describe_value(value)) from None
+    if array.shape != (2,) or not np.isfinite(array).all():
+        raise input_error(function, argument, "2 finite numbers (row, col)", describe_value(array))
+    return array
+
+
 class PointMaze2D(gym.Env):
     """A point mass in GridMaze's cell map (numpy, no physics engine): position ``(row, col)`` in cell
     units (a free cell ``c`` is the square of side 1 around ``c``), action ``a in [-1, 1]^2`` moved by
@@ -332,20 +486,33 @@ class PointMaze2D(gym.Env):
     cell's disc of radius ``goal_radius``, absorbing (the point stops there); the sparse reward
     ``1[in goal]`` is a function of the state. ``start_states`` are the GridMaze's named start cells.
 
+    ``size``, ``seed``, ``layout`` and ``goal`` make the cell map as :class:`GridMaze` does.
+
     Reconstruction: OGBench's pointmaze runs in MuJoCo; this is its geometry at CPU scale.
     """
 
     metadata = {"render_modes": []}
 
     def __init__(self, size: int = 15, seed: int = 0, step_size: float = 0.2, noise: float = 0.05,
-                 goal_radius: float = 0.5, max_episode_steps: int = 500) -> None:
-        self.grid = GridMaze(size=size, seed=seed)
+                 goal_radius: float = 0.5, max_episode_steps: int = 500, *, layout=None,
+                 goal: tuple[int, int] | None = None) -> None:
+        fn = "PointMaze2D"
+        self.step_size = check_finite(fn, "step_size", step_size, positive=True)
+        self.noise = check_finite(fn, "noise", noise, non_negative=True)
+        self.goal_radius = check_finite(fn, "goal_radius", goal_radius, positive=True)
+        self.max_episode_steps = check_int(fn, "max_episode_steps", max_episode_steps, low=1)
+        if layout is None:
+            size, seed, _ = _layout_arguments(fn, size, seed, 6)
+        else:
+            layout = _check_layout(fn, layout)
+        try:
+            self.grid = GridMaze(size=size, seed=seed, layout=layout, goal=goal)
+        except InputError as exc:  # the same argument of this constructor
+            raise input_error(fn, exc.argument, exc.expected, exc.got) from None
         self.layout = self.grid.layout
-        self.step_size, self.noise, self.goal_radius = float(step_size), float(noise), float(goal_radius)
-        self.max_episode_steps = int(max_episode_steps)
         self.goal = np.array(self.grid.cells[self.grid.goal], dtype=float)
         self.start_states = np.array([self.grid.cells[s] for s in self.grid.start_states], dtype=float)
-        hi = float(size)
+        hi = float(max(self.layout.shape))
         self.observation_space = gym.spaces.Box(0.0, hi, shape=(2,), dtype=np.float64)
         self.action_space = gym.spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float64)
         self._pos, self._t = self.start_states[0].copy(), 0
@@ -379,12 +546,17 @@ class PointMaze2D(gym.Env):
         return new
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        super().reset(seed=seed)
         state = (options or {}).get("state")
+        if state is not None:
+            pos = _float_vector("PointMaze2D.reset", "options['state']", state)
+            if not self.free(pos[None])[0]:
+                raise input_error("PointMaze2D.reset", "options['state']", "a position (row, col) in a free cell",
+                                  pos.tolist())
+        super().reset(seed=seed)
         if state is None:
             cells = np.array(self.grid.cells, dtype=float)
-            state = cells[self.np_random.integers(len(cells))]
-        self._pos, self._t = np.asarray(state, dtype=float).copy(), 0
+            pos = cells[self.np_random.integers(len(cells))]
+        self._pos, self._t = np.asarray(pos, dtype=float).copy(), 0
         return self._pos.copy(), {}
 
     def step(self, action):
@@ -394,8 +566,9 @@ class PointMaze2D(gym.Env):
         False (the goal region is absorbing); ``truncated`` is True once ``max_episode_steps`` steps are
         taken; ``info["is_success"]`` says whether the new position is in the goal region.
         """
+        action = _float_vector("PointMaze2D.step", "action", action)
         reward = float(self.in_goal(self._pos))
-        self._pos = self.step_batch(self._pos[None], np.asarray(action, dtype=float)[None], self.np_random)[0]
+        self._pos = self.step_batch(self._pos[None], action[None], self.np_random)[0]
         self._t += 1
         return self._pos.copy(), reward, False, self._t >= self.max_episode_steps, {"is_success": bool(self.in_goal(self._pos))}
 
@@ -432,12 +605,12 @@ def pointmaze_oracle_values(env: PointMaze2D, gamma: float = 0.99, horizon: int 
     the next cell centre on a shortest cell path, not along the shortest continuous path), so its value
     is a slight underestimate of V*. The goal is
     absorbing, so the tail after ``horizon`` steps is ``gamma^horizon / (1 - gamma)`` for rollouts in it."""
-    if not 0.0 < gamma < 1.0:
-        raise input_error("pointmaze_oracle_values", "gamma", "a float in (0, 1)", gamma)
-    if not isinstance(horizon, int) or horizon < 1:
-        raise input_error("pointmaze_oracle_values", "horizon", "an int >= 1", horizon)
-    if not isinstance(rollouts, int) or rollouts < 1:
-        raise input_error("pointmaze_oracle_values", "rollouts", "an int >= 1", rollouts)
+    fn = "pointmaze_oracle_values"
+    if not isinstance(env, PointMaze2D):
+        raise InputTypeError(fn, "env", "a PointMaze2D", described(type(env).__name__))
+    gamma = _check_gamma(fn, gamma)
+    horizon = check_int(fn, "horizon", horizon, low=1)
+    rollouts = check_int(fn, "rollouts", rollouts, low=1)
     steer = _BFSController(env, [env.grid.goal])
     rng = np.random.default_rng(seed)
     pos = np.repeat(env.start_states, rollouts, axis=0)
@@ -455,8 +628,10 @@ def collect_pointmaze_navigate(env: PointMaze2D, n_transitions: int = 100_000, e
     """"navigate" data for PointMaze2D: head for the centre of the next BFS cell towards a random subgoal
     cell (a new subgoal when reached), with Gaussian action noise and, with probability ``epsilon``, a
     uniformly random action."""
-    if not isinstance(n_transitions, int) or n_transitions < 1:
-        raise input_error("collect_pointmaze_navigate", "n_transitions", "an int >= 1", n_transitions)
+    fn = "collect_pointmaze_navigate"
+    n_transitions, episode_length = _check_collect(fn, env, PointMaze2D, n_transitions, episode_length, seed)
+    epsilon = check_finite(fn, "epsilon", epsilon, low=0, high=1)
+    action_noise = check_finite(fn, "action_noise", action_noise, non_negative=True)
     grid = env.grid
     rng = np.random.default_rng(seed)
     S = grid.n_states
@@ -487,8 +662,41 @@ def collect_pointmaze_navigate(env: PointMaze2D, n_transitions: int = 100_000, e
 def pointmaze_success(env: PointMaze2D, act, horizon: int = 300, rollouts: int = 4, seed: int = 0) -> float:
     """Share of rollouts of ``act(positions [B, 2]) -> actions [B, 2]`` from the named start cells that end
     in the goal disc within ``horizon`` steps (the goal is absorbing)."""
+    fn = "pointmaze_success"
+    if not isinstance(env, PointMaze2D):
+        raise InputTypeError(fn, "env", "a PointMaze2D", described(type(env).__name__))
+    if not callable(act):
+        raise InputTypeError(fn, "act", "a callable positions [B, 2] -> actions [B, 2]", described(type(act).__name__))
+    horizon = check_int(fn, "horizon", horizon, low=0)
+    rollouts = check_int(fn, "rollouts", rollouts, low=1)
     rng = np.random.default_rng(seed)
     pos = np.repeat(env.start_states, rollouts, axis=0)
     for _ in range(horizon):
-        pos = env.step_batch(pos, np.asarray(act(pos)), rng)
+        actions = np.asarray(act(pos), dtype=float)
+        if actions.shape != pos.shape:
+            raise input_error(fn, "act", f"a callable returning actions of shape {pos.shape}",
+                              described(f"an output {describe_value(actions)}"))
+        pos = env.step_batch(pos, actions, rng)
     return float(env.in_goal(pos).mean())
+
+
+# ----------------------------------------------------------------------------------------------
+# gymnasium registration
+# ----------------------------------------------------------------------------------------------
+def register_envs() -> None:
+    """Register the mazes with gymnasium as ``icml26/GridMaze-v0`` and ``icml26/PointMaze2D-v0`` (:data:`ENV_IDS`).
+
+    Importing this module calls it, so ``import icml26.eval.tasks.uhm`` then
+    ``gymnasium.make("icml26/GridMaze-v0", size=11, seed=3)`` works, keyword arguments going to the constructor;
+    ``gymnasium.make("icml26.eval.tasks.uhm:icml26/GridMaze-v0")`` imports this module itself. The entry points are
+    strings, so registering imports nothing. gymnasium 1.x has no plugin entry-point group (``gymnasium.envs``
+    was dropped in 1.0), so a package cannot register on gymnasium's own import. The episode limit is the
+    maze's own ``max_episode_steps`` (truncation in ``step``); ``gymnasium.make(..., max_episode_steps=k)``
+    adds gymnasium's ``TimeLimit`` on top.
+    """
+    for name, env_id in ENV_IDS.items():
+        if env_id not in gym.registry:
+            gym.register(id=env_id, entry_point=f"{__name__}:{name}")
+
+
+register_envs()
