@@ -264,7 +264,14 @@ def naevit_reference(q, k, v, q_pos, key_padding_mask=None, softmax_scale=None):
     ``out[b, h, i] = softmax_j(q[b,h,i] . k[b,h//g,j] * scale) v[b,h//g,j]`` over the keys with
     ``j <= q_pos[b, i]`` (and ``key_padding_mask[b, j]``); rows that see no key (padding queries,
     ``q_pos < 0``) give 0 and ``lse = -inf``. Scores are computed in at least float32.
+
+    Validates its inputs as :func:`naevit_attention` does (padded form, ``backend="torch"``).
     """
+    _validate(q, k, v, q_pos, key_padding_mask, None, None, None, None, softmax_scale, "torch")
+    return _reference(q, k, v, q_pos, key_padding_mask, softmax_scale)
+
+
+def _reference(q, k, v, q_pos, key_padding_mask=None, softmax_scale=None):
     import torch
 
     b, hq, tq, d = q.shape
@@ -298,7 +305,7 @@ def _packed_reference(q, k, v, q_pos, cu_q, cu_k, softmax_scale):
 
     outs, lses = [], []
     for (qs, qe), (ks, ke) in zip(zip(cu_q[:-1], cu_q[1:]), zip(cu_k[:-1], cu_k[1:])):
-        o, lse = naevit_reference(q[qs:qe].transpose(0, 1)[None], k[ks:ke].transpose(0, 1)[None],
+        o, lse = _reference(q[qs:qe].transpose(0, 1)[None], k[ks:ke].transpose(0, 1)[None],
                                   v[ks:ke].transpose(0, 1)[None], q_pos[qs:qe][None],
                                   softmax_scale=softmax_scale)
         outs.append(o[0].transpose(0, 1))
@@ -460,5 +467,5 @@ def naevit_attention(q, k, v, q_pos, *, key_padding_mask=None, cu_seqlens_q=None
     if layout.packed:
         out, lse = _packed_reference(q, k, v, q_pos, cu_q, cu_k, scale)
     else:
-        out, lse = naevit_reference(q, k, v, q_pos, key_padding_mask, scale)
+        out, lse = _reference(q, k, v, q_pos, key_padding_mask, scale)
     return (out, lse) if return_lse else out

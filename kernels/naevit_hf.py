@@ -27,6 +27,7 @@ than the key tensor only with a static cache, whose unfilled slots are then mask
 from __future__ import annotations
 
 from icml26.errors import describe, described
+from icml26.validation import check_int
 
 from ._backend import fail
 from .naevit import BACKENDS
@@ -66,6 +67,8 @@ def naevit_mask(batch_size, q_length, kv_length, q_offset=0, kv_offset=0, mask_f
         fail(_MASK, "mask pattern", "the plain causal mask (full-attention decoder layers; pass q_pos for "
              "NAEViT's rule). Sliding windows, bidirectional layers, packed sequences and overlaid "
              "mask functions are not supported", described(f"another pattern ({name})"))
+    # only batch_size: transformers passes the offsets (and, compiled, the lengths) as 0-d tensors
+    check_int(_MASK, "batch_size", batch_size, low=1)
     if int(kv_offset) != 0:
         fail(_MASK, "kv_offset", "0 (a full-attention cache layer; sliding caches are not supported)", kv_offset)
     filled = int(q_offset) + int(q_length)  # keys the layer holds after this step's cache update

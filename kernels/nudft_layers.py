@@ -12,7 +12,7 @@ import math
 import torch
 from torch import nn
 
-from icml26.validation import check_finite
+from icml26.validation import check_finite, check_int
 
 from ._backend import BACKENDS, fail, fail_type
 from .nudft import NORMS, inudft, nudft
@@ -119,8 +119,10 @@ class InverseNUDFT(nn.Module):
         if backend not in BACKENDS:
             fail("InverseNUDFT", "backend", f"one of {BACKENDS}", backend)
         check_finite("InverseNUDFT", "coef", coef)
+        if num_frequencies is not None:
+            check_int("InverseNUDFT", "num_frequencies", num_frequencies, low=1)
         if learnable_scale:
-            if not isinstance(num_frequencies, int) or num_frequencies < 1:
+            if num_frequencies is None:
                 fail("InverseNUDFT", "num_frequencies", "a positive int with learnable_scale=True", num_frequencies)
             self.coef = nn.Parameter(torch.full((num_frequencies,), float(coef)))
         else:
