@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from icml26.errors import input_error
-from icml26.validation import check_finite
+from icml26.errors import described, input_error
+from icml26.validation import check_finite, check_int
 
 __all__ = ["RDLTrainConfig", "RDLTrainResult", "anneal_temperature", "train", "evaluate", "auroc"]
 
@@ -72,10 +72,13 @@ class RDLTrainConfig:
         for name in ("lr", "gate_lr", "temperature_start", "temperature_end"):
             check_finite(fn, name, getattr(self, name), positive=True)
         check_finite(fn, "weight_decay", self.weight_decay, non_negative=True)
+        self.seed = check_int(fn, "seed", self.seed, low=0)
 
 
 def anneal_temperature(epoch: int, config: RDLTrainConfig) -> float:
     """The gate temperature at ``epoch`` (0-based): constant through the warm-up, then linear to the end value."""
+    check_int("anneal_temperature", "epoch", epoch, low=0)
+    _check_config("anneal_temperature", config, none_ok=False)
     if epoch < config.warmup_epochs:
         return config.temperature_start
     span = max(1, config.epochs - 1 - config.warmup_epochs)
@@ -83,9 +86,28 @@ def anneal_temperature(epoch: int, config: RDLTrainConfig) -> float:
     return config.temperature_start + frac * (config.temperature_end - config.temperature_start)
 
 
+def _check_config(function: str, config, *, none_ok: bool = True) -> None:
+    if not (isinstance(config, RDLTrainConfig) or (none_ok and config is None)):
+        raise TypeError(str(input_error(function, "config", "an RDLTrainConfig" + (" or None" if none_ok else ""),
+                                        described(type(config).__name__))))
+
+
+def _check_task(function: str, task) -> None:
+    if not isinstance(getattr(task, "entity_table", None), str):
+        raise TypeError(str(input_error(function, "task", "an EntityTask (premium_purchase_task(), load_relbench_task)",
+                                        described(type(task).__name__))))
+
+
 def auroc(y: np.ndarray, score: np.ndarray) -> float:
+    """ROC AUC of ``score`` against 0/1 labels ``y`` (NaN when ``y`` holds one class only)."""
     from sklearn.metrics import roc_auc_score
 
+    y, score = np.asarray(y, dtype=float), np.asarray(score, dtype=float)
+    if y.ndim != 1:
+        raise input_error("auroc", "y", "a 1-D array of 0/1 labels", described(f"an array of shape {y.shape}"))
+    if score.shape != y.shape:
+        raise input_error("auroc", "score", f"a 1-D array of {len(y)} scores, one per label",
+                          described(f"an array of shape {score.shape}"))
     return float(roc_auc_score(y, score)) if 0 < y.mean() < 1 else float("nan")
 
 
@@ -97,6 +119,11 @@ def evaluate(model, graphs: Sequence, task, plan=None) -> dict[str, float]:
     """
     from icml26.models.rdl_graph import count_messages
 
+    if isinstance(graphs, (str, dict)) or not isinstance(graphs, Sequence) or not graphs:
+        raise input_error("evaluate", "graphs", "a non-empty list of snapshots",
+                          described(f"{type(graphs).__name__} of length {len(graphs)}" if hasattr(graphs, "__len__")
+                                    else type(graphs).__name__))
+    _check_task("evaluate", task)
     was = model.training
     model.eval()
     ys, ss, edges, seconds = [], [], [], 0.0
@@ -144,7 +171,12 @@ def train(model, graphs: dict[str, Sequence], task, config: RDLTrainConfig | Non
     templates already added); the model ends holding the selected epoch's weights.
     """
     fn = "train"
+    _check_config(fn, config)
+    _check_task(fn, task)
     cfg = config or RDLTrainConfig()
+    if not isinstance(graphs, dict):
+        raise TypeError(str(input_error(fn, "graphs", "a dict of split -> snapshots ('train', 'val', optionally "
+                                        "'test')", described(type(graphs).__name__))))
     for split in ("train", "val"):
         if not graphs.get(split):
             raise input_error(fn, "graphs", f"a non-empty {split!r} list of snapshots", sorted(graphs))

@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from icml26.errors import described, input_error
+from icml26.validation import check_finite, check_int
 
 __all__ = ["Table", "Database", "EntityTask", "ColumnStats", "column_stats", "make_pkey_fkey_graph",
            "snapshot", "snapshots", "monthly_seed_times", "split_seed_times", "synthetic_ecommerce",
@@ -37,6 +38,38 @@ __all__ = ["Table", "Database", "EntityTask", "ColumnStats", "column_stats", "ma
            "CONST_COLUMN"]
 
 CONST_COLUMN = "__const__"
+
+
+def _timestamp(function: str, argument: str, value) -> pd.Timestamp:
+    """``pd.Timestamp(value)``, or :class:`InputError` naming ``argument`` when it is not a point in time."""
+    if isinstance(value, bool) or value is None or (isinstance(value, float) and math.isnan(value)):
+        raise input_error(function, argument, "a time (a pandas Timestamp, datetime or ISO date string)", value)
+    try:
+        t = pd.Timestamp(value)
+    except (TypeError, ValueError) as exc:
+        raise input_error(function, argument, "a time (a pandas Timestamp, datetime or ISO date string)",
+                          described(f"{value!r} ({exc})")) from None
+    if pd.isna(t):
+        raise input_error(function, argument, "a time (a pandas Timestamp, datetime or ISO date string)", value)
+    return t
+
+
+def _timedelta(function: str, argument: str, value) -> pd.Timedelta:
+    """A positive ``pd.Timedelta`` (from a Timedelta, ``datetime.timedelta`` or ``numpy.timedelta64``)."""
+    import datetime
+
+    if not isinstance(value, (pd.Timedelta, datetime.timedelta, np.timedelta64)):
+        raise TypeError(str(input_error(function, argument, "a positive pandas Timedelta (e.g. pd.Timedelta(days=90))",
+                                        described(f"{type(value).__name__} {value!r}"))))
+    delta = pd.Timedelta(value)
+    if pd.isna(delta) or delta <= pd.Timedelta(0):
+        raise input_error(function, argument, "a positive pandas Timedelta (e.g. pd.Timedelta(days=90))", value)
+    return delta
+
+
+def _check_db(function: str, db) -> None:
+    if not isinstance(db, Database):
+        raise TypeError(str(input_error(function, "db", "a Database", described(type(db).__name__))))
 
 
 def _is_datetime(series: pd.Series) -> bool:
@@ -96,9 +129,13 @@ class Database:
                 if tables[parent].pkey is None:
                     raise input_error(fn, f"tables[{name!r}].fkeys[{col!r}]", "a parent table with a primary key",
                                       described(f"table {parent!r} without one"))
+        val = None if val_timestamp is None else _timestamp(fn, "val_timestamp", val_timestamp)
+        test = None if test_timestamp is None else _timestamp(fn, "test_timestamp", test_timestamp)
+        if val is not None and test is not None and not val < test:
+            # RelBench's order: train before val, val before test; the reverse leaks the test window into training
+            raise input_error(fn, "val_timestamp", f"a time before test_timestamp {test}", val)
         self.tables = tables
-        self.val_timestamp = None if val_timestamp is None else pd.Timestamp(val_timestamp)
-        self.test_timestamp = None if test_timestamp is None else pd.Timestamp(test_timestamp)
+        self.val_timestamp, self.test_timestamp = val, test
 
     def __repr__(self) -> str:
         sizes = ", ".join(f"{n}: {len(t.df)}" for n, t in self.tables.items())
@@ -116,7 +153,7 @@ class Database:
 
     def upto(self, timestamp) -> Database:
         """The database as it was at ``timestamp``: rows with a time after it removed (timeless tables kept)."""
-        t = pd.Timestamp(timestamp)
+        t = _timestamp("Database.upto", "timestamp", timestamp)
         tables = {}
         for name, table in self.tables.items():
             df = table.df if table.time_col is None else table.df[table.df[table.time_col] <= t]
@@ -186,12 +223,18 @@ def make_pkey_fkey_graph(db: Database, upto=None, *, stats: ColumnStats | None =
     from torch_geometric.data import HeteroData
 
     fn = "make_pkey_fkey_graph"
-    if not isinstance(db, Database):
-        raise TypeError(f"{fn}: db: expected a Database, got {type(db).__name__}")
+    _check_db(fn, db)
+    if isinstance(tables, str):
+        raise input_error(fn, "tables", f"a list of names of {sorted(db.tables)}", tables)
     names = list(db.tables) if tables is None else list(tables)
     for name in names:
         if name not in db.tables:
             raise input_error(fn, "tables", f"names of {sorted(db.tables)}", name)
+    if upto is not None:
+        upto = _timestamp(fn, "upto", upto)
+    if stats is not None and not isinstance(stats, ColumnStats):
+        raise TypeError(str(input_error(fn, "stats", "a ColumnStats (column_stats(db)) or None",
+                                        described(type(stats).__name__))))
     view = db if upto is None else db.upto(upto)
     stats = stats or column_stats(view)
     data = HeteroData()
@@ -255,7 +298,11 @@ def snapshot(db: Database, task: EntityTask, seed_time, *, stats: ColumnStats | 
     """
     import torch
 
-    t = pd.Timestamp(seed_time)
+    _check_db("snapshot", db)
+    if not isinstance(task, EntityTask):
+        raise TypeError(str(input_error("snapshot", "task", "an EntityTask (premium_purchase_task(), "
+                                        "load_relbench_task(...))", described(type(task).__name__))))
+    t = _timestamp("snapshot", "seed_time", seed_time)
     first = db.min_timestamp
     if first is not None and t < first:
         raise input_error("snapshot", "seed_time", f"a time at or after the database's first timestamp {first}", t)
@@ -279,7 +326,11 @@ def snapshot(db: Database, task: EntityTask, seed_time, *, stats: ColumnStats | 
 
 def snapshots(db: Database, task: EntityTask, seed_times, *, stats: ColumnStats | None = None) -> list:
     """:func:`snapshot` at each seed time, with one set of column statistics (default: from the first)."""
-    seed_times = [pd.Timestamp(t) for t in seed_times]
+    import datetime
+
+    if isinstance(seed_times, (str, pd.Timestamp, datetime.date, np.datetime64)) or not isinstance(seed_times, Iterable):
+        raise input_error("snapshots", "seed_times", "a list of times", seed_times)
+    seed_times = [_timestamp("snapshots", "seed_times", t) for t in seed_times]
     if stats is None and seed_times:
         stats = column_stats(db.upto(min(seed_times)))
     return [snapshot(db, task, t, stats=stats) for t in seed_times]
@@ -287,7 +338,10 @@ def snapshots(db: Database, task: EntityTask, seed_times, *, stats: ColumnStats 
 
 def monthly_seed_times(start, end) -> list[pd.Timestamp]:
     """Month starts in ``[start, end]``."""
-    return list(pd.date_range(pd.Timestamp(start).ceil("D"), pd.Timestamp(end), freq="MS"))
+    start, end = _timestamp("monthly_seed_times", "start", start), _timestamp("monthly_seed_times", "end", end)
+    if end < start:
+        raise input_error("monthly_seed_times", "end", f"a time at or after start {start}", end)
+    return list(pd.date_range(start.ceil("D"), end, freq="MS"))
 
 
 def split_seed_times(db: Database, horizon: pd.Timedelta, *, warmup_months: int = 2) -> dict[str, list]:
@@ -296,6 +350,9 @@ def split_seed_times(db: Database, horizon: pd.Timedelta, *, warmup_months: int 
     train: ``t + horizon <= val_timestamp``; val: ``val_timestamp <= t``, ``t + horizon <= test_timestamp``;
     test: ``t >= test_timestamp``, ``t + horizon <= max_timestamp``. The first ``warmup_months`` give history.
     """
+    _check_db("split_seed_times", db)
+    horizon = _timedelta("split_seed_times", "horizon", horizon)
+    warmup_months = check_int("split_seed_times", "warmup_months", warmup_months, low=0)
     if db.val_timestamp is None or db.test_timestamp is None:
         raise input_error("split_seed_times", "db", "a Database with val_timestamp and test_timestamp",
                           described("one without"))
@@ -325,7 +382,23 @@ def synthetic_ecommerce(seed: int = 0, *, n_users: int = 1500, n_products: int =
 
     The signal sits three hops from a user (user <- order -> product -> category), out of reach of a
     two-layer GNN on the raw schema; ``page_view`` only adds fan-out noise.
+
+    The validation and test windows are the last 9 and 5 months, so ``months`` is at least 10; at least one
+    category is premium and one is not, and ``n_products > n_premium`` (a product per premium category and at
+    least one more).
     """
+    fn = "synthetic_ecommerce"
+    seed = check_int(fn, "seed", seed, low=0)
+    n_users = check_int(fn, "n_users", n_users, low=1)
+    n_categories = check_int(fn, "n_categories", n_categories, low=2)
+    n_premium = check_int(fn, "n_premium", n_premium, low=1, high=n_categories - 1)
+    n_products = check_int(fn, "n_products", n_products, low=n_premium + 1)
+    orders_per_user = check_finite(fn, "orders_per_user", orders_per_user, positive=True)
+    page_views_per_user = check_int(fn, "page_views_per_user", page_views_per_user, low=0)
+    months = check_int(fn, "months", months, low=10)
+    for name, value in (("premium_affinity", premium_affinity), ("base_premium", base_premium),
+                        ("affinity_rate", affinity_rate)):
+        check_finite(fn, name, value, low=0, high=1)
     rng = np.random.default_rng(seed)
     start = pd.Timestamp("2024-01-01")
     end = start + pd.DateOffset(months=months)
@@ -337,6 +410,8 @@ def synthetic_ecommerce(seed: int = 0, *, n_users: int = 1500, n_products: int =
                              **{f"noise_{j}": rng.standard_normal(n_categories) for j in range(2)}})
     cat_of = rng.integers(0, n_categories, n_products)
     cat_of[:n_premium] = np.flatnonzero(premium)  # every premium category has a product
+    if not (premium[cat_of] == 0).any():  # and some product is not premium (only tiny shops draw none)
+        cat_of[n_premium] = np.flatnonzero(premium == 0)[0]
     product = pd.DataFrame({"product_id": np.arange(n_products), "category_id": cat_of,
                             "price": rng.lognormal(3.0, 0.5, n_products) * (1 + 0.25 * premium[cat_of]),
                             **{f"noise_{j}": rng.standard_normal(n_products) for j in range(2)}})
@@ -389,8 +464,12 @@ class _PremiumLabels:
 
 
 def premium_purchase_task(horizon_days: int = 90) -> EntityTask:
-    """Label of the synthetic shop: does the user buy a premium-category product in ``(t, t + horizon]``?"""
-    horizon = pd.Timedelta(days=horizon_days)
+    """Label of the synthetic shop: does the user buy a premium-category product in ``(t, t + horizon]``?
+
+    ``horizon_days`` is positive: a window at or before the seed time would label the past the graph already
+    holds (label leakage).
+    """
+    horizon = pd.Timedelta(days=check_finite("premium_purchase_task", "horizon_days", horizon_days, positive=True))
     return EntityTask("user-premium-purchase", "user", horizon, _PremiumLabels(horizon))
 
 
@@ -408,8 +487,16 @@ def write_relbench_directory(db: Database, path, *, name: str = "synthetic") -> 
     import pyarrow.parquet as pq
     import yaml
 
+    fn = "write_relbench_directory"
+    _check_db(fn, db)
+    if not isinstance(name, str) or not name:
+        raise input_error(fn, "name", "a non-empty str", name)
     root = Path(path)
-    (root / "db").mkdir(parents=True, exist_ok=True)
+    try:
+        (root / "db").mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise input_error(fn, "path", "a directory that can be created and written",
+                          described(f"{str(path)!r} ({exc.strerror or exc})")) from None
     manifest: dict[str, Any] = {"name": name, "val_timestamp": None if db.val_timestamp is None else str(db.val_timestamp),
                                 "test_timestamp": None if db.test_timestamp is None else str(db.test_timestamp),
                                 "tables": {}}

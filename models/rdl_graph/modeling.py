@@ -44,7 +44,7 @@ from transformers import AutoConfig, AutoModel, PretrainedConfig, PreTrainedMode
 from transformers import initialization as init
 from transformers.utils import ModelOutput
 
-from icml26.errors import described, input_error
+from icml26.errors import describe, described, input_error
 from icml26.models.rdl_graph.templates import TemplateSpec, add_templates, parse_template
 from icml26.validation import check_finite
 
@@ -197,6 +197,11 @@ class RDLGraphConfig(PretrainedConfig):
             raise input_error(fn, "column_gating", f"one of {COLUMN_GATINGS}", self.column_gating)
         for name in ("beta_vib", "lambda_table", "lambda_column", "lambda_template"):
             setattr(self, name, check_finite(fn, name, getattr(self, name), non_negative=True))
+        # the gates' constants, checked here as HardConcreteGate checks them, so a bad config fails when made
+        self.gate_beta = check_finite(fn, "gate_beta", self.gate_beta, positive=True)
+        self.gate_gamma = check_finite(fn, "gate_gamma", self.gate_gamma, high=0, high_open=True)
+        self.gate_zeta = check_finite(fn, "gate_zeta", self.gate_zeta, low=1, low_open=True)
+        self.gate_init_log_alpha = check_finite(fn, "gate_init_log_alpha", self.gate_init_log_alpha)
         for e in self.edge_types:
             if len(e) != 3 or e[0] not in self.node_columns or e[2] not in self.node_columns:
                 raise input_error(fn, "edge_types", "[src, relation, dst] between tables of node_columns", e)
@@ -416,6 +421,9 @@ class RDLGraphModel(RDLGraphPreTrainedModel):
     """
 
     def __init__(self, config: RDLGraphConfig):
+        if not isinstance(config, RDLGraphConfig):
+            raise TypeError(str(input_error("RDLGraphModel", "config", "an RDLGraphConfig",
+                                            described(type(config).__name__))))
         super().__init__(config)
         from torch_geometric.nn import HeteroConv
 
@@ -500,6 +508,9 @@ class RDLGraphModel(RDLGraphPreTrainedModel):
         cfg = self.config
         fn = "RDLGraphModel.forward"
         target = cfg.target_table
+        if not hasattr(data, "node_types") or not hasattr(data, "edge_types"):
+            raise TypeError(str(input_error(fn, "data", "a torch_geometric HeteroData (make_pkey_fkey_graph, snapshot)",
+                                            described(type(data).__name__))))
         if target not in data.node_types:
             raise input_error(fn, "data", f"a graph holding the target table {target!r}",
                               described(f"tables {data.node_types}"))
@@ -542,6 +553,9 @@ class RDLGraphModel(RDLGraphPreTrainedModel):
         if labels is None and "y" in data[target]:
             labels = data[target].y
         loss = task_loss = penalty = None
+        if labels is not None and (not isinstance(labels, torch.Tensor) or labels.shape != logits.shape):
+            raise input_error(fn, "labels", f"a tensor of shape {tuple(logits.shape)} (one per row of {target!r})",
+                              describe(labels))
         if labels is not None:
             mask = data[target].label_mask if "label_mask" in data[target] else torch.ones_like(labels, dtype=torch.bool)
             task_loss = F.binary_cross_entropy_with_logits(logits[mask], labels[mask].float())

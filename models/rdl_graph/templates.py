@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from icml26.errors import described, input_error
+from icml26.validation import check_int
 
 __all__ = ["TemplateSpec", "candidate_templates", "parse_template", "template_edges", "add_templates",
            "count_messages"]
@@ -135,6 +136,7 @@ def template_edges(data, name: str, *, k: int = 10, max_edges: int | None = 2000
     other rows of its table on the named columns (all feature columns by default), the neighbour as source.
     Beyond ``max_edges`` a seeded uniform subset (``seed`` mixed with the name) is kept, in sorted order.
     """
+    _check_build_options("template_edges", k, max_edges, seed)
     spec = parse_template(name, data.metadata())
     stream = (seed, zlib.crc32(name.encode()))
     if spec.kind == "2hop":
@@ -172,8 +174,18 @@ def template_edges(data, name: str, *, k: int = 10, max_edges: int | None = 2000
     return torch.from_numpy(np.ascontiguousarray(_cap(ei, max_edges, seed_int)))
 
 
+def _check_build_options(function: str, k, max_edges, seed) -> None:
+    check_int(function, "k", k, low=1)
+    if max_edges is not None:
+        check_int(function, "max_edges", max_edges, low=1)
+    check_int(function, "seed", seed, low=0)
+
+
 def add_templates(data, names: Sequence[str], *, k: int = 10, max_edges: int | None = 2000, seed: int = 0):
     """A shallow copy of ``data`` with each template's edges as the edge type ``(src, name, dst)``."""
+    if isinstance(names, str):  # one template name would be read as its characters
+        raise input_error("add_templates", "names", "a list of template names", names)
+    _check_build_options("add_templates", k, max_edges, seed)
     out = _shallow_copy(data)
     for name in names:
         spec = parse_template(name, data.metadata())
