@@ -222,13 +222,16 @@ def test_fitted_model_recovers_truth_amce_and_marginal_means():
     assert np.mean(np.abs(model.coef_ - coef) / se < 3) > 0.9
     truth = task.true_model(design, coef)
     fitted_mm, true_mm = model.marginal_means(), truth.marginal_means()
+    amce = model.amce()
     for d, f in enumerate(design.factors):
         # the raw data's marginal means: share of pairs won by a profile with that level, left or right
         empirical = [np.r_[data.chosen[data.left[:, d] == l], 1 - data.chosen[data.right[:, d] == l]].mean()
                      for l in range(3)]
-        assert np.abs(fitted_mm[f] - true_mm[f]).max() < 0.02
-        assert np.abs(np.array(empirical) - true_mm[f]).max() < 0.02
-        assert model.amce()[f][0] == 0.0
+        fitted_f = fitted_mm.loc[fitted_mm.feature == f, "estimate"].to_numpy()
+        true_f = true_mm.loc[true_mm.feature == f, "estimate"].to_numpy()
+        assert np.abs(fitted_f - true_f).max() < 0.02
+        assert np.abs(np.array(empirical) - true_f).max() < 0.02
+        assert amce.loc[amce.feature == f, "estimate"].iloc[0] == 0.0
     assert float(truth.win_prob(design.p_tensor())) == pytest.approx(0.5, abs=1e-12)
 
 
@@ -412,24 +415,25 @@ def test_bad_input_names_the_argument():
         PairedConjointLogit().fit(np.zeros((4, 2), int), np.zeros((4, 3), int), [0, 1, 0, 1])
     with pytest.raises(InputError, match="chosen"):
         PairedConjointLogit().fit(np.zeros((2, 1), int), np.ones((2, 1), int), [0, 2])
-    with pytest.raises(InputError, match="lam.*>= 0"):
-        AverageCasePolicy(lam=-0.1)
-    with pytest.raises(InputError, match="lam"):
-        MinimaxPolicy(lam=-1)
     strong = PairedConjointLogit.from_coefficients(binary_design(2), [0.1, 0.1, 5.0])
+    with pytest.raises(InputError, match="lam.*non-negative"):  # parameters are checked by fit (scikit-learn's rule)
+        AverageCasePolicy(lam=-0.1).fit(strong)
+    with pytest.raises(InputError, match="lam"):
+        MinimaxPolicy(lam=-1).fit({"A": strong, "B": strong})
     with pytest.raises(InputError, match="solver.*not negative definite"):
         AverageCasePolicy(lam=0.1, solver="closed_form").fit(strong)
     assert AverageCasePolicy(lam=0.1).fit(strong).solver_used_.startswith("gradient (C is not negative definite")
     with pytest.raises(InputError, match="penalty"):
-        AverageCasePolicy(penalty="L3")
+        AverageCasePolicy(penalty="L3").fit(strong)
+    both = {"A": strong, "B": strong}
     with pytest.raises(InputError, match="group_shares"):
-        MinimaxPolicy(group_shares=(0.5, 0.6))
+        MinimaxPolicy(group_shares=(0.5, 0.6)).fit(both)
     with pytest.raises(InputError, match="models"):
         MinimaxPolicy().fit({"A": strong})
     with pytest.raises(InputError, match="conf_level"):
-        MinimaxPolicy(conf_level=1.5)
+        MinimaxPolicy(conf_level=1.5).fit(both)
     with pytest.raises(InputError, match="method"):
-        MinimaxPolicy(method="adam")
+        MinimaxPolicy(method="adam").fit(both)
     with pytest.raises(InputError, match="pi\\[0\\].*2 probabilities"):
         strong.win_prob([np.ones(3) / 3, np.ones(2) / 2])
 

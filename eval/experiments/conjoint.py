@@ -175,7 +175,7 @@ def error_study(n_factors: int, n_levels: int, n_list, reps: int, lam: float, se
             with torch.no_grad():
                 q_hat = float(model.win_prob(pi))
             if r == 0:  # AMCEs from the fitted model against the generator's (first replication)
-                amce_error = max(float(np.abs(a - true_amce[f]).max()) for f, a in model.amce().items())
+                amce_error = float(np.abs(model.amce()["estimate"] - true_amce["estimate"]).max())
             err_pi.append(np.mean(np.abs(np.concatenate(policy.pi_) - pi_star) / pi_star))
             err_q.append(abs(q_hat - q_star) / q_star)
         rows.append({"factors": n_factors, "levels": n_levels, "n_pairs": int(n), "reps": reps, "lam": lam,
@@ -246,14 +246,20 @@ def train_demo(lam: float) -> dict | None:
         design, data = load_train()
     except ImportError:
         return None
+    import numpy as np
+
     from icml26.training.conjoint import AverageCasePolicy, PairedConjointLogit
 
     # main effects only: the pivoted design never contrasts some level pairs, so not every interaction is identified
     model = PairedConjointLogit("none").fit(data.left, data.right, data.chosen, data.respondent, design)
     policy = AverageCasePolicy(lam=lam, scale="probability").fit(model)
+    amce = model.amce()  # delta-method SEs, clustered by respondent
+    by_factor = dict(amce.groupby("feature", sort=False))
     return {"value": policy.value_, "value_se": policy.value_se_,
             "policy": {f: [round(float(v), 3) for v in q] for f, q in zip(design.factors, policy.pi_)},
-            "amce": {f: [round(float(v), 4) for v in a] for f, a in model.amce().items()}}
+            "amce": {f: [round(float(v), 4) for v in rows["estimate"]] for f, rows in by_factor.items()},
+            "amce_se": {f: [None if np.isnan(v) else round(float(v), 4) for v in rows["std_error"]]
+                        for f, rows in by_factor.items()}}
 
 
 # ----------------------------------------------------------------------------------------------

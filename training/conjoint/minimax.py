@@ -19,17 +19,29 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from sklearn.base import BaseEstimator
 
-from icml26.errors import input_error
-from icml26.training.conjoint.model import DTYPE, MAX_PROFILES, PairedConjointLogit, _profile_table
-from icml26.training.conjoint.policy import PENALTIES, _initial_logits, _softmax_split, ascend, penalty
-from icml26.validation import check_finite
+from icml26.errors import InputTypeError, described, input_error
+from icml26.training.conjoint.model import DTYPE, MAX_PROFILES, FactorialDesign, PairedConjointLogit, _profile_table
+from icml26.training.conjoint.policy import (
+    PENALTIES,
+    _check_random_state,
+    _initial_logits,
+    _penalty,
+    _softmax_split,
+    ascend,
+)
+from icml26.validation import check_choice, check_finite, check_int
 
 PLAYERS = ("A", "B")
+METHODS = ("extragradient", "ogda", "gda")
 
 
-class MinimaxPolicy:
+class MinimaxPolicy(BaseEstimator):
     """Equilibrium factored policies of two parties, with delta-method SEs and a best-response gap.
+
+    A scikit-learn estimator: the constructor stores its parameters, :meth:`fit` checks them, and ``clone``,
+    ``get_params`` and ``set_params`` work (``fit`` takes fitted outcome models, not ``(X, y)``).
 
     ``group_shares``: (rho_A, rho_B), the shares of the two voter groups (summing to 1). ``fit(models,
     design=None)`` takes ``{"A": model, "B": model}`` (the general-election outcome models of A's and B's
@@ -50,34 +62,55 @@ class MinimaxPolicy:
                  method: str = "extragradient", primaries: bool = False, primary_strength: float = 1.0,
                  n_monte: int | None = None, lr: float | None = None, n_steps: int = 2000, tol: float = 1e-10,
                  conf_level: float = 0.90, random_state=None):
-        name = "MinimaxPolicy"
-        shares = np.atleast_1d(np.asarray(group_shares, dtype=float))
-        if shares.shape != (2,) or (shares < 0).any() or abs(shares.sum() - 1) > 1e-8:
-            raise input_error(name, "group_shares", "(rho_A, rho_B), two non-negative shares summing to 1",
-                              group_shares)
-        if penalty not in PENALTIES:
-            raise input_error(name, "penalty", f"one of {PENALTIES}", penalty)
-        if method not in ("extragradient", "ogda", "gda"):
-            raise input_error(name, "method", "'extragradient', 'ogda' or 'gda'", method)
-        if n_monte is not None and (not isinstance(n_monte, int) or n_monte < 1):
-            raise input_error(name, "n_monte", "None (exact slate) or an int >= 1", n_monte)
-        self.group_shares, self.penalty, self.lam = shares, penalty, check_finite(name, "lam", lam, low=0)
-        self.method, self.primaries = method, bool(primaries)
-        self.primary_strength = check_finite(name, "primary_strength", primary_strength, non_negative=True)
+        self.group_shares = group_shares
+        self.penalty = penalty
+        self.lam = lam
+        self.method = method
+        self.primaries = primaries
+        self.primary_strength = primary_strength
         self.n_monte = n_monte
-        self.lr = None if lr is None else check_finite(name, "lr", lr, positive=True)
-        if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 1:
-            raise input_error(name, "n_steps", "an int >= 1", n_steps)
-        conf_level = check_finite(name, "conf_level", conf_level)
-        if not 0 < conf_level < 1:
-            raise input_error(name, "conf_level", "a number in (0, 1)", conf_level)
-        self.n_steps, self.conf_level = n_steps, conf_level
-        self.tol = check_finite(name, "tol", tol, non_negative=True)
+        self.lr = lr
+        self.n_steps = n_steps
+        self.tol = tol
+        self.conf_level = conf_level
         self.random_state = random_state
+
+    def _check_params(self, function: str) -> None:
+        """scikit-learn's rule: ``__init__`` stores, ``fit`` validates (so ``set_params`` values are checked too)."""
+        try:
+            shares = np.atleast_1d(np.asarray(self.group_shares, dtype=float))
+        except (TypeError, ValueError):
+            raise InputTypeError(function, "group_shares", "(rho_A, rho_B), two non-negative shares summing to 1",
+                                 described(type(self.group_shares).__name__)) from None
+        if shares.shape != (2,) or not np.isfinite(shares).all() or (shares < 0).any() or abs(shares.sum() - 1) > 1e-8:
+            raise input_error(function, "group_shares", "(rho_A, rho_B), two non-negative shares summing to 1",
+                              self.group_shares)
+        check_choice(function, "penalty", self.penalty, PENALTIES)
+        check_finite(function, "lam", self.lam, non_negative=True)
+        check_choice(function, "method", self.method, METHODS)
+        if not isinstance(self.primaries, (bool, np.bool_)):
+            raise InputTypeError(function, "primaries", "a bool", described(f"{type(self.primaries).__name__} "
+                                                                           f"{self.primaries!r}"))
+        check_finite(function, "primary_strength", self.primary_strength, non_negative=True)
+        if self.n_monte is not None:
+            check_int(function, "n_monte", self.n_monte, low=1)
+        if self.lr is not None:
+            check_finite(function, "lr", self.lr, positive=True)
+        check_int(function, "n_steps", self.n_steps, low=1)
+        check_finite(function, "tol", self.tol, non_negative=True)
+        check_finite(function, "conf_level", self.conf_level, low=0, high=1, low_open=True, high_open=True)
+        _check_random_state(function, self.random_state)
+
+    def _check_fitted(self, function: str) -> None:
+        if not hasattr(self, "_roles"):
+            raise input_error(function, "self", "a fitted game (call fit first)", described("an unfitted one"))
 
     # -- the game ------------------------------------------------------------------------------------
     def _setup(self, models, design):
         name = "MinimaxPolicy.fit"
+        self._check_params(name)
+        if design is not None and not isinstance(design, FactorialDesign):
+            raise InputTypeError(name, "design", "None or a FactorialDesign", described(type(design).__name__))
         if not hasattr(models, "keys") or not {"A", "B"} <= set(models):
             raise input_error(name, "models", "a mapping with keys 'A' and 'B' (and optionally 'A_primary', "
                               "'B_primary')", models)
@@ -86,7 +119,8 @@ class MinimaxPolicy:
             raise input_error(name, "models", "keys among 'A', 'B', 'A_primary', 'B_primary'", sorted(unknown))
         for key, m in models.items():
             if not isinstance(m, PairedConjointLogit):
-                raise TypeError(f"{name}: models[{key!r}]: expected a PairedConjointLogit, got {type(m).__name__}")
+                raise InputTypeError(name, f"models[{key!r}]", "a fitted PairedConjointLogit",
+                                     described(type(m).__name__))
             m._check_fitted(name)
         design = design or models["A"].design_
         for key, m in models.items():
@@ -126,11 +160,11 @@ class MinimaxPolicy:
         """(S, K_A, K_B): S[t, u] = P(a nominee t beats a nominee u) over the electorate; K_party[t, t'] =
         P(entrant t beats field candidate t') among the party's primary voters (None without primaries)."""
         rho_A, rho_B = self.group_shares
-        S = (rho_A * self._roles["A"].win_matrix(self._coef(theta, "A"))
-             + rho_B * self._roles["B"].win_matrix(self._coef(theta, "B")))
+        S = (rho_A * self._roles["A"]._win_matrix(self._coef(theta, "A"))
+             + rho_B * self._roles["B"]._win_matrix(self._coef(theta, "B")))
         if not self.primaries:
             return S, None, None
-        K = [self._roles[f"{party}_primary"].win_matrix(self._coef(theta, f"{party}_primary"), self.primary_strength)
+        K = [self._roles[f"{party}_primary"]._win_matrix(self._coef(theta, f"{party}_primary"), self.primary_strength)
              for party in PLAYERS]
         return S, K[0], K[1]
 
@@ -154,11 +188,12 @@ class MinimaxPolicy:
         nu_B = self._nominee(design.profile_probs(pi_B, self._grid), K_B)
         Q_A, Q_B = nu_A @ S @ nu_B, nu_B @ S @ nu_A  # S[t, u] = P(a nominee t beats a nominee u)
         p = design.p_tensor()
-        return (Q_A - self.lam * penalty(self.penalty, pi_A, p), Q_B - self.lam * penalty(self.penalty, pi_B, p),
+        return (Q_A - self.lam * _penalty(self.penalty, pi_A, p), Q_B - self.lam * _penalty(self.penalty, pi_B, p),
                 Q_A, Q_B)
 
     def payoffs(self, pi_A, pi_B) -> dict[str, float]:
         """Q_A, Q_B (each from its own side) and the penalised payoffs f_A, f_B at given policies."""
+        self._check_fitted("MinimaxPolicy.payoffs")
         design = self.design_
         pi_A = design.check_policy(pi_A, "MinimaxPolicy.payoffs", "pi_A")
         pi_B = design.check_policy(pi_B, "MinimaxPolicy.payoffs", "pi_B")
@@ -169,8 +204,10 @@ class MinimaxPolicy:
     def best_response(self, player: str, opponent, n_starts: int = 3):
         """(pi, f): the player's best penalised payoff against ``opponent`` by L-BFGS on the logits, the best of
         starts at the player's equilibrium policy (when fitted), at p, and at ``n_starts`` random logits."""
-        if player not in PLAYERS:
-            raise input_error("MinimaxPolicy.best_response", "player", "'A' or 'B'", player)
+        name = "MinimaxPolicy.best_response"
+        self._check_fitted(name)
+        check_choice(name, "player", player, PLAYERS)
+        n_starts = check_int(name, "n_starts", n_starts, low=0)
         design = self.design_
         opponent = design.check_policy(opponent, "MinimaxPolicy.best_response", "opponent")
         smooth = self.penalty in ("L2", "KL")
@@ -198,8 +235,8 @@ class MinimaxPolicy:
         """(pi, f) of the party's average-case strategy: the best reply to the design's opponent p of the
         general electorate's win probability alone (no primaries, the opponent not anticipated), as a
         non-adversarial optimiser would choose; ``f`` is its penalised payoff in that simpler problem."""
-        if not hasattr(self, "_roles"):
-            raise input_error("MinimaxPolicy.average_case", "self", "a fitted game (call fit first)", "unfitted")
+        self._check_fitted("MinimaxPolicy.average_case")
+        check_choice("MinimaxPolicy.average_case", "player", player, PLAYERS)
         plain = MinimaxPolicy(self.group_shares, self.penalty, self.lam, primaries=False,
                               random_state=self.random_state)
         plain._setup({"A": self._roles["A"], "B": self._roles["B"]}, self.design_)
@@ -222,7 +259,7 @@ class MinimaxPolicy:
         def lagrangian(a, b):
             pi_A, pi_B = _softmax_split(design, a), _softmax_split(design, b)
             Q_A = self._win_A(pi_A, pi_B, *mats)
-            return Q_A - self.lam * penalty(self.penalty, pi_A, p) + self.lam * penalty(self.penalty, pi_B, p)
+            return Q_A - self.lam * _penalty(self.penalty, pi_A, p) + self.lam * _penalty(self.penalty, pi_B, p)
 
         def grads(a, b):
             a = a.detach().requires_grad_(True)
@@ -317,7 +354,12 @@ class MinimaxPolicy:
         """Normal intervals for value_A, divergence and each party's per-factor probabilities."""
         from scipy.stats import norm
 
-        z = float(norm.ppf(0.5 + (self.conf_level if conf_level is None else conf_level) / 2))
+        name = "MinimaxPolicy.conf_int"
+        if not hasattr(self, "value_A_se_"):
+            raise input_error(name, "self", "a fitted game (call fit first)", described("an unfitted one"))
+        level = check_finite(name, "conf_level", self.conf_level if conf_level is None else conf_level,
+                             low=0, high=1, low_open=True, high_open=True)
+        z = float(norm.ppf(0.5 + level / 2))
         out = {"value_A": (self.value_A_ - z * self.value_A_se_, self.value_A_ + z * self.value_A_se_),
                "divergence": (self.divergence_ - z * self.divergence_se_, self.divergence_ + z * self.divergence_se_)}
         for party, pis, ses in (("A", self.pi_A_, self.pi_A_se_), ("B", self.pi_B_, self.pi_B_se_)):

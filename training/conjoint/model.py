@@ -8,16 +8,28 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 import weakref
 
 import numpy as np
 import torch
+from sklearn.base import BaseEstimator
 
-from icml26.errors import InputError, describe, input_error
+from icml26.errors import InputError, InputTypeError, describe, described, input_error
+from icml26.validation import check_choice, check_finite, check_int
 
 DTYPE = torch.float64
 #: profile spaces up to this size are enumerated exactly (the ``|T| x |T|`` win matrix stays below ~130 MB)
 MAX_PROFILES = 4096
+#: a policy's per-factor probabilities must sum to 1 within this tolerance (float32 softmax outputs pass)
+POLICY_ATOL = 1e-6
+INTERACTIONS = ("none", "all", "screened")
+BACKENDS = ("statsmodels", "numpy")
+
+
+def _check_values(t: torch.Tensor) -> bool:
+    """Whether to read a tensor's values (a GPU sync): on CPU always, elsewhere with ICML26_CHECK_VALUES=1."""
+    return t.device.type == "cpu" or os.environ.get("ICML26_CHECK_VALUES") == "1"
 
 
 # ==============================================================================================
@@ -120,7 +132,11 @@ class FactorialDesign:
         return np.array(list(itertools.product(*[range(k) for k in self.n_levels])), dtype=np.int64)
 
     def sample(self, n: int, rng) -> np.ndarray:
-        """``n`` profiles drawn from p, factor by factor."""
+        """``n`` profiles drawn from p, factor by factor (``rng``: a numpy Generator)."""
+        n = check_int("FactorialDesign.sample", "n", n, low=0)
+        if not isinstance(rng, np.random.Generator):
+            raise InputTypeError("FactorialDesign.sample", "rng", "a numpy Generator (numpy.random.default_rng(seed))",
+                                 described(type(rng).__name__))
         return np.stack([rng.choice(k, size=n, p=q) for k, q in zip(self.n_levels, self.p)], axis=1)
 
     # -- policies as torch tensors -----------------------------------------------------------------
@@ -147,15 +163,40 @@ class FactorialDesign:
         return out
 
     def check_policy(self, pi, function: str, argument: str) -> list[torch.Tensor]:
-        if len(pi) != self.n_factors:
-            raise input_error(function, argument, f"{self.n_factors} per-factor distributions", len(pi))
-        out = []
-        for d, q in enumerate(pi):
-            q = torch.as_tensor(q, dtype=DTYPE)
-            if q.shape != (self.n_levels[d],):
-                raise input_error(function, f"{argument}[{d}]", f"{self.n_levels[d]} probabilities", describe(q))
-            out.append(q)
-        return out
+        """``pi`` as float64 tensors after checking it is a factored policy of this design (see
+        :func:`check_factored_policy`); raises InputError naming ``argument``."""
+        return check_factored_policy(pi, self.n_levels, function, argument, self.factors)
+
+
+def check_factored_policy(pi, n_levels, function: str, argument: str, factors=None) -> list[torch.Tensor]:
+    """``pi`` as float64 tensors after checking it is a factored policy: one probability vector per factor, of
+    the factor's length ``n_levels[d]``, finite, non-negative and summing to 1 (within ``POLICY_ATOL``).
+    Tensors keep their autograd graph; values are read on CPU (elsewhere with ``ICML26_CHECK_VALUES=1``)."""
+    D = len(n_levels)
+    factors = list(factors) if factors is not None else [str(d) for d in range(D)]
+    expected = f"{D} per-factor probability vectors (lengths {list(n_levels)})"
+    if isinstance(pi, (str, bytes)) or not hasattr(pi, "__len__") or isinstance(pi, torch.Tensor) and pi.ndim == 0:
+        raise InputTypeError(function, argument, expected, described(type(pi).__name__))
+    if hasattr(pi, "keys"):
+        raise InputTypeError(function, argument, expected + " in factor order, not a mapping", described("a mapping"))
+    if len(pi) != D:
+        raise input_error(function, argument, expected, described(f"{len(pi)} vectors"))
+    out = []
+    for d, q in enumerate(pi):
+        k, where, what = n_levels[d], f"{argument}[{d}]", f"factor {factors[d]!r}"
+        try:
+            t = q.to(DTYPE) if isinstance(q, torch.Tensor) else torch.as_tensor(np.asarray(q, dtype=float), dtype=DTYPE)
+        except (TypeError, ValueError, RuntimeError):
+            raise InputTypeError(function, where, f"{k} probabilities ({what})", described(type(q).__name__)) from None
+        if t.shape != (k,):
+            raise input_error(function, where, f"{k} probabilities ({what})", describe(t))
+        if _check_values(t):
+            v = t.detach()
+            if not bool(torch.isfinite(v).all()) or bool((v < 0).any()) or abs(float(v.sum()) - 1) > POLICY_ATOL:
+                raise input_error(function, where, f"{k} non-negative probabilities summing to 1 ({what})",
+                                  [round(float(x), 6) for x in v])
+        out.append(t)
+    return out
 
 
 # ==============================================================================================
@@ -168,8 +209,24 @@ def fit_logit_irls(X, y, groups=None, *, max_iter: int = 50, tol: float = 1e-8):
     (G / (G - 1)) ((N - 1) / (N - K)) B^-1 M B^-1 with M the sum over clusters of the outer product of
     the clusters' scores; without groups it is the model-based inverse information B^-1.
     """
-    X, y = np.asarray(X, dtype=float), np.asarray(y, dtype=float)
+    name = "fit_logit_irls"
+    max_iter = check_int(name, "max_iter", max_iter, low=1)
+    tol = check_finite(name, "tol", tol, positive=True)
+    try:
+        X, y = np.asarray(X, dtype=float), np.asarray(y, dtype=float)
+    except (TypeError, ValueError):
+        raise InputTypeError(name, "X", "a numeric (n, k) design matrix and n responses",
+                             described(f"{type(X).__name__} and {type(y).__name__}")) from None
+    if X.ndim != 2 or X.shape[0] <= X.shape[1] or X.shape[1] < 1 or not np.isfinite(X).all():
+        raise input_error(name, "X", "a finite (n, k) matrix with n > k >= 1", describe(X))
     n, k = X.shape
+    if y.shape != (n,) or not np.isin(y, (0, 1)).all():
+        raise input_error(name, "y", f"{n} values in {{0, 1}}", describe(y))
+    if groups is not None:
+        groups = np.asarray(groups)
+        if groups.shape != (n,) or len(np.unique(groups)) < 2:
+            raise input_error(name, "groups", f"None or {n} cluster labels with at least two clusters",
+                              describe(groups))
     beta = np.zeros(k)
     for _ in range(max_iter):
         mu = 1 / (1 + np.exp(-(X @ beta)))
@@ -183,7 +240,7 @@ def fit_logit_irls(X, y, groups=None, *, max_iter: int = 50, tol: float = 1e-8):
     bread = np.linalg.inv((X * (mu * (1 - mu))[:, None]).T @ X)
     if groups is None:
         return beta, bread
-    _, codes = np.unique(np.asarray(groups), return_inverse=True)
+    _, codes = np.unique(groups, return_inverse=True)
     n_groups = codes.max() + 1
     from scipy.sparse import csr_matrix
 
@@ -194,8 +251,13 @@ def fit_logit_irls(X, y, groups=None, *, max_iter: int = 50, tol: float = 1e-8):
     return beta, correction * bread @ meat @ bread
 
 
-class PairedConjointLogit:
-    """The outcome model: a logit on the difference design of forced-choice pairs.
+#: columns of :meth:`PairedConjointLogit.amce` and :meth:`PairedConjointLogit.marginal_means`, as ``cregg``'s
+EFFECT_COLUMNS = ("feature", "level", "estimate", "std_error", "z", "p", "lower", "upper")
+
+
+class PairedConjointLogit(BaseEstimator):
+    """The outcome model: a logit on the difference design of forced-choice pairs (a scikit-learn estimator:
+    parameters are stored as given, checked by ``fit``, and ``clone`` / ``get_params`` / ``set_params`` work).
 
     ``interactions``: ``"none"`` (main effects), ``"all"`` (every two-way interaction) or ``"screened"``
     (Reconstruction: the reference screens with glinternet's hierarchical group lasso; we keep the factor
@@ -205,38 +267,75 @@ class PairedConjointLogit:
     or ``"numpy"`` (:func:`fit_logit_irls`, the same estimates about 20x faster). One row per pair: stacking
     (Y, 1 - Y) would double the information unless clustered.
 
-    After ``fit``: ``design_``, ``pairs_`` (kept factor pairs), ``coef_``, ``vcov_``, ``coef_names_``.
+    After ``fit``: ``design_``, ``pairs_`` (kept factor pairs), ``coef_``, ``vcov_``, ``coef_names_``;
+    :meth:`amce` and :meth:`marginal_means` return ``cregg``-style tables with delta-method standard errors.
     """
 
     def __init__(self, interactions: str = "none", cluster: bool = True, backend: str = "statsmodels",
                  screen_folds: int = 3, random_state=None):
-        if interactions not in ("none", "all", "screened"):
-            raise input_error("PairedConjointLogit", "interactions", "'none', 'all' or 'screened'", interactions)
-        if backend not in ("statsmodels", "numpy"):
-            raise input_error("PairedConjointLogit", "backend", "'statsmodels' or 'numpy'", backend)
-        if not isinstance(screen_folds, int) or screen_folds < 2:
-            raise input_error("PairedConjointLogit", "screen_folds", "an int >= 2", screen_folds)
-        self.interactions, self.cluster, self.backend = interactions, bool(cluster), backend
-        self.screen_folds, self.random_state = screen_folds, random_state
+        self.interactions = interactions
+        self.cluster = cluster
+        self.backend = backend
+        self.screen_folds = screen_folds
+        self.random_state = random_state
+
+    def _check_params(self, function: str) -> None:
+        check_choice(function, "interactions", self.interactions, INTERACTIONS)
+        check_choice(function, "backend", self.backend, BACKENDS)
+        if not isinstance(self.cluster, (bool, np.bool_)):
+            raise InputTypeError(function, "cluster", "a bool", described(f"{type(self.cluster).__name__} "
+                                                                         f"{self.cluster!r}"))
+        check_int(function, "screen_folds", self.screen_folds, low=2)
+        if self.random_state is not None and not isinstance(self.random_state, (int, np.integer)):
+            raise InputTypeError(function, "random_state", "None or an int",
+                                 described(type(self.random_state).__name__))
 
     @classmethod
     def from_coefficients(cls, design: FactorialDesign, coef, vcov=None, pairs="all") -> PairedConjointLogit:
         """A model with given coefficients (a known truth, or coefficients fitted elsewhere)."""
-        model = cls(interactions="all" if pairs == "all" else "none")
-        model.design_ = design
-        model.pairs_ = design.pairs(pairs) if isinstance(pairs, str) else [tuple(map(int, pr)) for pr in pairs]
-        k = design.n_coef(model.pairs_)
-        model.coef_ = np.asarray(coef, dtype=float).reshape(-1)
-        if model.coef_.shape != (k,):
-            raise input_error("PairedConjointLogit.from_coefficients", "coef", f"{k} coefficients", describe(model.coef_))
+        name = "PairedConjointLogit.from_coefficients"
+        if not isinstance(design, FactorialDesign):
+            raise InputTypeError(name, "design", "a FactorialDesign", described(type(design).__name__))
+        if isinstance(pairs, str):
+            check_choice(name, "pairs", pairs, ("all", "none"))
+            kept = design.pairs(pairs)
+        else:
+            try:
+                kept = [tuple(int(i) for i in pr) for pr in pairs]
+            except (TypeError, ValueError):
+                raise input_error(name, "pairs", "'all', 'none' or a list of factor index pairs (d, e)",
+                                  pairs) from None
+            D = design.n_factors
+            if any(len(pr) != 2 or not 0 <= pr[0] < pr[1] < D for pr in kept):
+                raise input_error(name, "pairs", f"factor index pairs (d, e) with 0 <= d < e < {D}", pairs)
+        model = cls(interactions="all" if kept else "none")
+        model.design_, model.pairs_ = design, kept
+        k = design.n_coef(kept)
+        try:
+            model.coef_ = np.asarray(coef, dtype=float).reshape(-1)
+        except (TypeError, ValueError):
+            raise InputTypeError(name, "coef", f"{k} numeric coefficients", described(type(coef).__name__)) from None
+        if model.coef_.shape != (k,) or not np.isfinite(model.coef_).all():
+            raise input_error(name, "coef", f"{k} finite coefficients", describe(model.coef_))
         model.vcov_ = np.zeros((k, k)) if vcov is None else np.asarray(vcov, dtype=float)
-        if model.vcov_.shape != (k, k):
-            raise input_error("PairedConjointLogit.from_coefficients", "vcov", f"a ({k}, {k}) matrix", describe(model.vcov_))
-        model.coef_names_ = design.coef_names(model.pairs_)
+        if model.vcov_.shape != (k, k) or not np.isfinite(model.vcov_).all():
+            raise input_error(name, "vcov", f"a finite ({k}, {k}) matrix", describe(model.vcov_))
+        if vcov is not None and (np.abs(model.vcov_ - model.vcov_.T).max() > 1e-8 * max(np.abs(model.vcov_).max(), 1)
+                                 or np.linalg.eigvalsh((model.vcov_ + model.vcov_.T) / 2).min()
+                                 < -1e-10 * max(np.abs(model.vcov_).max(), 1)):
+            raise input_error(name, "vcov", "a symmetric positive semi-definite covariance matrix",
+                              described("a matrix that is not"))
+        model.coef_names_ = design.coef_names(kept)
         return model
 
     def fit(self, left, right, chosen, respondent=None, design: FactorialDesign | None = None) -> PairedConjointLogit:
+        """Fit the logit on pairs: ``left`` and ``right`` profiles (integer level indices (n, D) or DataFrames
+        whose columns are the factors), ``chosen`` (1: left chosen), ``respondent`` (cluster labels or None),
+        ``design`` (None: levels seen in the data, with their empirical marginals as p)."""
         name = "PairedConjointLogit.fit"
+        self._check_params(name)
+        if design is not None and not isinstance(design, FactorialDesign):
+            raise InputTypeError(name, "design", "None or a FactorialDesign", described(type(design).__name__))
         if hasattr(left, "columns") != hasattr(right, "columns") or (
                 hasattr(left, "columns") and sorted(map(str, left.columns)) != sorted(map(str, right.columns))):
             raise input_error(name, "right", "profiles over the same factors as left",
@@ -244,6 +343,8 @@ class PairedConjointLogit:
         if not hasattr(left, "columns") and np.shape(left) != np.shape(right):
             raise input_error(name, "right", f"profiles of left's shape {np.shape(left)} (the same factors)",
                               describe(np.asarray(right)))
+        if len(left) == 0:
+            raise input_error(name, "left", "at least one pair", described("no rows"))
         if design is None:
             design = _design_from_data(left, right)
         L = design.as_indices(left, name, "left")
@@ -256,6 +357,9 @@ class PairedConjointLogit:
             groups = np.asarray(respondent)
             if groups.shape != (len(L),):
                 raise input_error(name, "respondent", f"{len(L)} cluster labels", describe(groups))
+            if self.cluster and len(np.unique(groups)) < 2:
+                raise input_error(name, "respondent", "at least two respondents for a clustered covariance "
+                                  "(or cluster=False)", described("one cluster"))
         pairs = design.pairs("none" if self.interactions == "none" else "all")
         if self.interactions == "screened":
             pairs = self._screen(design, L, R, y, groups, pairs)
@@ -309,61 +413,137 @@ class PairedConjointLogit:
         if not hasattr(self, "coef_"):
             raise InputError(function, "self", "a fitted model (call fit first)", "an unfitted PairedConjointLogit")
 
+    def _check_coef(self, function, coef) -> torch.Tensor:
+        if coef is None:
+            return self.coef_tensor()
+        try:
+            t = coef.to(DTYPE) if isinstance(coef, torch.Tensor) else torch.as_tensor(coef, dtype=DTYPE)
+        except (TypeError, ValueError, RuntimeError):
+            raise InputTypeError(function, "coef", f"None or {len(self.coef_)} coefficients",
+                                 described(type(coef).__name__)) from None
+        if t.shape != (len(self.coef_),) or (_check_values(t) and not bool(torch.isfinite(t.detach()).all())):
+            raise input_error(function, "coef", f"None or {len(self.coef_)} finite coefficients", describe(t))
+        return t
+
     def coef_tensor(self) -> torch.Tensor:
         return torch.as_tensor(self.coef_, dtype=DTYPE)
 
     def utility(self, pi, coef=None) -> torch.Tensor:
         """E_{t~pi}[x(t)] . theta: the linear predictor's policy value (exact, no enumeration)."""
-        self._check_fitted("PairedConjointLogit.utility")
-        coef = self.coef_tensor() if coef is None else coef
+        name = "PairedConjointLogit.utility"
+        self._check_fitted(name)
+        pi = self.design_.check_policy(pi, name, "pi")
+        return self._utility(pi, self._check_coef(name, coef))
+
+    def _utility(self, pi, coef) -> torch.Tensor:
         return self.design_.expected_features(pi, self.pairs_) @ coef
 
     def win_matrix(self, coef=None, strength=1.0) -> torch.Tensor:
         """sigma(strength (eta(t) - eta(u))) over every pair of profiles (t, u) of the enumerated space."""
+        name = "PairedConjointLogit.win_matrix"
+        self._check_fitted(name)
+        self._check_size(name)
+        strength = check_finite(name, "strength", strength, non_negative=True)
+        return self._win_matrix(self._check_coef(name, coef), strength)
+
+    def _win_matrix(self, coef, strength=1.0) -> torch.Tensor:
         grid, X = _profile_table(self.design_, self.pairs_)
-        eta = X @ (self.coef_tensor() if coef is None else coef)
+        eta = X @ coef
         return torch.sigmoid(strength * (eta[:, None] - eta[None, :]))
+
+    def _check_size(self, function):
+        if self.design_.n_profiles > MAX_PROFILES:
+            raise input_error(function, "design", f"at most {MAX_PROFILES} profiles to enumerate",
+                              self.design_.n_profiles)
 
     def win_prob(self, pi, opponent=None, coef=None) -> torch.Tensor:
         """E_{t~pi, u~opponent}[P(t chosen over u)], exact over the profile space; differentiable in pi,
-        opponent and coef (defaults: opponent = the design's p, coef = ``coef_``)."""
-        self._check_fitted("PairedConjointLogit.win_prob")
+        opponent and coef (defaults: opponent = the design's p, coef = ``coef_``). ``pi`` and ``opponent``
+        are factored policies: one probability vector per factor (non-negative, summing to 1)."""
+        name = "PairedConjointLogit.win_prob"
+        self._check_fitted(name)
+        self._check_size(name)
         design = self.design_
-        if design.n_profiles > MAX_PROFILES:
-            raise input_error("PairedConjointLogit.win_prob", "design", f"at most {MAX_PROFILES} profiles to "
-                              "enumerate", design.n_profiles)
-        pi = design.check_policy(pi, "PairedConjointLogit.win_prob", "pi") if not _all_tensors(pi) else pi
+        pi = design.check_policy(pi, name, "pi")
+        opponent = design.p_tensor() if opponent is None else design.check_policy(opponent, name, "opponent")
+        return self._win_prob(pi, opponent, self._check_coef(name, coef))
+
+    def _win_prob(self, pi, opponent=None, coef=None) -> torch.Tensor:
+        """:meth:`win_prob` without checks (inside solvers and ``torch.func`` transforms)."""
+        design = self.design_
         opponent = design.p_tensor() if opponent is None else opponent
+        coef = self.coef_tensor() if coef is None else coef
         grid, _ = _profile_table(design, self.pairs_)
-        return design.profile_probs(pi, grid) @ self.win_matrix(coef) @ design.profile_probs(opponent, grid)
+        return design.profile_probs(pi, grid) @ self._win_matrix(coef) @ design.profile_probs(opponent, grid)
 
-    def marginal_means(self) -> dict[str, np.ndarray]:
-        """Per factor and level, P(a profile with that level is chosen) when the other factors and the
-        opponent follow p: the marginal means ``cregg`` reports, from the fitted model."""
-        self._check_fitted("PairedConjointLogit.marginal_means")
-        design, out = self.design_, {}
-        p = design.p_tensor()
+    def _marginal_means(self, coef) -> torch.Tensor:
+        """Every level's marginal mean, factor by factor (sum of L_d entries), as a function of coef.
+
+        With the level of factor d fixed at l and the rest following p, P(t) = [t_d = l] P_p(t) / p_dl, so
+        the mean is the p-weighted win rate of the profiles with that level, divided by p_dl.
+        """
+        design = self.design_
+        grid, _ = _profile_table(design, self.pairs_)
+        probs = design.profile_probs(design.p_tensor(), grid)
+        against_p = self._win_matrix(coef) @ probs  # P(t beats u ~ p) for every profile t
+        out = []
+        for d, q in enumerate(design.p):
+            hits = torch.nn.functional.one_hot(grid[:, d], design.n_levels[d]).to(DTYPE)
+            out.append((probs * against_p) @ hits / torch.as_tensor(q, dtype=DTYPE))
+        return torch.cat(out)
+
+    def _effects_table(self, function, level, h0, amce: bool):
+        import pandas as pd
+        from scipy.stats import norm
+        from torch.func import jacrev
+
+        self._check_fitted(function)
+        self._check_size(function)
+        level = check_finite(function, "level", level, low=0, high=1, low_open=True, high_open=True)
+        h0 = check_finite(function, "h0", h0)
+        design, coef = self.design_, self.coef_tensor()
         with torch.no_grad():
-            for d, f in enumerate(design.factors):
-                row = []
-                for level in range(design.n_levels[d]):
-                    pi = list(p)
-                    pi[d] = torch.nn.functional.one_hot(torch.tensor(level), design.n_levels[d]).to(DTYPE)
-                    row.append(float(self.win_prob(pi)))
-                out[f] = np.array(row)
-        return out
+            mm = self._marginal_means(coef)
+        J = jacrev(self._marginal_means)(coef)
+        if amce:  # each level minus its factor's reference level (level 0): estimate and Jacobian row alike
+            starts = np.cumsum([0] + design.n_levels[:-1])
+            ref = torch.as_tensor(np.repeat(starts, design.n_levels))
+            mm, J = mm - mm[ref], J - J[ref]
+        cov = J @ torch.as_tensor(self.vcov_, dtype=DTYPE) @ J.T
+        estimate = mm.numpy()
+        se = np.sqrt(np.clip(np.diagonal(cov.numpy()), 0, None))
+        if amce:  # the reference rows are 0 by definition: no standard error, as cregg reports them
+            se[np.cumsum([0] + design.n_levels[:-1])] = np.nan
+        with np.errstate(divide="ignore", invalid="ignore"):
+            z = np.where(se > 0, (estimate - h0) / se, np.nan)
+        crit = float(norm.ppf(0.5 + level / 2))
+        return pd.DataFrame({
+            "feature": [f for f in design.factors for _ in design.levels[f]],
+            "level": [lv for f in design.factors for lv in design.levels[f]],
+            "estimate": estimate, "std_error": se, "z": z, "p": 2 * norm.sf(np.abs(z)),
+            "lower": estimate - crit * se, "upper": estimate + crit * se}, columns=list(EFFECT_COLUMNS))
 
-    def amce(self) -> dict[str, np.ndarray]:
-        """Average marginal component effects: the marginal mean of each level minus the reference's."""
-        return {f: mm - mm[0] for f, mm in self.marginal_means().items()}
+    def marginal_means(self, level: float = 0.95, h0: float = 0.5):
+        """Per factor and level, P(a profile with that level is chosen) when the other factors and the
+        opponent follow p: the marginal means ``cregg`` reports, from the fitted model.
+
+        Returns a pandas DataFrame, one row per level, with columns ``feature``, ``level``, ``estimate``,
+        ``std_error`` (delta method, J Sigma J^T with ``vcov_``, respondent-clustered when the model was), ``z``
+        and ``p`` (the normal test of ``estimate = h0``; 0.5 is no effect in a forced choice, ``cregg``'s
+        default is 0) and the ``level`` normal interval ``lower``, ``upper``.
+        """
+        return self._effects_table("PairedConjointLogit.marginal_means", level, h0, amce=False)
+
+    def amce(self, level: float = 0.95):
+        """Average marginal component effects on the probability scale: each level's marginal mean minus
+        its factor's reference level's (level 0), as a DataFrame with the columns of :meth:`marginal_means`
+        (``z`` and ``p`` test AMCE = 0). Reference rows have estimate 0 and NaN standard errors, as in
+        ``cregg``."""
+        return self._effects_table("PairedConjointLogit.amce", level, 0.0, amce=True)
 
 
 def _codes(groups):
     return np.unique(np.asarray(groups), return_inverse=True)[1]
-
-
-def _all_tensors(pi) -> bool:
-    return all(isinstance(q, torch.Tensor) and q.dtype == DTYPE for q in pi)
 
 
 def _design_from_data(left, right) -> FactorialDesign:

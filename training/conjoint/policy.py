@@ -27,14 +27,29 @@ import math
 
 import numpy as np
 import torch
+from sklearn.base import BaseEstimator
 
-from icml26.errors import input_error
-from icml26.training.conjoint.model import DTYPE, FactorialDesign, PairedConjointLogit, _design_from_data
-from icml26.validation import check_finite
+from icml26.errors import InputTypeError, describe, described, input_error
+from icml26.training.conjoint.model import (
+    DTYPE,
+    FactorialDesign,
+    PairedConjointLogit,
+    _design_from_data,
+    check_factored_policy,
+)
+from icml26.validation import check_choice, check_finite, check_int
 
 __all__ = ["AverageCasePolicy", "AverageCasePolicyCV", "penalty", "PENALTIES", "closed_form_system"]
 
 PENALTIES = ("L2", "KL", "L1", "LInfinity")
+SOLVERS = ("auto", "closed_form", "gradient")
+SE_METHODS = ("auto", "closed_form", "unrolled", "implicit")
+SCALES = ("linear", "probability")
+
+
+def _check_random_state(function: str, value) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))):
+        raise InputTypeError(function, "random_state", "None or an int", described(f"{type(value).__name__} {value!r}"))
 
 
 # ==============================================================================================
@@ -44,7 +59,28 @@ def penalty(kind: str, pi, p) -> torch.Tensor:
     """Pen(pi, p) summed over factors: ``L2`` ``sum (pi - p)^2``, ``KL`` ``sum p log(p / pi)``
     (``KL(p || pi)``, as the reference's ``two_step_optimize_get_q.R``), ``L1`` ``sum abs(pi - p)``,
     ``LInfinity`` ``sum_d max_l abs(pi_d - p_d)`` (Reconstruction: the reference's per-factor reduction
-    is not documented; we sum the factors' maxima)."""
+    is not documented; we sum the factors' maxima).
+
+    ``pi`` and ``p`` are factored policies of the same factors: one probability vector per factor
+    (non-negative, summing to 1); differentiable in both."""
+    check_choice("penalty", "kind", kind, PENALTIES)
+    p = _as_policy("penalty", "p", p)
+    pi = _as_policy("penalty", "pi", pi, [len(q) for q in p])
+    return _penalty(kind, pi, p)
+
+
+def _as_policy(function: str, argument: str, pi, lengths=None) -> list[torch.Tensor]:
+    """A factored policy without a design at hand: ``lengths`` from ``p`` (or from ``pi`` itself)."""
+    if lengths is None:
+        if isinstance(pi, (str, bytes)) or not hasattr(pi, "__len__") or hasattr(pi, "keys") or len(pi) == 0:
+            raise InputTypeError(function, argument, "a non-empty list of per-factor probability vectors",
+                                 described(type(pi).__name__))
+        lengths = [int(np.size(q)) for q in pi]
+    return check_factored_policy(pi, lengths, function, argument)
+
+
+def _penalty(kind: str, pi, p) -> torch.Tensor:
+    """:func:`penalty` without checks (inside solvers and ``torch.func`` transforms)."""
     terms = []
     for q, base in zip(pi, p):
         if kind == "L2":
@@ -55,8 +91,6 @@ def penalty(kind: str, pi, p) -> torch.Tensor:
             terms.append((q - base).abs().sum())
         elif kind == "LInfinity":
             terms.append((q - base).abs().max())
-        else:
-            raise input_error("penalty", "kind", f"one of {PENALTIES}", kind)
     return torch.stack(terms).sum()
 
 
@@ -86,8 +120,20 @@ def closed_form_system(model: PairedConjointLogit, lam: float, coef: torch.Tenso
     across factors, b_l = -beta_l - 4 lam p_l - 2 lam sum_{l' != l free} p_l', as ``getPiStar_exact`` of the
     reference (``two_step_optimize_exact_solution.R``).
     """
+    name = "closed_form_system"
+    _check_model(name, model)
+    lam = check_finite(name, "lam", lam, non_negative=True)
+    return _closed_form_system(model, lam, model._check_coef(name, coef))
+
+
+def _check_model(function: str, model) -> None:
+    if not isinstance(model, PairedConjointLogit):
+        raise InputTypeError(function, "model", "a fitted PairedConjointLogit", described(type(model).__name__))
+    model._check_fitted(function)
+
+
+def _closed_form_system(model: PairedConjointLogit, lam: float, coef: torch.Tensor):
     design = model.design_
-    coef = model.coef_tensor() if coef is None else coef
     beta, B = _quadratic_form(model, coef)
     AtA = torch.zeros(design.n_free, design.n_free, dtype=DTYPE)
     Atcp = torch.zeros(design.n_free, dtype=DTYPE)
@@ -174,8 +220,11 @@ def _active_face(pi, tol: float = ACTIVE_TOL):
     return torch.cat(z), to_full
 
 
-class AverageCasePolicy:
+class AverageCasePolicy(BaseEstimator):
     """The average-case optimal factored policy: argmax_pi value(pi) - lam Pen(pi, p), with delta-method SEs.
+
+    A scikit-learn estimator: the constructor stores its parameters, :meth:`fit` checks them, and ``clone``,
+    ``get_params`` and ``set_params`` work (``fit`` takes a fitted model, not ``(X, y)``).
 
     ``scale="linear"`` maximises U(pi) = E_pi[x(t)] . theta (the quadratic of the paper's closed form);
     ``scale="probability"`` maximises Q(pi) = E_{t~pi,u~p}[P(t beats u)] under the fitted logit (enumerated).
@@ -195,37 +244,44 @@ class AverageCasePolicy:
     def __init__(self, penalty: str = "L2", lam: float = 1.0, solver: str = "auto", se_method: str = "auto",
                  scale: str = "linear", conf_level: float = 0.90, max_iter: int = 500, n_unroll: int = 300,
                  random_state=None):
-        name = "AverageCasePolicy"
-        if penalty not in PENALTIES:
-            raise input_error(name, "penalty", f"one of {PENALTIES}", penalty)
-        if solver not in ("auto", "closed_form", "gradient"):
-            raise input_error(name, "solver", "'auto', 'closed_form' or 'gradient'", solver)
-        if se_method not in ("auto", "closed_form", "unrolled", "implicit"):
-            raise input_error(name, "se_method", "'auto', 'closed_form', 'unrolled' or 'implicit'", se_method)
-        if scale not in ("linear", "probability"):
-            raise input_error(name, "scale", "'linear' or 'probability'", scale)
-        conf_level = check_finite(name, "conf_level", conf_level, low=0, high=1, low_open=True, high_open=True)
-        self.lam = check_finite(name, "lam", lam, low=0)
-        self.penalty, self.solver, self.se_method = penalty, solver, se_method
-        self.scale, self.conf_level, self.max_iter, self.n_unroll = scale, conf_level, max_iter, n_unroll
+        self.penalty = penalty
+        self.lam = lam
+        self.solver = solver
+        self.se_method = se_method
+        self.scale = scale
+        self.conf_level = conf_level
+        self.max_iter = max_iter
+        self.n_unroll = n_unroll
         self.random_state = random_state
+
+    def _check_params(self, function: str) -> None:
+        """scikit-learn's rule: ``__init__`` stores, ``fit`` validates (so ``set_params`` values are checked too)."""
+        check_choice(function, "penalty", self.penalty, PENALTIES)
+        check_finite(function, "lam", self.lam, non_negative=True)
+        check_choice(function, "solver", self.solver, SOLVERS)
+        check_choice(function, "se_method", self.se_method, SE_METHODS)
+        check_choice(function, "scale", self.scale, SCALES)
+        check_finite(function, "conf_level", self.conf_level, low=0, high=1, low_open=True, high_open=True)
+        check_int(function, "max_iter", self.max_iter, low=1)
+        check_int(function, "n_unroll", self.n_unroll, low=1)
+        _check_random_state(function, self.random_state)
 
     # -- objective ---------------------------------------------------------------------------------
     def _value(self, model, pi, coef):
-        return model.utility(pi, coef) if self.scale == "linear" else model.win_prob(pi, None, coef)
+        return model._utility(pi, coef) if self.scale == "linear" else model._win_prob(pi, None, coef)
 
     def _objective(self, model, pi, coef):
-        return self._value(model, pi, coef) - self.lam * penalty(self.penalty, pi, model.design_.p_tensor())
+        return self._value(model, pi, coef) - self.lam * _penalty(self.penalty, pi, model.design_.p_tensor())
 
     def _closed_form(self, model, coef):
-        C, b = closed_form_system(model, self.lam, coef)
+        C, b = _closed_form_system(model, self.lam, coef)
         return torch.linalg.solve(C, b)
 
     def _closed_form_problem(self, model) -> str | None:
         """Why the closed form does not apply here, or None."""
         if self.penalty != "L2" or self.scale != "linear":
             return f"the closed form needs penalty='L2' and scale='linear' (got {self.penalty!r}, {self.scale!r})"
-        C, b = closed_form_system(model, self.lam)
+        C, b = _closed_form_system(model, self.lam, model.coef_tensor())
         top = float(torch.linalg.eigvalsh((C + C.T) / 2).max())
         if not top < 0:
             return f"C is not negative definite (largest eigenvalue {top:.4g})"
@@ -243,9 +299,10 @@ class AverageCasePolicy:
     def _solve(self, model, design=None) -> list[torch.Tensor]:
         """Validate, solve and set ``pi_``, ``value_``, ``objective_``, ``solver_used_``; no SEs."""
         name = "AverageCasePolicy.fit"
-        if not isinstance(model, PairedConjointLogit):
-            raise TypeError(f"{name}: model: expected a PairedConjointLogit, got {type(model).__name__}")
-        model._check_fitted(name)
+        self._check_params(name)
+        _check_model(name, model)
+        if design is not None and not isinstance(design, FactorialDesign):
+            raise InputTypeError(name, "design", "None or a FactorialDesign", described(type(design).__name__))
         if design is not None and (design.factors != model.design_.factors or design.n_levels != model.design_.n_levels):
             raise input_error(name, "design", f"the model's design {model.design_!r}", design)
         design = model.design_
@@ -335,7 +392,7 @@ class AverageCasePolicy:
         design, p = model.design_, model.design_.p_tensor()
         # L1 / LInfinity have no curvature at p: their step is sized on the L2 penalty of the same lam
         H = torch.func.hessian(lambda a: self._value(model, _softmax_split(design, a), coef)
-                               - self.lam * penalty("L2", _softmax_split(design, a), p))(a0)
+                               - self.lam * _penalty("L2", _softmax_split(design, a), p))(a0)
         return 1.0 / max(float(torch.linalg.eigvalsh((H + H.T) / 2).abs().max()), 1e-8)
 
     def conf_int(self, conf_level: float | None = None) -> dict:
@@ -343,7 +400,11 @@ class AverageCasePolicy:
         estimator's)."""
         from scipy.stats import norm
 
+        name = "AverageCasePolicy.conf_int"
+        if not hasattr(self, "pi_"):
+            raise input_error(name, "self", "a fitted policy (call fit first)", described("an unfitted one"))
         level = self.conf_level if conf_level is None else conf_level
+        level = check_finite(name, "conf_level", level, low=0, high=1, low_open=True, high_open=True)
         z = float(norm.ppf(0.5 + level / 2))
         out = {"value": (self.value_ - z * self.value_se_, self.value_ + z * self.value_se_)}
         for f, q, s in zip(self.design_.factors, self.pi_, self.pi_se_):
@@ -351,47 +412,97 @@ class AverageCasePolicy:
         return out
 
 
-class AverageCasePolicyCV:
-    """lam chosen by respondent-grouped K-fold cross-fitting of the policy value.
+class AverageCasePolicyCV(BaseEstimator):
+    """lam chosen by respondent-grouped K-fold cross-fitting of the policy value (a scikit-learn estimator).
 
     For each lam in ``lams`` and each fold, the outcome model is fitted on the other folds, the policy solved
     there, and its value measured under a model fitted on the held-out fold (the reference's
     ``cv_strategize``: the out-of-fold value). ``lam_`` maximises the mean; ``cv_values_`` holds the means
-    (one per lam); ``best_estimator_`` is the policy refitted on all data at ``lam_``.
+    (one per lam); ``best_estimator_`` is the policy refitted on all data at ``lam_``. ``model_params`` and
+    ``policy_params`` are keyword arguments of :class:`PairedConjointLogit` and :class:`AverageCasePolicy`
+    (``lam`` and ``random_state`` excepted: they come from ``lams`` and this estimator).
     """
 
-    def __init__(self, lams, n_folds: int = 3, model_params: dict | None = None, random_state=None, **policy_params):
-        lams = [check_finite("AverageCasePolicyCV", "lam", lam, low=0) for lam in np.ravel(lams)]
-        if not lams:
-            raise input_error("AverageCasePolicyCV", "lams", "at least one lam", lams)
-        if not isinstance(n_folds, int) or n_folds < 2:
-            raise input_error("AverageCasePolicyCV", "n_folds", "an int >= 2", n_folds)
-        self.lams, self.n_folds, self.random_state = lams, n_folds, random_state
-        self.model_params = dict(model_params or {})
+    def __init__(self, lams=(0.01, 0.1, 1.0, 10.0), n_folds: int = 3, model_params: dict | None = None,
+                 policy_params: dict | None = None, random_state=None):
+        self.lams = lams
+        self.n_folds = n_folds
+        self.model_params = model_params
         self.policy_params = policy_params
+        self.random_state = random_state
+
+    def _check_params(self, function: str):
+        """(lams, model params, policy params), checked."""
+        try:
+            lams = np.ravel(np.asarray(self.lams, dtype=float)).tolist()
+        except (TypeError, ValueError):
+            raise InputTypeError(function, "lams", "a non-empty sequence of numbers >= 0",
+                                 described(type(self.lams).__name__)) from None
+        if not lams:
+            raise input_error(function, "lams", "a non-empty sequence of numbers >= 0", self.lams)
+        for lam in lams:
+            check_finite(function, "lams", lam, non_negative=True)
+        check_int(function, "n_folds", self.n_folds, low=2)
+        _check_random_state(function, self.random_state)
+        params = []
+        for arg, value, cls, banned in (("model_params", self.model_params, PairedConjointLogit, ()),
+                                        ("policy_params", self.policy_params, AverageCasePolicy,
+                                         ("lam", "random_state"))):
+            value = {} if value is None else value
+            if not hasattr(value, "items"):
+                raise InputTypeError(function, arg, "None or a dict of keyword arguments",
+                                     described(type(value).__name__))
+            allowed = set(cls().get_params()) - set(banned)
+            unknown = sorted(set(value) - allowed)
+            if unknown:
+                raise input_error(function, arg, f"keys among {sorted(allowed)}", unknown)
+            params.append(dict(value))
+        model_params, policy_params = params
+        # fail on a bad nested value now, before any fold is fitted
+        PairedConjointLogit(**model_params)._check_params(function)
+        AverageCasePolicy(**policy_params)._check_params(function)
+        return lams, model_params, policy_params
 
     def fit(self, left, right, chosen, respondent, design: FactorialDesign | None = None) -> AverageCasePolicyCV:
+        """Cross-fit every lam on pairs (the arguments of :meth:`PairedConjointLogit.fit`; ``respondent``
+        labels define the folds and are required)."""
         from sklearn.model_selection import GroupKFold
 
+        name = "AverageCasePolicyCV.fit"
+        lams, model_params, policy_params = self._check_params(name)
+        if design is not None and not isinstance(design, FactorialDesign):
+            raise InputTypeError(name, "design", "None or a FactorialDesign", described(type(design).__name__))
         design = design or _design_from_data(left, right)
-        L, R = design.as_indices(left), design.as_indices(right)
-        y, groups = np.asarray(chosen), np.asarray(respondent)
-        values = np.zeros((len(self.lams), self.n_folds))
+        L, R = design.as_indices(left, name, "left"), design.as_indices(right, name, "right")
+        y = np.asarray(chosen)
+        if L.shape != R.shape:
+            raise input_error(name, "right", f"profiles of left's shape {L.shape}", describe(R))
+        if y.shape != (len(L),) or not np.isin(y, (0, 1)).all():
+            raise input_error(name, "chosen", f"{len(L)} values in {{0, 1}} (1: left chosen)", describe(y))
+        if respondent is None:
+            raise input_error(name, "respondent", f"{len(L)} respondent labels (the folds group them)", None)
+        groups = np.asarray(respondent)
+        if groups.shape != (len(L),) or len(np.unique(groups)) < self.n_folds:
+            raise input_error(name, "respondent", f"{len(L)} labels of at least n_folds = {self.n_folds} "
+                              "respondents", describe(groups))
+        policy_params = {**policy_params, "random_state": self.random_state}
+        values = np.zeros((len(lams), self.n_folds))
         for k, (train, test) in enumerate(GroupKFold(self.n_folds).split(L, y, groups)):
-            fitted = PairedConjointLogit(**self.model_params).fit(L[train], R[train], y[train], groups[train], design)
+            fitted = PairedConjointLogit(**model_params).fit(L[train], R[train], y[train], groups[train], design)
             # the held-out fold is scored by the unscreened model of the same family
-            held_params = dict(self.model_params)
+            held_params = dict(model_params)
             if held_params.get("interactions") == "screened":
                 held_params["interactions"] = "all"
             held = PairedConjointLogit(**held_params).fit(L[test], R[test], y[test], groups[test], design)
-            for i, lam in enumerate(self.lams):
-                policy = AverageCasePolicy(lam=lam, **self.policy_params)
+            for i, lam in enumerate(lams):
+                policy = AverageCasePolicy(lam=lam, **policy_params)
                 pi = policy._solve(fitted, design)  # the fold fits need no SEs
                 with torch.no_grad():
                     values[i, k] = float(policy._value(held, pi, held.coef_tensor()))
         self.cv_values_ = values.mean(1)
         self.cv_folds_ = values
-        self.lam_ = float(self.lams[int(np.argmax(self.cv_values_))])
-        model = PairedConjointLogit(**self.model_params).fit(L, R, y, groups, design)
-        self.best_estimator_ = AverageCasePolicy(lam=self.lam_, **self.policy_params).fit(model, design)
+        self.lam_ = float(lams[int(np.argmax(self.cv_values_))])
+        model = PairedConjointLogit(**model_params).fit(L, R, y, groups, design)
+        self.best_estimator_ = AverageCasePolicy(lam=self.lam_, **policy_params).fit(model, design)
         return self
+
