@@ -74,13 +74,13 @@ def test_processor_expands_each_image_token_to_the_models_slots():
     assert tok.decode([i for i in row if i != processor.image_token_id]).split() == ["one", "two", "end"]
     out = model(**inputs)
     assert out.logits.shape[:2] == inputs["input_ids"].shape
-    with pytest.raises(ValueError, match="tokens in the prompts should be the same as the number of images"):
+    with pytest.raises(InputError, match=r"SaisaProcessor: images: expected one image per <image> in the text \(2"):
         processor(text="<image> <image>", images=_images(1))
     uint8 = (np.arange(64, dtype=np.uint8).reshape(8, 8, 1) * 4)  # HWC, integer pixels: rescaled to [0, 1]
     pixels = processor.image_processor(uint8, return_tensors="pt")["pixel_values"]
     assert pixels.shape == (1, 1, 8, 8) and float(pixels.max()) == pytest.approx(252 / 255)
-    with pytest.raises(InputError, match="SaisaImageProcessor: images: expected images with 1 channel"):
-        processor.image_processor(np.zeros((3, 4, 8, 8), dtype=np.float32))
+    with pytest.raises(InputError, match="SaisaImageProcessor.preprocess: images: expected images with 1 channel"):
+        processor.image_processor(np.zeros((3, 5, 8, 8), dtype=np.float32))  # 5 channels: nothing to convert
 
 
 def test_processor_with_a_cls_token_and_default_strategy_counts_like_llava():
