@@ -349,38 +349,3 @@ def test_cli_no_review_submit_finishes_at_the_first_submit(tmp_path, package_rep
     ledger = [json.loads(line) for line in (out / "ledger.jsonl").read_text().splitlines() if line.strip()]
     tool_texts = [m.get("content") or "" for m in ledger[0]["t1"]["messages"] if m["role"] == "tool"]
     assert tool_texts and not any(t.startswith("Thank you for your work") for t in tool_texts)
-
-
-def test_plain_trl_sft_trainer_trains_on_the_exported_folder(tmp_path, package_repo):
-    """TRL's own SFTTrainer, no icml26 code in between, on ``dataset/`` as exported: arguments render once
-    encoded (``"arguments": {"command": ...}``), never as an escaped JSON string."""
-    from datasets import load_from_disk
-    from trl import SFTConfig, SFTTrainer
-
-    from icml26.tiny import load_tiny_model
-
-    out = tmp_path / "out"
-    generate(package_repo, ScriptedTeacher(seed=1, q=1.0), out, threshold=0.5, limit=2, progress=False)
-    data = load_from_disk(str(out / "dataset"))
-    assert len(data) > 0
-    model, tokenizer = load_tiny_model("qwen3")
-
-    def rendered(dataset, max_length=None):  # what SFTTrainer tokenised, decoded
-        args = SFTConfig(output_dir=str(tmp_path / "sft"), max_steps=2, per_device_train_batch_size=1, report_to=[],
-                         save_strategy="no", use_cpu=True, learning_rate=1e-3, max_length=max_length,
-                         disable_tqdm=True)
-        trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
-        return trainer, [tokenizer.decode(row["input_ids"]) for row in trainer.train_dataset]
-
-    _, texts = rendered(data)
-    for row, text in zip(data, texts):
-        calls = [c["function"] for m in row["messages"] if m["role"] == "assistant" for c in m.get("tool_calls") or []]
-        assert calls and all(f'"arguments": {json.dumps(c["arguments"], ensure_ascii=False)}' in text for c in calls)
-        assert '"arguments": "' not in text  # no call's arguments rendered as a (JSON-encoded) string
-    # the check bites: the OpenAI-wire column, rendered the same way, is double-encoded
-    _, wire_texts = rendered(data.map(lambda r: {"messages": r["messages_openai"]}))
-    assert all('"arguments": "{' in text for text in wire_texts)
-
-    trainer, _ = rendered(data, max_length=512)  # the tiny model's context
-    result = trainer.train()
-    assert result.training_loss > 0 and trainer.state.global_step == 2

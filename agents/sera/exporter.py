@@ -3,8 +3,17 @@ instances, and the SFT dataset built from it.
 
 Every finished instance is one JSON line in ``ledger.jsonl`` (fsynced), holding both rollouts,
 the synthetic issue, the judge's answer, the recall and the token usage. The dataset, the JSONL
-export and ``summary.json`` are all recomputed from the ledger, so a different threshold or filter
+exports and ``summary.json`` are all recomputed from the ledger, so a different threshold or filter
 needs no new generation (:func:`export`), and a killed run loses only the instances in flight.
+
+An export folder holds the same kept rows three times, in the forms their readers want:
+
+- ``dataset/`` (``Dataset.save_to_disk``): ``messages`` ready for TRL, ``messages_openai`` the wire form;
+- ``trajectories.jsonl`` (:data:`TRL_JSONL`): ``messages`` ready for TRL (tool-call arguments as JSON
+  objects), so ``load_dataset("json", data_files=...)`` feeds ``SFTTrainer`` and each call renders once;
+- ``trajectories.openai.jsonl`` (:data:`OPENAI_JSONL`): ``messages`` in the OpenAI wire format (arguments as
+  JSON strings), as the agent exchanged them with the teacher; a chat template renders those strings
+  JSON-encoded a second time, so this file is for OpenAI-style tooling, not for ``SFTTrainer``.
 """
 
 from __future__ import annotations
@@ -25,6 +34,10 @@ from icml26.utils import atomic_write_json, atomic_write_text
 from .verification import FilterConfig, changed_lines, check_threshold, filter_trajectory, is_verified, token_counter
 
 REPORT_THRESHOLDS = (0.0, 0.5, 1.0)
+#: The JSONL export for TRL (``messages`` with tool-call arguments as objects).
+TRL_JSONL = "trajectories.jsonl"
+#: The JSONL export in the OpenAI wire format (``messages`` with tool-call arguments as JSON strings).
+OPENAI_JSONL = "trajectories.openai.jsonl"
 TOKEN_STAGES = ("T1", "pr", "judge", "T2")
 
 
@@ -311,9 +324,14 @@ def summarize(records: list[dict], details: list[dict], rows: list[dict], drops1
         extra=dict(extra or {}))
 
 
+def _jsonl(rows) -> str:
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+
+
 def export(out_dir: str | os.PathLike, *, threshold: float = 0.5, filters: FilterConfig | None = None,
            tokenizer: Any = None, planned: int | None = None, extra: dict | None = None) -> GenerateSummary:
-    """(Re)build ``dataset/``, ``trajectories.jsonl`` and ``summary.json`` from ``out_dir/ledger.jsonl``.
+    """(Re)build ``dataset/``, ``trajectories.jsonl`` (TRL-ready), ``trajectories.openai.jsonl`` (the wire form)
+    and ``summary.json`` from ``out_dir/ledger.jsonl`` (see the module docstring for the three forms).
 
     Duplicate P1s are settled here (:func:`resolve_duplicates`), so the export does not depend on the
     number of workers or on thread timing.
@@ -326,7 +344,8 @@ def export(out_dir: str | os.PathLike, *, threshold: float = 0.5, filters: Filte
     rows, details, drops1, drops2 = rows_from_records(records, threshold=threshold, filters=filters,
                                                       count_tokens=token_counter(tokenizer))
     rows.sort(key=lambda r: (r["id"]))
-    atomic_write_text(out_dir / "trajectories.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    atomic_write_text(out_dir / TRL_JSONL, _jsonl({**r, "messages": trl_messages(r["messages"], r["id"])} for r in rows))
+    atomic_write_text(out_dir / OPENAI_JSONL, _jsonl(rows))
     write_dataset(rows, out_dir / "dataset")
     repo = records[0]["repo"] if records else ""
     summary = summarize(records, details, rows, drops1, drops2, out_dir=out_dir, repo=repo, threshold=threshold,

@@ -100,7 +100,10 @@ def _generate(package: str, work, *, limit: int, seed: int, workers: int):
 def _rows(out_dir) -> list[dict]:
     import json
 
-    return [json.loads(line) for line in (out_dir / "trajectories.jsonl").read_text().splitlines() if line.strip()]
+    from icml26.agents.sera.exporter import OPENAI_JSONL
+
+    # The wire form, as the rows were before the TRL-ready export existed (both render to the same tokens).
+    return [json.loads(line) for line in (out_dir / OPENAI_JSONL).read_text().splitlines() if line.strip()]
 
 
 def rebase_repo_path(row: dict, root: str = FIXED_ROOT) -> dict:
