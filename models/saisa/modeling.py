@@ -55,10 +55,12 @@ from transformers.configuration_utils import SubConfigSpec
 from transformers.modeling_outputs import BaseModelOutput, CausalLMOutputWithPast
 from transformers.utils import logging
 
-from icml26.errors import describe, described, input_error
+from icml26.errors import InputTypeError, describe, described, input_error
 from icml26.kernels import values_checked
+from icml26.kernels.naevit import BACKENDS as ATTENTION_BACKENDS
 from icml26.kernels.naevit import naevit_attention
 from icml26.utils import IGNORE_INDEX, atomic_write_text
+from icml26.validation import check_choice, check_int
 
 ARCHITECTURES = ("saisa", "llava", "naevit_llava")
 LAYER_FAMILIES = ("llama", "mistral", "qwen2", "qwen3")  # whose decoder layers the SAISA loop drives
@@ -88,6 +90,15 @@ class SaisaPatchEncoderConfig(PretrainedConfig):
     num_channels: int = 1
     hidden_size: int = 32
     seed: int = 0
+
+    def __post_init__(self, **kwargs):
+        super().__post_init__(**kwargs)
+        name = "SaisaPatchEncoderConfig"
+        for field in ("image_size", "patch_size", "num_channels", "hidden_size"):
+            check_int(name, field, getattr(self, field), low=1)
+        check_int(name, "seed", self.seed)
+        if self.image_size % self.patch_size:
+            raise input_error(name, "patch_size", f"a divisor of image_size ({self.image_size})", self.patch_size)
 
     @property
     def num_patches(self) -> int:
@@ -192,13 +203,25 @@ class SaisaConfig(PretrainedConfig):
 
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
-        if self.architecture not in ARCHITECTURES:
-            raise input_error("SaisaConfig", "architecture", f"one of {ARCHITECTURES}", self.architecture)
-        if self.vision_feature_select_strategy not in ("default", "full"):
-            raise input_error("SaisaConfig", "vision_feature_select_strategy", "'default' or 'full'",
-                              self.vision_feature_select_strategy)
+        from transformers.activations import ACT2CLS
+
+        name = "SaisaConfig"
+        check_choice(name, "architecture", self.architecture, ARCHITECTURES)
+        check_choice(name, "vision_feature_select_strategy", self.vision_feature_select_strategy, ("default", "full"))
+        if self.projector_hidden_act not in ACT2CLS:
+            raise input_error(name, "projector_hidden_act", "an activation name of transformers' ACT2FN "
+                              "('gelu', 'relu', 'silu', ...)", self.projector_hidden_act)
+        check_choice(name, "attention_backend", self.attention_backend, ATTENTION_BACKENDS)
+        if not isinstance(self.share_projectors, bool):
+            raise InputTypeError(name, "share_projectors", "True or False", self.share_projectors)
+        states = getattr(self.vision_config, "num_hidden_layers", None)
+        states = 2 if isinstance(self.vision_config, SaisaPatchEncoderConfig) else (
+            states + 1 if isinstance(states, int) else None)  # hidden states: the embeddings, then each layer
+        check_int(name, "vision_feature_layer", self.vision_feature_layer,
+                  **({"low": -states, "high": states - 1} if states else {}))
         if self.image_token_id is None:
             self.image_token_id = self.text_config.vocab_size
+        check_int(name, "image_token_id", self.image_token_id, low=0)
         if self.architecture != "llava" and self.text_config.model_type not in LAYER_FAMILIES:
             # "saisa" and "naevit_llava" drive the decoder layers themselves
             raise input_error("SaisaConfig", "text_config",
@@ -375,6 +398,13 @@ class SaisaForConditionalGeneration(SaisaPreTrainedModel, GenerationMixin):
         :class:`SaisaConfig` (``vision_feature_layer``, ``vision_feature_select_strategy``, ...).
         Only the projectors are new (randomly initialised).
         """
+        if not isinstance(language_model, PreTrainedModel):
+            raise InputTypeError("SaisaForConditionalGeneration.from_text_model", "language_model",
+                                 "a transformers causal LM (PreTrainedModel)", described(type(language_model).__name__))
+        if vision_tower is not None and not isinstance(vision_tower, PreTrainedModel):
+            raise InputTypeError("SaisaForConditionalGeneration.from_text_model", "vision_tower",
+                                 "None or a transformers vision encoder (PreTrainedModel)",
+                                 described(type(vision_tower).__name__))
         if vision_tower is None:
             vision_tower = SaisaPatchEncoder(SaisaPatchEncoderConfig())
         # A parent config sets its attention implementation on its sub-configs (None by default), and these
@@ -436,8 +466,16 @@ class SaisaForConditionalGeneration(SaisaPreTrainedModel, GenerationMixin):
             raise input_error("SaisaForConditionalGeneration", "pixel_values",
                               f"pixel_values or image_features for the {n_slots} image placeholder(s) "
                               f"(id {self.config.image_token_id}) in input_ids", None)
+        argument = "image_features" if image_features is not None else "pixel_values"
         if image_features is None:
+            if not isinstance(pixel_values, torch.Tensor) or not pixel_values.is_floating_point():
+                raise input_error("SaisaForConditionalGeneration", "pixel_values",
+                                  "a floating-point tensor of images (the processor's pixel_values)",
+                                  describe(pixel_values))
             image_features = self.get_image_features(pixel_values)
+        elif not isinstance(image_features, torch.Tensor) or not image_features.is_floating_point():
+            raise input_error("SaisaForConditionalGeneration", "image_features",
+                              "a floating-point tensor [n_images, n_visual, d_v]", describe(image_features))
         d_v = self.config.vision_config.hidden_size
         if image_features.dim() != 3 or image_features.shape[-1] != d_v:
             raise input_error("SaisaForConditionalGeneration", "image_features",
@@ -445,7 +483,7 @@ class SaisaForConditionalGeneration(SaisaPreTrainedModel, GenerationMixin):
                               describe(image_features))
         n_feat = image_features.shape[0] * image_features.shape[1]
         if n_feat != n_slots:
-            raise input_error("SaisaForConditionalGeneration", "image_features",
+            raise input_error("SaisaForConditionalGeneration", argument,
                               f"one visual token per image placeholder (input_ids hold {n_slots} image placeholders)",
                               described(f"{image_features.shape[0]} image(s) giving {n_feat} visual tokens "
                                         f"({image_features.shape[1]} each)"))
@@ -472,12 +510,18 @@ class SaisaForConditionalGeneration(SaisaPreTrainedModel, GenerationMixin):
                               "None (pass input_ids with image placeholders)", described("a tensor"))
         if input_ids is None:
             raise input_error("SaisaForConditionalGeneration", "input_ids", "a [B, T] tensor of token ids", None)
-        if input_ids.dim() != 2:
-            raise input_error("SaisaForConditionalGeneration", "input_ids", "a [B, T] tensor of token ids",
+        if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2 or input_ids.is_floating_point() \
+                or input_ids.is_complex() or input_ids.dtype == torch.bool:
+            raise input_error("SaisaForConditionalGeneration", "input_ids", "a [B, T] integer tensor of token ids",
                               describe(input_ids))
         if labels is not None and labels.shape != input_ids.shape:
             raise input_error("SaisaForConditionalGeneration", "labels",
                               f"the shape of input_ids {tuple(input_ids.shape)}", describe(labels))
+        if attention_mask is not None and (not isinstance(attention_mask, torch.Tensor) or attention_mask.dim() != 2
+                                           or attention_mask.shape[0] != input_ids.shape[0]):
+            raise input_error("SaisaForConditionalGeneration", "attention_mask",
+                              f"a [B, past + T] tensor with B = {input_ids.shape[0]}", describe(attention_mask))
+        check_int("SaisaForConditionalGeneration", "logits_to_keep", logits_to_keep, low=0)
         cache = cache if cache is not None else past_key_values
         is_image = input_ids == self.config.image_token_id
         if values_checked(input_ids):  # one check per forward, skipped on CUDA (it would sync)
@@ -693,13 +737,32 @@ def flops(config: SaisaConfig | PretrainedConfig | dict[str, Any], n_visual: int
     ``config`` is a :class:`SaisaConfig`, a text config, or a dict with ``hidden_size``,
     ``intermediate_size``, ``num_hidden_layers`` (and optionally ``num_attention_heads``,
     ``num_key_value_heads``, ``vision_dim``).
+
+    Args:
+        config: the model's config (or its text config, or a dict of those sizes).
+        n_visual: visual tokens per sample (``n_v``, an int >= 0).
+        n_text: text tokens per sample (``n_t``, an int >= 0).
+        vision_dim: the vision features' width ``d_v``; ``None``: the config's (its vision tower's
+            ``hidden_size``, or ``vision_dim``), else ``d``.
     """
+    name = "flops"
+    n_visual = check_int(name, "n_visual", n_visual, low=0)
+    n_text = check_int(name, "n_text", n_text, low=0)
+    if vision_dim is not None:
+        vision_dim = check_int(name, "vision_dim", vision_dim, low=1)
     if isinstance(config, SaisaConfig):
         vision_dim = vision_dim or config.vision_config.hidden_size
         config = config.text_config
+    if not isinstance(config, (dict, PretrainedConfig)):
+        raise InputTypeError(name, "config", "a SaisaConfig, a text config or a dict of sizes",
+                             described(type(config).__name__))
     get = config.get if isinstance(config, dict) else lambda k, default=None: getattr(config, k, default)
-    d, m, layers = get("hidden_size"), get("intermediate_size"), get("num_hidden_layers")
+    d, m, layers = (check_int(name, f"config.{key}", get(key), low=1)
+                    for key in ("hidden_size", "intermediate_size", "num_hidden_layers"))
     heads, kv_heads = get("num_attention_heads"), get("num_key_value_heads")
+    if heads is not None and kv_heads is not None:
+        heads = check_int(name, "config.num_attention_heads", heads, low=1)
+        kv_heads = check_int(name, "config.num_key_value_heads", kv_heads, low=1)
     d_kv = d * kv_heads // heads if heads and kv_heads else d
     d_v = vision_dim or get("vision_dim") or d
     n = n_visual + n_text
