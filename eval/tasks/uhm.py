@@ -423,33 +423,33 @@ def empirical_model(data: dict[str, np.ndarray], n_states: int, n_actions: int) 
     """Counts ``N[s, a, s']`` of the data's transitions and the covered mask ``N[s, a].sum() > 0``."""
     n_states = check_int("empirical_model", "n_states", n_states, low=1)
     n_actions = check_int("empirical_model", "n_actions", n_actions, low=1)
-    s, a, s2 = transition_arrays("empirical_model", data, n_states, n_actions)
+    s, a, s2 = transition_arrays("empirical_model", data, n_states, n_actions, "data")
     counts = np.zeros((n_states, n_actions, n_states))
     np.add.at(counts, (s, a, s2), 1.0)
     return counts, counts.sum(-1) > 0
 
 
-def transition_arrays(function: str, transitions: Any, n_states: int,
-                      n_actions: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def transition_arrays(function: str, transitions: Any, n_states: int, n_actions: int,
+                      argument: str = "transitions") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The ``observations``, ``actions`` and ``next_observations`` of tabular ``transitions`` (a dict of
     arrays): 1-d integer arrays of one non-zero length, with states in ``[0, n_states)`` and actions in
     ``[0, n_actions)``, else an :class:`~icml26.errors.InputError` naming the key."""
     keys = ("observations", "actions", "next_observations")
     if not hasattr(transitions, "keys") or any(k not in transitions for k in keys):
         got = sorted(transitions.keys()) if hasattr(transitions, "keys") else described(type(transitions).__name__)
-        raise input_error(function, "transitions", f"a dict with {', '.join(keys)}", got)
+        raise input_error(function, argument, f"a dict with {', '.join(keys)}", got)
     arrays = [np.asarray(transitions[k]) for k in keys]
     for name, x in zip(keys, arrays):
         if x.ndim != 1 or x.shape != arrays[0].shape:
-            raise input_error(function, f"transitions['{name}']", "1-d arrays of one length",
+            raise input_error(function, f"{argument}['{name}']", "1-d arrays of one length",
                               described(", ".join(f"{k} {describe_value(v)}" for k, v in zip(keys, arrays))))
     if arrays[0].size == 0:
-        raise input_error(function, "transitions", "at least one transition", described("empty arrays"))
+        raise input_error(function, argument, "at least one transition", described("empty arrays"))
     for name, x, hi in zip(keys, arrays, (n_states, n_actions, n_states)):
         if not np.issubdtype(x.dtype, np.integer) or x.min() < 0 or x.max() >= hi:
             got = describe_value(x) if not np.issubdtype(x.dtype, np.integer) else \
                 described(f"values in [{x.min()}, {x.max()}]")
-            raise input_error(function, f"transitions['{name}']", f"integers in [0, {hi - 1}]", got)
+            raise input_error(function, f"{argument}['{name}']", f"integers in [0, {hi - 1}]", got)
     return arrays[0], arrays[1], arrays[2]
 
 

@@ -32,8 +32,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from icml26.errors import describe, input_error
+from icml26.errors import InputTypeError, describe, described, input_error
 from icml26.training.uhm.horizons import HorizonWeights
+from icml26.validation import check_choice, check_finite, check_int
 
 __all__ = ["td_flow_loss", "categorical_uhm_loss", "ema_update", "OfflineActorCritic", "ActorCriticConfig",
            "VARIANTS"]
@@ -51,9 +52,32 @@ def _horizons(weights: HorizonWeights, B: int, k_max: int, generator: torch.Gene
 
 @torch.no_grad()
 def ema_update(target: nn.Module, online: nn.Module, tau: float) -> None:
-    """``theta_target <- (1 - tau) theta_target + tau theta``."""
+    """``theta_target <- (1 - tau) theta_target + tau theta`` (``tau`` in ``[0, 1]``)."""
+    tau = check_finite("ema_update", "tau", tau, low=0, high=1)
     for p_t, p in zip(target.parameters(), online.parameters()):
         p_t.lerp_(p, tau)
+
+
+def _check_model(function: str, model, target_model, output: str, weights, policy) -> None:
+    for name, m in (("model", model), ("target_model", target_model)):
+        if getattr(getattr(m, "config", None), "output", None) != output:
+            raise input_error(function, name, f"a UniversalHorizonModel with output={output!r}",
+                              described(f"output={m.config.output!r}" if hasattr(m, "config") else type(m).__name__))
+    if not isinstance(weights, HorizonWeights):
+        raise InputTypeError(function, "weights", "HorizonWeights (winsorized(...))", described(type(weights).__name__))
+    if not (callable(policy) or isinstance(policy, torch.Tensor)):
+        raise InputTypeError(function, "policy", "a callable states -> actions (or a [S, A] tensor)",
+                             described(type(policy).__name__))
+
+
+def _tensors(function: str, batch, *keys: str) -> list[torch.Tensor]:
+    if not hasattr(batch, "keys") or any(k not in batch for k in keys):
+        got = sorted(batch.keys()) if hasattr(batch, "keys") else described(type(batch).__name__)
+        raise input_error(function, "batch", f"a dict with tensors {', '.join(keys)}", got)
+    for k in keys:
+        if not isinstance(batch[k], torch.Tensor):
+            raise InputTypeError(function, f"batch[{k!r}]", "a tensor", described(type(batch[k]).__name__))
+    return [batch[k] for k in keys]
 
 
 def td_flow_loss(model, target_model, batch: dict, policy: Callable, weights: HorizonWeights,
@@ -62,11 +86,9 @@ def td_flow_loss(model, target_model, batch: dict, policy: Callable, weights: Ho
     """TD-flow matching loss of a flow-head :class:`~icml26.models.uhm.UniversalHorizonModel` (see the
     module docstring). ``batch``: tensors ``states [B, d]``, ``actions [B, m]``, ``next_states [B, d]``;
     ``policy(states) -> actions``; ``horizons`` (default: ``n ~ p_H`` of ``weights``)."""
-    if variant not in VARIANTS:
-        raise input_error("td_flow_loss", "variant", f"one of {VARIANTS}", variant)
-    if model.config.output != "flow":
-        raise input_error("td_flow_loss", "model", "a flow-head model (output='flow')", model.config.output)
-    s, a, s2 = (batch[k] for k in ("states", "actions", "next_states"))
+    check_choice("td_flow_loss", "variant", variant, VARIANTS)
+    _check_model("td_flow_loss", model, target_model, "flow", weights, policy)
+    s, a, s2 = _tensors("td_flow_loss", batch, "states", "actions", "next_states")
     if s2.shape != s.shape:
         raise input_error("td_flow_loss", "batch['next_states']", f"shape {tuple(s.shape)}", describe(s2))
     B = s.shape[0]
@@ -113,9 +135,11 @@ def categorical_uhm_loss(model, target_model, batch: dict, policy, weights: Hori
     """The bootstrapped cross-entropy of a categorical-head UHM. ``batch``: ``states [B, S]`` and
     ``actions [B, A]`` (one-hot), ``next_cells [B]`` (indices); ``policy``: action probabilities
     ``[S, A]`` (the target is the expectation over ``a'``) or ``policy(next_cells) -> action indices``."""
-    if model.config.output != "categorical":
-        raise input_error("categorical_uhm_loss", "model", "a categorical-head model", model.config.output)
-    s, a, c2 = batch["states"], batch["actions"], batch["next_cells"]
+    _check_model("categorical_uhm_loss", model, target_model, "categorical", weights, policy)
+    s, a, c2 = _tensors("categorical_uhm_loss", batch, "states", "actions", "next_cells")
+    if c2.is_floating_point() or c2.shape != (s.shape[0],):
+        raise input_error("categorical_uhm_loss", "batch['next_cells']", f"an integer tensor [{s.shape[0]}] of cells",
+                          describe(c2))
     B, S = s.shape[0], model.config.num_cells
     A = a.shape[1]
     n = (_horizons(weights, B, model.config.k_max, generator) if horizons is None else horizons).to(s.device)
@@ -157,6 +181,19 @@ class ActorCriticConfig:
     #: LayerNorm after each hidden layer of the critics (ReBRAC's critic; TD3+BC has none)
     critic_layer_norm: bool = False
 
+    def __post_init__(self) -> None:
+        fn = "ActorCriticConfig"
+        for name in ("hidden_size", "num_layers", "actor_every"):
+            check_int(fn, name, getattr(self, name), low=1)
+        for name in ("actor_lr", "critic_lr", "max_action"):
+            check_finite(fn, name, getattr(self, name), positive=True)
+        for name in ("alpha", "policy_noise", "noise_clip"):
+            check_finite(fn, name, getattr(self, name), non_negative=True)
+        check_finite(fn, "tau", self.tau, low=0, high=1, low_open=True)
+        check_finite(fn, "gamma", self.gamma, low=0, high=1, low_open=True, high_open=True)
+        if not isinstance(self.critic_layer_norm, bool):
+            raise InputTypeError(fn, "critic_layer_norm", "a bool", described(repr(self.critic_layer_norm)))
+
 
 def _mlp(inp: int, out: int, hidden: int, layers: int, layer_norm: bool = False) -> nn.Sequential:
     mods, size = [], inp
@@ -177,6 +214,12 @@ class OfflineActorCritic(nn.Module):
     def __init__(self, state_dim: int, action_dim: int, config: ActorCriticConfig | None = None,
                  seed: int = 0) -> None:
         super().__init__()
+        state_dim = check_int("OfflineActorCritic", "state_dim", state_dim, low=1)
+        action_dim = check_int("OfflineActorCritic", "action_dim", action_dim, low=1)
+        seed = check_int("OfflineActorCritic", "seed", seed, low=0)
+        if config is not None and not isinstance(config, ActorCriticConfig):
+            raise InputTypeError("OfflineActorCritic", "config", "an ActorCriticConfig or None",
+                                 described(type(config).__name__))
         self.config = c = config or ActorCriticConfig()
         g = torch.random.fork_rng()
         with g:
@@ -205,7 +248,10 @@ class OfflineActorCritic(nn.Module):
 
     def update(self, batch: dict, critic_target) -> dict[str, Any]:
         c = self.config
-        s, a = batch["states"], batch["actions"]
+        s, a = _tensors("OfflineActorCritic.update", batch, "states", "actions")
+        if not callable(critic_target):
+            raise InputTypeError("OfflineActorCritic.update", "critic_target", "a callable target(batch, q_fn, policy)",
+                                 described(type(critic_target).__name__))
         with torch.no_grad():
             y, calls = critic_target(batch, self._q_target, self._target_policy)
         x = torch.cat([s, a], -1)
@@ -236,7 +282,7 @@ class TorchOneStepTD:
     """1-step TD on tensors (ReBRAC-dagger for :class:`OfflineActorCritic`): ``r + gamma Q(s', pi(s'))``."""
 
     def __init__(self, gamma: float = 0.99) -> None:
-        self.gamma = gamma
+        self.gamma = check_finite("TorchOneStepTD", "gamma", gamma, low=0, high=1, low_open=True, high_open=True)
 
     def __call__(self, batch, q_fn, policy):
         s2 = batch["next_states"]
@@ -248,6 +294,16 @@ class TorchUHMTarget:
     :func:`~icml26.training.uhm.horizons.nu_target` with ``reward_fn(s_e)`` (a known reward of the state)."""
 
     def __init__(self, model, weights: HorizonWeights, reward_fn: Callable, seed: int = 0) -> None:
+        if getattr(getattr(model, "config", None), "output", None) != "flow":
+            raise input_error("TorchUHMTarget", "model", "a UniversalHorizonModel with output='flow'",
+                              described(type(model).__name__))
+        if not isinstance(weights, HorizonWeights) or weights.k_max is None or weights.k_max > model.config.k_max:
+            raise input_error("TorchUHMTarget", "weights", f"finite HorizonWeights with k_max <= the model's "
+                              f"{model.config.k_max}", described(getattr(weights, "name", type(weights).__name__)))
+        if not callable(reward_fn):
+            raise InputTypeError("TorchUHMTarget", "reward_fn", "a callable reward_fn(states)",
+                                 described(type(reward_fn).__name__))
+        seed = check_int("TorchUHMTarget", "seed", seed, low=0)
         self.model, self.weights, self.reward_fn = model, weights, reward_fn
         self.rng = np.random.default_rng(seed)
         self.generator = torch.Generator().manual_seed(seed)

@@ -34,8 +34,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted
 
-from icml26.errors import input_error
+from icml26.errors import InputTypeError, described, input_error
 from icml26.validation import check_finite, check_int
 
 __all__ = ["HorizonWeights", "winsorized", "td_lambda", "n_step", "geometric", "xi_from_nu", "nu_bellman_operator",
@@ -117,7 +119,7 @@ class HorizonWeights:
         hi = self.k_max if self.k_max is not None else np.inf
         if n.size and (n.min() < 1 or n.max() > hi):
             raise input_error(function, "n", f"horizons in 1..{self.k_max or 'inf'}",
-                              f"values in [{n.min()}, {n.max()}]")
+                              described(f"values in [{n.min()}, {n.max()}]"))
         return n
 
     def weights(self, n) -> tuple[np.ndarray, np.ndarray]:
@@ -324,24 +326,47 @@ def nu_target(r, reward_e, q_e, n, weights: HorizonWeights, gamma: float | None 
 # tabular horizon models
 # ----------------------------------------------------------------------------------------------
 def _transitions(function: str, transitions: dict, n_states: int, n_actions: int):
-    try:
-        s, a, s2 = (np.asarray(transitions[k]) for k in ("observations", "actions", "next_observations"))
-    except (KeyError, TypeError):
-        raise input_error(function, "transitions", "a dict with observations, actions, next_observations",
-                          type(transitions).__name__) from None
-    if s.shape != a.shape or s.shape != s2.shape or s.ndim != 1:
-        raise input_error(function, "transitions", "three 1-d arrays of one length", (s.shape, a.shape, s2.shape))
-    for name, x, hi in (("observations", s, n_states), ("actions", a, n_actions), ("next_observations", s2, n_states)):
-        if x.size and (x.min() < 0 or x.max() >= hi or not np.issubdtype(x.dtype, np.integer)):
-            raise input_error(function, name, f"integers in [0, {hi})", f"{x.dtype} in [{x.min()}, {x.max()}]")
+    """The empirical next-state distribution ``P_hat[s, a, s']`` of checked tabular transitions and the
+    covered mask; an ``(s, a)`` the data never shows is modelled as staying put (no invented transitions)."""
+    from icml26.eval.tasks.uhm import transition_arrays
+
+    s, a, s2 = transition_arrays(function, transitions, n_states, n_actions)
     counts = np.zeros((n_states, n_actions, n_states))
     np.add.at(counts, (s, a, s2), 1.0)
     covered = counts.sum(-1) > 0
     P_hat = np.where(covered[..., None], counts / np.maximum(counts.sum(-1, keepdims=True), 1), 0.0)
-    # An (s, a) the data never shows is modelled as staying put (no invented transitions).
     idx = np.argwhere(~covered)
     P_hat[idx[:, 0], idx[:, 1], idx[:, 0]] = 1.0
     return P_hat, covered
+
+
+def _fit_arguments(function: str, policy, n_states, n_actions) -> tuple[np.ndarray, int, int]:
+    """The checked ``policy`` (rows are distributions) and the table sizes ``S``, ``A`` (default: its shape)."""
+    from icml26.eval.tasks.uhm import check_policy
+
+    S = None if n_states is None else check_int(function, "n_states", n_states, low=1)
+    A = None if n_actions is None else check_int(function, "n_actions", n_actions, low=1)
+    policy = check_policy(function, policy, S, A)
+    return policy, policy.shape[0], policy.shape[1]
+
+
+def _query(function: str, fitted, table: str, **arrays) -> list[np.ndarray]:
+    """Integer arrays of one shape: states in ``[0, S)``, actions in ``[0, A)`` of the fitted ``table``
+    (``[..., S, A, S]``); horizons are checked by the caller."""
+    check_is_fitted(fitted, table)
+    S, A = getattr(fitted, table).shape[-3:-1]
+    out = [np.asarray(v) for v in arrays.values()]
+    if len({x.shape for x in out}) != 1:
+        raise input_error(function, ", ".join(arrays), "arrays of one shape",
+                          {k: tuple(x.shape) for k, x in zip(arrays, out)})
+    highs = {"states": S, "actions": A, "horizons": None}
+    for (name, x) in zip(arrays, out):
+        if x.size and not np.issubdtype(x.dtype, np.integer):
+            raise input_error(function, name, "integer arrays", described(f"dtype {x.dtype}"))
+        hi = highs[name]
+        if hi is not None and x.size and (x.min() < 0 or x.max() >= hi):
+            raise input_error(function, name, f"integers in [0, {hi - 1}]", described(f"values in [{x.min()}, {x.max()}]"))
+    return out
 
 
 class _CategoricalSampler:
@@ -355,7 +380,7 @@ class _CategoricalSampler:
         return np.minimum((cdf_rows < u[:, None]).sum(1), cdf_rows.shape[1] - 1)
 
 
-class TabularUHM(_CategoricalSampler):
+class TabularUHM(_CategoricalSampler, BaseEstimator):
     """A tabular universal horizon model ``M[n, s, a, :]`` for ``n = 1..k_max``, learned by the recursion.
 
     ``fit(transitions, policy)``: ``M[1]`` is the empirical next-state distribution of the data,
@@ -363,69 +388,88 @@ class TabularUHM(_CategoricalSampler):
     dataset transitions, here in closed form through the counts). It sees only dataset transitions and
     the policy, never the true ``P``. Uncovered ``(s, a)`` stay put. ``sample(states, actions, horizons,
     rng)`` draws ``s_e``; ``calls`` counts the draws (one model call per target).
+
+    A scikit-learn estimator (``BaseEstimator``: ``get_params``/``set_params``, ``sklearn.base.clone``); as
+    scikit-learn's, the constructor only stores ``k_max`` and :meth:`fit` validates it. Not an ``(X, y)``
+    estimator (it fits transitions under a policy), so ``check_estimator`` does not apply.
+
+    Args:
+        k_max: the largest horizon modelled (an int >= 1).
     """
 
     def __init__(self, k_max: int = 50) -> None:
-        self.k_max = check_int("TabularUHM", "k_max", k_max, low=1)
+        self.k_max = k_max
 
     def fit(self, transitions: dict, policy, n_states: int | None = None, n_actions: int | None = None) -> TabularUHM:
-        policy = np.asarray(policy, dtype=float)
-        if policy.ndim != 2:
-            raise input_error("TabularUHM.fit", "policy", "action probabilities of shape (S, A)", policy.shape)
-        S, A = (n_states or policy.shape[0]), (n_actions or policy.shape[1])
-        if policy.shape != (S, A):
-            raise input_error("TabularUHM.fit", "policy", f"shape ({S}, {A})", policy.shape)
-        P_hat, self.covered_ = _transitions("TabularUHM.fit", transitions, S, A)
-        M = np.empty((self.k_max, S, A, S))
+        """Fit ``M`` from ``transitions`` (a dict of 1-d integer arrays ``observations``, ``actions``,
+        ``next_observations``) under ``policy`` (``[S, A]`` action probabilities, rows summing to 1);
+        ``n_states`` / ``n_actions`` default to the policy's shape. Returns ``self``."""
+        k_max = check_int("TabularUHM", "k_max", self.k_max, low=1)
+        policy, S, A = _fit_arguments("TabularUHM.fit", policy, n_states, n_actions)
+        P_hat, covered = _transitions("TabularUHM.fit", transitions, S, A)
+        M = np.empty((k_max, S, A, S))
         M[0] = P_hat
-        for n in range(1, self.k_max):  # bootstrap from the data's s': M[n] = P_hat (sum_a' pi M[n-1])
+        for n in range(1, k_max):  # bootstrap from the data's s': M[n] = P_hat (sum_a' pi M[n-1])
             M[n] = P_hat @ np.einsum("sa,sax->sx", policy, M[n - 1])
-        self.M_ = M
+        self.M_, self.covered_ = M, covered
         self._cdf = np.cumsum(M, axis=-1)
-        self.n_states, self.n_actions = S, A
+        self.n_states_, self.n_actions_ = S, A
         return self
 
     def distribution(self, n: int) -> np.ndarray:
         """``M[n]`` as ``[S, A, S]``."""
-        n = check_int("TabularUHM.distribution", "n", n, low=1)
-        if n > self.k_max:
-            raise input_error("TabularUHM.distribution", "n", f"a horizon in 1..{self.k_max}", n)
+        check_is_fitted(self, "M_")
+        n = check_int("TabularUHM.distribution", "n", n, low=1, high=self.M_.shape[0])
         return self.M_[n - 1]
 
     def sample(self, states, actions, horizons, rng: np.random.Generator) -> np.ndarray:
-        states, actions, horizons = (np.asarray(x) for x in (states, actions, horizons))
-        if not (states.shape == actions.shape == horizons.shape):
-            raise input_error("TabularUHM.sample", "states, actions, horizons", "arrays of one shape",
-                              (states.shape, actions.shape, horizons.shape))
-        if horizons.size and (horizons.min() < 1 or horizons.max() > self.k_max):
-            raise input_error("TabularUHM.sample", "horizons", f"integers in 1..{self.k_max}",
-                              f"values in [{horizons.min()}, {horizons.max()}]")
-        return self._draw(self._cdf[horizons - 1, states, actions], rng)
+        """Draw ``s_e ~ M[n](. | s, a)`` for integer arrays of one shape; ``rng`` a ``numpy.random.Generator``."""
+        states, actions, horizons = _query("TabularUHM.sample", self, "M_", states=states, actions=actions,
+                                           horizons=horizons)
+        k_max = self.M_.shape[0]
+        if horizons.size and (horizons.min() < 1 or horizons.max() > k_max):
+            raise input_error("TabularUHM.sample", "horizons", f"integers in 1..{k_max}",
+                              described(f"values in [{horizons.min()}, {horizons.max()}]"))
+        return self._draw(self._cdf[horizons - 1, states, actions], _check_rng("TabularUHM.sample", rng))
 
 
-class TabularGHM(_CategoricalSampler):
+class TabularGHM(_CategoricalSampler, BaseEstimator):
     """A tabular geometric horizon model: ``G(.|s,a) = sum_n (1 - beta) beta^(n-1) P_pi^n(.|s,a)``.
 
     Fitted from dataset transitions by its own fixed point ``G = (1 - beta) P_hat + beta P_hat Pi G``
     (solved exactly): one call draws ``s_e`` at an uncapped ``n ~ Geom(1 - beta)`` without knowing ``n``.
     With ``beta = lambda gamma`` this is the model of the GHM target (:func:`geometric`).
+
+    A scikit-learn estimator as :class:`TabularUHM` (``beta`` validated in :meth:`fit`; ``check_estimator``
+    does not apply: not an ``(X, y)`` estimator).
+
+    Args:
+        beta: the geometric ratio, a number in ``[0, 1)``.
     """
 
-    def __init__(self, beta: float) -> None:
-        self.beta = check_finite("TabularGHM", "beta", beta, low=0, high=1, high_open=True)
+    def __init__(self, beta: float = 0.9405) -> None:
+        self.beta = beta
 
     def fit(self, transitions: dict, policy, n_states: int | None = None, n_actions: int | None = None) -> TabularGHM:
-        policy = np.asarray(policy, dtype=float)
-        S, A = (n_states or policy.shape[0]), (n_actions or policy.shape[1])
-        if policy.shape != (S, A):
-            raise input_error("TabularGHM.fit", "policy", f"shape ({S}, {A})", policy.shape)
+        """Fit ``G`` as :meth:`TabularUHM.fit` fits ``M``. Returns ``self``."""
+        beta = check_finite("TabularGHM", "beta", self.beta, low=0, high=1, high_open=True)
+        policy, S, A = _fit_arguments("TabularGHM.fit", policy, n_states, n_actions)
         P_hat, self.covered_ = _transitions("TabularGHM.fit", transitions, S, A)
         kernel = np.einsum("sa,sax->sx", policy, P_hat)
         # G = (1 - beta) P_hat (I - beta K)^-1 over next states
-        self.G_ = (1 - self.beta) * P_hat @ np.linalg.inv(np.eye(S) - self.beta * kernel)
+        self.G_ = (1 - beta) * P_hat @ np.linalg.inv(np.eye(S) - beta * kernel)
         self._cdf = np.cumsum(self.G_, axis=-1)
+        self.n_states_, self.n_actions_ = S, A
         return self
 
     def sample(self, states, actions, rng: np.random.Generator) -> np.ndarray:
-        states, actions = np.asarray(states), np.asarray(actions)
-        return self._draw(self._cdf[states, actions], rng)
+        """Draw ``s_e ~ G(. | s, a)`` for integer arrays of one shape."""
+        states, actions = _query("TabularGHM.sample", self, "G_", states=states, actions=actions)
+        return self._draw(self._cdf[states, actions], _check_rng("TabularGHM.sample", rng))
+
+
+def _check_rng(function: str, rng) -> np.random.Generator:
+    if not isinstance(rng, np.random.Generator):
+        raise InputTypeError(function, "rng", "a numpy.random.Generator (numpy.random.default_rng(seed))",
+                             described(type(rng).__name__))
+    return rng

@@ -16,9 +16,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from icml26.errors import InputTypeError, described, input_error
+from icml26.eval.tasks.uhm import check_policy, transition_arrays
 from icml26.models.uhm import UHMConfig, UniversalHorizonModel
 from icml26.training.uhm.actor_critic import categorical_uhm_loss, ema_update, td_flow_loss
 from icml26.training.uhm.horizons import HorizonWeights, td_lambda
+from icml26.validation import check_finite, check_int
 
 __all__ = ["TDFlowUpdater", "train_categorical_uhm"]
 
@@ -45,6 +48,16 @@ def train_categorical_uhm(data: dict[str, np.ndarray], n_states: int, n_actions:
 
     Returns the trained model.
     """
+    fn = "train_categorical_uhm"
+    n_states, n_actions = check_int(fn, "n_states", n_states, low=2), check_int(fn, "n_actions", n_actions, low=1)
+    k_max = check_int(fn, "k_max", k_max, low=1)
+    steps, batch_size = check_int(fn, "steps", steps, low=0), check_int(fn, "batch_size", batch_size, low=1)
+    hidden_size, seed = check_int(fn, "hidden_size", hidden_size, low=1), check_int(fn, "seed", seed, low=0)
+    lr = check_finite(fn, "lr", lr, positive=True)
+    tau = check_finite(fn, "tau", tau, low=0, high=1)
+    policy = check_policy(fn, policy, n_states, n_actions)
+    s, a, s2 = transition_arrays(fn, data, n_states, n_actions, "data")
+    data = {"observations": s.astype(np.int64), "actions": a.astype(np.int64), "next_observations": s2.astype(np.int64)}
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         cfg = UHMConfig(state_dim=n_states, action_dim=n_actions, output="categorical", num_cells=n_states,
@@ -80,6 +93,15 @@ class TDFlowUpdater:
 
     def __init__(self, model: UniversalHorizonModel, weights: HorizonWeights, *, lr: float = 3e-4,
                  tau: float = 0.005) -> None:
+        if not isinstance(model, UniversalHorizonModel) or model.config.output != "flow":
+            raise input_error("TDFlowUpdater", "model", "a UniversalHorizonModel with output='flow'",
+                              described(f"output={model.config.output!r}" if isinstance(model, UniversalHorizonModel)
+                                        else type(model).__name__))
+        if not isinstance(weights, HorizonWeights):
+            raise InputTypeError("TDFlowUpdater", "weights", "HorizonWeights (winsorized(...))",
+                                 described(type(weights).__name__))
+        lr = check_finite("TDFlowUpdater", "lr", lr, positive=True)
+        tau = check_finite("TDFlowUpdater", "tau", tau, low=0, high=1)
         self.model, self.weights, self.tau = model, weights, tau
         self.target_model = copy.deepcopy(model).requires_grad_(False)
         self.optimizer = torch.optim.Adam(model.parameters(), lr=lr)

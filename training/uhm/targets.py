@@ -26,9 +26,10 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
+from sklearn.base import BaseEstimator
 
-from icml26.errors import input_error
-from icml26.training.uhm.horizons import HorizonWeights, _transitions, nu_target
+from icml26.errors import InputTypeError, described, input_error
+from icml26.training.uhm.horizons import HorizonWeights, _check_rng, _transitions, nu_target
 from icml26.validation import check_finite, check_int
 
 __all__ = ["OneStepTD", "DatasetTDLambda", "RolloutTDLambda", "GHMTarget", "UHMTarget", "TabularCritic",
@@ -39,38 +40,61 @@ def act(policy, states, rng: np.random.Generator):
     """Actions ``a ~ pi(.|s)``: sampled from a probability table ``[S, A]`` or returned by a callable."""
     if callable(policy):
         return policy(states)
-    probs = np.asarray(policy)
-    if probs.ndim != 2:
-        raise input_error("act", "policy", "action probabilities [S, A] or a callable", probs.shape)
+    from icml26.eval.tasks.uhm import check_policy
+
+    probs = check_policy("act", policy)
     cdf = np.cumsum(probs[np.asarray(states)], axis=-1)
     u = rng.random(cdf.shape[:-1])[..., None]
     return np.minimum((cdf < u).sum(-1), probs.shape[1] - 1)
 
 
 def _batch(function: str, batch: dict, *keys: str):
+    if not hasattr(batch, "keys"):
+        raise InputTypeError(function, "batch", f"a dict with {', '.join(keys)}", described(type(batch).__name__))
     missing = [k for k in keys if k not in batch]
     if missing:
-        raise input_error(function, "batch", f"a dict with {', '.join(keys)}", f"one missing {missing}")
+        raise input_error(function, "batch", f"a dict with {', '.join(keys)}", described(f"one missing {missing}"))
     return [batch[k] for k in keys]
 
 
-class TabularOneStepModel:
+def _check_common(function: str, weights: Any, reward_fn: Any, seed: Any) -> None:
+    """The arguments every model-based or trace target shares."""
+    if not isinstance(weights, HorizonWeights):
+        raise InputTypeError(function, "weights", "HorizonWeights (winsorized(...), td_lambda(...), geometric(...))",
+                             described(type(weights).__name__))
+    if not callable(reward_fn):
+        raise InputTypeError(function, "reward_fn", "a callable reward_fn(states, actions)",
+                             described(type(reward_fn).__name__))
+    if seed is not None:
+        check_int(function, "seed", seed, low=0)
+
+
+class TabularOneStepModel(BaseEstimator):
     """The empirical one-step model ``P_hat(s'|s,a)`` of the data (MBTD's model): a draw picks one of the
-    dataset's next states observed after ``(s, a)`` (O(1) per draw); an uncovered pair stays put."""
+    dataset's next states observed after ``(s, a)`` (O(1) per draw); an uncovered pair stays put.
+    A scikit-learn estimator without parameters (``clone`` gives an unfitted copy)."""
 
     def fit(self, transitions: dict, n_states: int, n_actions: int) -> TabularOneStepModel:
+        """Index ``transitions`` (1-d integer arrays ``observations``, ``actions``, ``next_observations``)
+        over ``n_states`` states and ``n_actions`` actions. Returns ``self``."""
+        n_states = check_int("TabularOneStepModel.fit", "n_states", n_states, low=1)
+        n_actions = check_int("TabularOneStepModel.fit", "n_actions", n_actions, low=1)
         self.P_, self.covered_ = _transitions("TabularOneStepModel.fit", transitions, n_states, n_actions)
         pair = np.asarray(transitions["observations"]) * n_actions + np.asarray(transitions["actions"])
         order = np.argsort(pair, kind="stable")
         self._next = np.asarray(transitions["next_observations"])[order]
         self._count = np.bincount(pair, minlength=n_states * n_actions)
         self._start = np.concatenate([[0], np.cumsum(self._count)[:-1]])
-        self.n_actions = n_actions
+        self.n_states_, self.n_actions_ = n_states, n_actions
         return self
 
     def step(self, states, actions, rng: np.random.Generator) -> np.ndarray:
-        states = np.asarray(states)
-        pair = states * self.n_actions + np.asarray(actions)
+        """One draw ``s' ~ P_hat(.|s, a)`` per pair of integer arrays ``states``, ``actions``."""
+        from icml26.training.uhm.horizons import _query
+
+        states, actions = _query("TabularOneStepModel.step", self, "P_", states=states, actions=actions)
+        rng = _check_rng("TabularOneStepModel.step", rng)
+        pair = states * self.n_actions_ + actions
         count = self._count[pair]
         pick = self._start[pair] + (rng.random(pair.shape) * np.maximum(count, 1)).astype(np.int64)
         return np.where(count > 0, self._next[np.minimum(pick, len(self._next) - 1)], states)
@@ -85,6 +109,8 @@ class OneStepTD:
 
     def __post_init__(self) -> None:
         self.gamma = check_finite("OneStepTD", "gamma", self.gamma, low=0, high=1, low_open=True, high_open=True)
+        if self.seed is not None:
+            check_int("OneStepTD", "seed", self.seed, low=0)
         self.rng = np.random.default_rng(self.seed)
 
     def __call__(self, batch, q_fn, policy):
@@ -127,11 +153,16 @@ class DatasetTDLambda:
     seed: int | None = 0
 
     def __post_init__(self) -> None:
+        _check_common("DatasetTDLambda", self.weights, self.reward_fn, self.seed)
         if self.weights.k_max is None:
             raise input_error("DatasetTDLambda", "weights", "a finite measure (k_max set)", "the geometric one")
+        episode, nxt = _batch("DatasetTDLambda", self.data, "episode", "next_observations")
+        episode, nxt = np.asarray(episode), np.asarray(nxt)
+        if episode.ndim != 1 or episode.shape != nxt.shape or not episode.size:
+            raise input_error("DatasetTDLambda", "data", "1-d 'episode' and 'next_observations' of one non-zero length",
+                              described(f"shapes {episode.shape} and {nxt.shape}"))
         self.rng = np.random.default_rng(self.seed)
-        episode = np.asarray(self.data["episode"])
-        self._episode, self._next = episode, np.asarray(self.data["next_observations"])
+        self._episode, self._next = episode, nxt
 
     def __call__(self, batch, q_fn, policy):
         r, idx = _batch("DatasetTDLambda", batch, "rewards", "index")
@@ -158,6 +189,11 @@ class _ModelTarget:
 
     def __post_init__(self) -> None:
         name = type(self).__name__
+        _check_common(name, self.weights, self.reward_fn, self.seed)
+        method = "step" if isinstance(self, RolloutTDLambda) else "sample"
+        if not callable(getattr(self.model, method, None)):
+            raise InputTypeError(name, "model", f"a model with a .{method}(...) method (fitted)",
+                                 described(type(self.model).__name__))
         if self.finite and self.weights.k_max is None:
             raise input_error(name, "weights", "a finite measure (k_max set)", "the geometric one")
         if not self.finite and self.weights.k_max is not None:
@@ -216,13 +252,20 @@ class TabularCritic:
 
     def __init__(self, n_states: int, n_actions: int, init: float = 0.0) -> None:
         self.Q = np.full((check_int("TabularCritic", "n_states", n_states, low=1),
-                          check_int("TabularCritic", "n_actions", n_actions, low=1)), float(init))
+                          check_int("TabularCritic", "n_actions", n_actions, low=1)),
+                         check_finite("TabularCritic", "init", init))
 
     def q(self, states, actions) -> np.ndarray:
         return self.Q[np.asarray(states), np.asarray(actions)]
 
     def update(self, states, actions, targets, lr: float) -> None:
+        """Move ``Q[s, a]`` by ``lr`` (in ``(0, 1]``) towards the mean of its ``targets`` in the batch."""
+        lr = check_finite("TabularCritic.update", "lr", lr, low=0, high=1, low_open=True)
         S, A = self.Q.shape
+        targets = np.asarray(targets, dtype=float)
+        if targets.shape != np.shape(states) or np.shape(states) != np.shape(actions):
+            raise input_error("TabularCritic.update", "targets", "one target per (state, action) pair",
+                              described(f"shapes {np.shape(states)}, {np.shape(actions)}, {targets.shape}"))
         flat = np.asarray(states) * A + np.asarray(actions)
         total = np.bincount(flat, weights=np.asarray(targets, dtype=float), minlength=S * A)
         count = np.bincount(flat, minlength=S * A)
@@ -248,6 +291,12 @@ class TabularControlConfig:
     eval_every: int = 25
     seed: int = 0
 
+    def __post_init__(self) -> None:
+        for name in ("updates", "batch_size", "improve_every", "eval_every"):
+            check_int("TabularControlConfig", name, getattr(self, name), low=1)
+        check_finite("TabularControlConfig", "lr", self.lr, low=0, high=1, low_open=True)
+        check_int("TabularControlConfig", "seed", self.seed, low=0)
+
 
 def fit_tabular_critic(data: dict, target, n_states: int, n_actions: int, config: TabularControlConfig,
                        refit: Callable | None = None, evaluate: Callable | None = None) -> dict[str, Any]:
@@ -256,8 +305,22 @@ def fit_tabular_critic(data: dict, target, n_states: int, n_actions: int, config
 
     ``refit(policy)`` refits the target's model (UHM, GHM) at every policy improvement.
     """
-    from icml26.eval.tasks.uhm import uniform_tie_policy
+    from icml26.eval.tasks.uhm import transition_arrays, uniform_tie_policy
 
+    fn = "fit_tabular_critic"
+    if not isinstance(config, TabularControlConfig):
+        raise InputTypeError(fn, "config", "a TabularControlConfig", described(type(config).__name__))
+    if not callable(target):
+        raise InputTypeError(fn, "target", "a callable target(batch, q_fn, policy) -> (targets, model_calls)",
+                             described(type(target).__name__))
+    for name, value in (("refit", refit), ("evaluate", evaluate)):
+        if value is not None and not callable(value):
+            raise InputTypeError(fn, name, "a callable or None", described(type(value).__name__))
+    n_states, n_actions = check_int(fn, "n_states", n_states, low=1), check_int(fn, "n_actions", n_actions, low=1)
+    s, _, _ = transition_arrays(fn, data, n_states, n_actions, "data")
+    if "rewards" not in data or np.shape(data["rewards"]) != s.shape:
+        raise input_error(fn, "data['rewards']", f"one reward per transition ({len(s)})",
+                          described(f"shape {np.shape(data['rewards'])}" if "rewards" in data else "no 'rewards' key"))
     rng = np.random.default_rng(config.seed)
     critic = TabularCritic(n_states, n_actions)
     N = len(data["observations"])
