@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from icml26.errors import described, input_error
+from icml26.errors import InputTypeError, described, input_error
 
 from .backends_base import (
     ROLES,
@@ -66,7 +66,10 @@ def backend_from_spec(spec: str, model: str | None = None, **kw) -> ChatBackend:
     """``"http(s)://host:port[/v1]"`` -> :class:`OpenAIChatBackend` (``model`` required, or the only
     model the server lists); an existing local folder -> :class:`TransformersChatBackend`."""
     if not isinstance(spec, (str, Path)):
-        raise TypeError(f"backend spec must be a URL or a local model path, got {type(spec).__name__}")
+        raise InputTypeError("backend_from_spec", "spec", "an http(s) URL or a local model path",
+                             described(type(spec).__name__))
+    if model is not None and (not isinstance(model, str) or not model.strip()):
+        raise input_error("backend_from_spec", "model", "None or the name of a served model", model)
     spec = str(spec)
     if spec.startswith(("http://", "https://")):
         if model is None:

@@ -17,8 +17,60 @@ from icml26.errors import described, input_error
 
 from .toolcalls import ToolCall, parse_arguments, parse_tool_calls
 
-__all__ = ["AssistantMessage", "BackendError", "ChatBackend", "ROLES", "Usage", "request_messages",
+__all__ = ["AssistantMessage", "BackendError", "ChatBackend", "ROLES", "Usage", "check_messages", "check_sampling", "check_tools", "request_messages",
            "to_template_messages"]
+
+
+def check_messages(function: str, messages: Any, tools: Any = None) -> None:
+    """Refuse what no backend can send: ``messages`` must be a non-empty list of dicts with a ``role`` (system,
+    user, assistant or tool), ``tools`` None or a list of OpenAI function schemas
+    (``{"type": "function", "function": {"name": ...}}``)."""
+    if not isinstance(messages, (list, tuple)) or not messages:
+        raise input_error(function, "messages", "a non-empty list of chat messages (dicts with role and content)",
+                          described(f"{messages!r:.80}"))
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict) or message.get("role") not in ROLES:
+            raise input_error(function, f"messages[{index}]", f"a dict whose role is one of {list(ROLES)}",
+                              described(f"{message!r:.80}"))
+    check_tools(function, tools)
+
+
+def check_tools(function: str, tools: Any) -> None:
+    """Refuse ``tools`` that are neither None nor a list of OpenAI function schemas
+    (``{"type": "function", "function": {"name": ...}}``), naming the bad entry."""
+    if tools is None:
+        return
+    if not isinstance(tools, (list, tuple)):
+        raise input_error(function, "tools", "None or a list of OpenAI function schemas", described(f"{tools!r:.80}"))
+    for index, tool in enumerate(tools):
+        function_schema = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(function_schema, dict) or not isinstance(function_schema.get("name"), str):
+            raise input_error(function, f"tools[{index}]", 'an OpenAI function schema {"type": "function", '
+                              '"function": {"name": ..., "parameters": {...}}}', described(f"{tool!r:.80}"))
+
+
+def check_sampling(function: str, sampling: dict) -> dict:
+    """The sampling arguments every backend shares, checked (an :class:`~icml26.errors.InputError` naming the bad
+    one): ``temperature`` >= 0, ``top_p`` in (0, 1], ``max_tokens`` / ``max_new_tokens`` >= 1, ``seed`` an int,
+    ``stop`` a string or a list of strings. Other keys pass unchecked (a server may take options of its own).
+    Returns ``sampling``."""
+    from icml26.validation import check_finite, check_int
+
+    for name, value in sampling.items():
+        if value is None:
+            continue
+        if name == "temperature":
+            check_finite(function, name, value, non_negative=True)
+        elif name == "top_p":
+            check_finite(function, name, value, low=0, high=1, low_open=True)
+        elif name in ("max_tokens", "max_new_tokens"):
+            check_int(function, name, value, low=1)
+        elif name == "seed":
+            check_int(function, name, value)
+        elif name == "stop" and not (isinstance(value, str) or (isinstance(value, (list, tuple))
+                                                                and all(isinstance(s, str) for s in value))):
+            raise input_error(function, name, "a string or a list of strings", value)
+    return sampling
 
 
 class BackendError(RuntimeError):

@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
 import os
 import time
 import urllib.parse
 
-from icml26.errors import input_error
+from icml26.errors import InputTypeError, input_error
+from icml26.validation import check_finite, check_int
 
-from .backends_base import AssistantMessage, BackendError, Usage, request_messages
+from .backends_base import AssistantMessage, BackendError, Usage, check_messages, check_sampling, request_messages
 
 __all__ = ["OpenAIChatBackend", "RETRY_STATUS"]
+
+logger = logging.getLogger(__name__)
 
 
 def _chat_url(base_url: str) -> str:
@@ -50,22 +54,28 @@ class OpenAIChatBackend:
     most ``max_retries`` times with exponential backoff (``backoff * 2**k`` seconds). Every other
     answer is final: a 4xx, or a 500 (a server that failed on this very request, e.g. a tool call
     it could not parse, fails the same way again), raises :class:`BackendError` at once with the
-    server's status and message.
+    server's status and message. Each retry is logged at INFO on this module's logger (under ``icml26``, which
+    ``icml26 reproduce`` writes to the run folder's ``run.log``): the attempt, why, and the wait.
     """
 
     RETRY_STATUS = RETRY_STATUS
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None, *, timeout: float = 60.0,
                  max_retries: int = 3, backoff: float = 0.5, stream: bool = False, **default_sampling):
-        import openai
-
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
             raise input_error("OpenAIChatBackend", "base_url", "an http(s) URL", base_url)
-        if not model:
+        if not isinstance(model, str) or not model.strip():
             raise input_error("OpenAIChatBackend", "model", "the name of the served model (as /v1/models lists it)", model)
-        if timeout <= 0 or max_retries < 0 or backoff < 0:
-            raise input_error("OpenAIChatBackend", "timeout, max_retries, backoff", "timeout > 0, max_retries >= 0, "
-                              "backoff >= 0", (timeout, max_retries, backoff))
+        if api_key is not None and not isinstance(api_key, str):
+            raise InputTypeError("OpenAIChatBackend", "api_key", "a string or None", type(api_key).__name__)
+        timeout = check_finite("OpenAIChatBackend", "timeout", timeout, positive=True)
+        max_retries = check_int("OpenAIChatBackend", "max_retries", max_retries, low=0)
+        backoff = check_finite("OpenAIChatBackend", "backoff", backoff, non_negative=True)
+        if not isinstance(stream, bool):
+            raise InputTypeError("OpenAIChatBackend", "stream", "a bool", stream)
+        check_sampling("OpenAIChatBackend", default_sampling)
+        import openai
+
         self.base_url = base_url
         self.url = _chat_url(base_url)
         self.model = model
@@ -94,7 +104,10 @@ class OpenAIChatBackend:
         last, status, message = "", None, None
         for attempt in range(self.max_retries + 1):
             if attempt:
-                time.sleep(self.backoff * 2 ** (attempt - 1))
+                wait = self.backoff * 2 ** (attempt - 1)
+                logger.info("%s: attempt %d of %d failed (%s); retrying in %.2f s", self.url, attempt,
+                            self.max_retries + 1, last, wait)
+                time.sleep(wait)
             try:
                 if self.stream:  # the whole stream is read inside the try: a connection lost midway is retried
                     stream = self._client.chat.completions.create(**named, extra_body=extra or None, stream=True,
@@ -123,12 +136,14 @@ class OpenAIChatBackend:
                 raise BackendError(f"{self.url} answered with a body that is not JSON: {str(completion)[:500]!r}",
                                    status=200, server_message=str(completion)[:1000], attempts=attempt + 1)
             return completion.model_dump()
+        logger.warning("%s: giving up after %d attempt(s); last error: %s", self.url, self.max_retries + 1, last)
         raise BackendError(f"could not get a chat completion from {self.url} after {self.max_retries + 1} "
                            f"attempt(s); last error: {last}", status=status, server_message=message,
                            attempts=self.max_retries + 1)
 
     def chat(self, messages: list[dict], tools: list[dict] | None = None, **sampling) -> AssistantMessage:
-        params = {**self.default_sampling, **sampling}
+        check_messages("OpenAIChatBackend.chat", messages, tools)
+        params = {**self.default_sampling, **check_sampling("OpenAIChatBackend.chat", sampling)}
         if "max_new_tokens" in params:  # accept the transformers spelling too
             params.setdefault("max_tokens", params.pop("max_new_tokens"))
         payload = {"model": self.model, "messages": request_messages(messages), **params}

@@ -6,9 +6,10 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from icml26.errors import described, input_error
+from icml26.errors import InputTypeError, described, input_error
+from icml26.validation import check_int
 
-from .backends_base import AssistantMessage, Usage, to_template_messages
+from .backends_base import AssistantMessage, Usage, check_messages, check_sampling, to_template_messages
 from .toolcalls import parse_tool_calls
 
 __all__ = ["TransformersChatBackend"]
@@ -24,9 +25,26 @@ class TransformersChatBackend:
 
     def __init__(self, model_or_path, tokenizer=None, *, device=None, max_new_tokens: int = 256,
                  **default_sampling):
+        # the arguments first: loading a model takes long, and a typo found after it wastes that time
+        max_new_tokens = check_int("TransformersChatBackend", "max_new_tokens", max_new_tokens, low=1)
+        check_sampling("TransformersChatBackend", default_sampling)
+        if device is not None and not (isinstance(device, str) or type(device).__name__ == "device"):
+            raise InputTypeError("TransformersChatBackend", "device", "None, a device string ('cpu', 'cuda:0') or a "
+                                 "torch.device", described(type(device).__name__))
+        if isinstance(model_or_path, (str, Path)) and not str(model_or_path).strip():
+            raise input_error("TransformersChatBackend", "model_or_path", "a model id or folder, or a loaded model",
+                              model_or_path)
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        if device is not None:
+            try:
+                torch.device(device)
+            except (RuntimeError, TypeError):
+                raise input_error("TransformersChatBackend", "device", "a torch device such as 'cpu' or 'cuda:0'",
+                                  device) from None
+            if str(device).startswith("cuda") and not torch.cuda.is_available():
+                raise input_error("TransformersChatBackend", "device", "'cpu' on a machine without a CUDA GPU", device)
         if isinstance(model_or_path, (str, Path)):
             path = str(model_or_path)
             self.model = AutoModelForCausalLM.from_pretrained(path)
@@ -41,8 +59,6 @@ class TransformersChatBackend:
             raise input_error("TransformersChatBackend", "tokenizer", "a tokenizer with a chat template (set "
                               "tokenizer.chat_template)", described(f"the tokenizer of {self.name!r}, without one"))
         if device is not None:
-            if str(device).startswith("cuda") and not torch.cuda.is_available():
-                raise input_error("TransformersChatBackend", "device", "'cpu' on a machine without a CUDA GPU", device)
             self.model.to(torch.device(device))
         self.model.eval()
         self.max_new_tokens = int(max_new_tokens)
@@ -55,7 +71,8 @@ class TransformersChatBackend:
     def chat(self, messages: list[dict], tools: list[dict] | None = None, **sampling) -> AssistantMessage:
         import torch
 
-        params = {**self.default_sampling, **sampling}
+        check_messages("TransformersChatBackend.chat", messages, tools)
+        params = {**self.default_sampling, **check_sampling("TransformersChatBackend.chat", sampling)}
         max_new = int(params.pop("max_tokens", params.pop("max_new_tokens", self.max_new_tokens)))
         temperature = float(params.pop("temperature", 0.0) or 0.0)
         top_p = params.pop("top_p", None)

@@ -6,7 +6,9 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .backends_base import AssistantMessage, BackendError, Usage, to_template_messages
+from icml26.errors import InputTypeError, described
+
+from .backends_base import AssistantMessage, BackendError, Usage, check_messages, to_template_messages
 from .toolcalls import parse_tool_calls
 
 __all__ = ["ScriptedBackend"]
@@ -28,7 +30,8 @@ class ScriptedBackend:
         elif isinstance(policy, (list, tuple)):
             self._policy, self._queue = None, list(policy)
         else:
-            raise TypeError(f"policy must be a callable or a list of responses, got {type(policy).__name__}")
+            raise InputTypeError("ScriptedBackend", "policy", "a callable policy(messages, tools) or a list of responses",
+                                 described(type(policy).__name__))
         self.tokenizer = tokenizer
         self.calls: list[dict] = []  # what the backend was asked: {"messages", "tools", "sampling"}
         self._turn = 0
@@ -49,6 +52,7 @@ class ScriptedBackend:
         return self._count(text)
 
     def chat(self, messages: list[dict], tools: list[dict] | None = None, **sampling) -> AssistantMessage:
+        check_messages("ScriptedBackend.chat", messages, tools)
         self.calls.append({"messages": [dict(m) for m in messages], "tools": tools, "sampling": dict(sampling)})
         self._turn += 1
         if self._queue is not None:

@@ -13,9 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from icml26.errors import input_error
+from icml26.errors import InputTypeError, described, input_error
+from icml26.validation import check_int
 
 from .backends import BackendError, ChatBackend, Usage
+from .backends_base import check_sampling, check_tools
 from .sandbox import Sandbox
 from .tools import ToolExecutor, default_tools
 
@@ -87,10 +89,28 @@ def run_agent(backend: ChatBackend, sandbox: Sandbox, task: str, *, system_promp
     ``submit`` shows the diff and asks for a cleanup, the second one ends the run. It only applies
     to the executor built here; a given ``executor`` keeps its own setting.
     """
+    if not callable(getattr(backend, "chat", None)):
+        raise InputTypeError("run_agent", "backend", "a chat backend (with a chat(messages, tools) method)",
+                             described(type(backend).__name__))
+    if executor is None and not all(callable(getattr(sandbox, name, None)) for name in ("run", "diff")):
+        raise InputTypeError("run_agent", "sandbox", "a Sandbox", described(type(sandbox).__name__))
     if not isinstance(task, str) or not task.strip():
         raise input_error("run_agent", "task", "a non-empty string", task)
-    if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
-        raise input_error("run_agent", "max_steps", "a positive integer", max_steps)
+    if system_prompt is not None and not isinstance(system_prompt, str):
+        raise InputTypeError("run_agent", "system_prompt", "None or a string", described(type(system_prompt).__name__))
+    max_steps = check_int("run_agent", "max_steps", max_steps, low=1)
+    no_tool_call_retries = check_int("run_agent", "no_tool_call_retries", no_tool_call_retries, low=0)
+    if max_observation_chars is not None:
+        max_observation_chars = check_int("run_agent", "max_observation_chars", max_observation_chars, low=1)
+    if sampling is not None and not isinstance(sampling, dict):
+        raise InputTypeError("run_agent", "sampling", "None or a dict of sampling arguments",
+                             described(type(sampling).__name__))
+    check_sampling("run_agent", sampling or {})
+    check_tools("run_agent", tools)
+    if not isinstance(review_submit, bool):
+        raise InputTypeError("run_agent", "review_submit", "a bool", review_submit)
+    if executor is not None and not isinstance(executor, ToolExecutor):
+        raise InputTypeError("run_agent", "executor", "None or a ToolExecutor", described(type(executor).__name__))
     tools = default_tools() if tools is None else list(tools)
     executor = executor if executor is not None else ToolExecutor(sandbox, tools=tools, review_submit=review_submit)
     messages: list[dict] = [{"role": "system", "content": system_prompt or DEFAULT_SYSTEM_PROMPT},

@@ -55,7 +55,8 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from icml26.errors import described, input_error
+from icml26.errors import InputTypeError, described, input_error
+from icml26.validation import check_finite, check_int
 
 from . import sandbox_launcher as _launcher
 from . import sandbox_limits as _limits
@@ -202,8 +203,16 @@ class Sandbox(ExecutionMixin):
             raise input_error("Sandbox", "time_limit", "a finite number of seconds > 0", time_limit)
         check_limits(memory_limit_mb=memory_limit_mb, pids_limit=pids_limit, disk_limit_mb=disk_limit_mb,
                      cpu_time_limit=cpu_time_limit, open_files=open_files)
-        if not max_output_chars >= 100:
-            raise input_error("Sandbox", "max_output_chars", ">= 100", max_output_chars)
+        check_int("Sandbox", "max_output_chars", max_output_chars, low=100)
+        check_int("Sandbox", "max_file_mb", max_file_mb, low=1)
+        if not isinstance(allow_unisolated, bool):
+            raise InputTypeError("Sandbox", "allow_unisolated", "a bool", allow_unisolated)
+        if scratch_parent is not None and (not isinstance(scratch_parent, (str, os.PathLike))
+                                           or not os.path.isdir(scratch_parent)):
+            raise input_error("Sandbox", "scratch_parent", "None or an existing folder", scratch_parent)
+        if repo is not None and not isinstance(repo, (str, os.PathLike)):
+            raise InputTypeError("Sandbox", "repo", "None or the path of a git repository",
+                                 described(type(repo).__name__))
         if isolation not in ("auto", "namespaces", "none"):
             raise input_error("Sandbox", "isolation", "'auto', 'namespaces' or 'none'", isolation)
         if isolation == "none" and not allow_unisolated:
@@ -436,10 +445,15 @@ class Sandbox(ExecutionMixin):
     def run(self, command: str, *, timeout: float | None = None, env: dict | None = None) -> ExecResult:
         """Run ``command`` with bash in the scratch copy; never raises for the command's own failure
         (a failure of the isolation machinery, after which the command did not run, is a SandboxError)."""
-        self._check_open()
         if not isinstance(command, str):
-            raise TypeError(f"command must be a string, got {type(command).__name__}")
-        limit = self.time_limit if timeout is None else float(timeout)
+            raise InputTypeError("Sandbox.run", "command", "a bash command (a str)", described(type(command).__name__))
+        # a time-out of 0 or less would start the command only to report it timed out
+        limit = self.time_limit if timeout is None else check_finite("Sandbox.run", "timeout", timeout, positive=True)
+        if env is not None and (not isinstance(env, dict) or not all(isinstance(k, str) and k and "=" not in k
+                                                                     for k in env)):
+            raise input_error("Sandbox.run", "env", "None or a dict of environment variables (names without '=')",
+                              described(f"{env!r:.80}"))
+        self._check_open()
         memory = None if self.memory_limit_mb is None else int(self.memory_limit_mb) << 20
         group = None
         if self._cgroups and (memory or self.pids_limit or self.cpu_time_limit):
@@ -455,6 +469,12 @@ class Sandbox(ExecutionMixin):
 
     def run_python(self, code: str, *, timeout: float | None = None, args: list[str] | tuple = ()) -> ExecResult:
         """Run Python ``code`` (this interpreter) in the scratch copy, with ``args`` as ``sys.argv[1:]``."""
+        if not isinstance(code, str):
+            raise InputTypeError("Sandbox.run_python", "code", "Python source (a str)", described(type(code).__name__))
+        if timeout is not None:
+            check_finite("Sandbox.run_python", "timeout", timeout, positive=True)
+        if isinstance(args, (str, bytes)) or not isinstance(args, (list, tuple)):
+            raise InputTypeError("Sandbox.run_python", "args", "a list of arguments", described(type(args).__name__))
         self._check_open()
         fd, script = tempfile.mkstemp(prefix="snippet-", suffix=".py", dir=self.home)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:

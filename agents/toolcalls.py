@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from icml26.errors import InputTypeError, described
+
 __all__ = ["ToolCall", "parse_tool_calls", "parse_arguments", "TOOL_CALL_OPEN", "TOOL_CALL_CLOSE"]
 
 TOOL_CALL_OPEN = "<tool_call>"
@@ -128,9 +130,19 @@ def parse_tool_calls(text: str, *, id_prefix: str = "call_", allow_bare_json: bo
     blocks, stripped, or ``None`` when empty. With ``allow_bare_json``, a message that is nothing
     but a JSON object with a ``"name"`` key (possibly in a code fence) is read as one call, as
     small models often drop the tags. Call ids are ``{id_prefix}{index}``.
+
+    Whatever the model wrote is accepted (``None`` reads as no text); a ``text`` that is no text at all (bytes, a
+    dict: a caller's mistake, not a model's) raises :class:`~icml26.errors.InputTypeError`, as do a non-string
+    ``id_prefix`` and a non-bool ``allow_bare_json``.
     """
-    if not isinstance(text, str):
-        text = "" if text is None else str(text)
+    if text is not None and not isinstance(text, str):
+        raise InputTypeError("parse_tool_calls", "text", "the model's text (a str) or None",
+                             described(type(text).__name__))
+    if not isinstance(id_prefix, str):
+        raise InputTypeError("parse_tool_calls", "id_prefix", "a str", described(type(id_prefix).__name__))
+    if not isinstance(allow_bare_json, bool):
+        raise InputTypeError("parse_tool_calls", "allow_bare_json", "a bool", allow_bare_json)
+    text = "" if text is None else text
     calls: list[ToolCall] = []
     if TOOL_CALL_OPEN in text:
         for index, match in enumerate(_BLOCK.finditer(text)):

@@ -28,6 +28,9 @@ import os
 import stat
 from pathlib import Path
 
+from icml26.errors import InputTypeError, described
+
+from .backends_base import check_tools
 from .sandbox import Sandbox
 from .toolcalls import ToolCall
 
@@ -154,8 +157,13 @@ class ToolExecutor:
     """
 
     def __init__(self, sandbox: Sandbox, *, tools: list[dict] | None = None, review_submit: bool = False):
+        if not all(callable(getattr(sandbox, name, None)) for name in ("run", "diff")) or \
+                getattr(sandbox, "root", None) is None:
+            raise InputTypeError("ToolExecutor", "sandbox", "a Sandbox (with root, run and diff)",
+                                 described(type(sandbox).__name__))
+        check_tools("ToolExecutor", tools)
         if not isinstance(review_submit, bool):
-            raise TypeError(f"review_submit must be a bool, got {type(review_submit).__name__}")
+            raise InputTypeError("ToolExecutor", "review_submit", "a bool", review_submit)
         self.sandbox = sandbox
         self.review_submit = review_submit
         self.reviewed = False

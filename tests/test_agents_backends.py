@@ -191,7 +191,7 @@ def test_scripted_backend_with_a_policy_and_a_tokenizer(tiny_llama_path):
                                                         add_generation_prompt=True, tokenize=True)["input_ids"])
     assert reply.usage.prompt_tokens == expected_prompt
     assert reply.usage.completion_tokens == len(tokenizer("turn 1", add_special_tokens=False)["input_ids"])
-    with pytest.raises(TypeError, match="callable or a list"):
+    with pytest.raises(TypeError, match="ScriptedBackend: policy: expected a callable policy"):
         ScriptedBackend(42)
     with pytest.raises(BackendError, match="returned int"):
         ScriptedBackend(lambda m, t: 5).chat([{"role": "user", "content": "x"}])

@@ -302,7 +302,7 @@ def test_review_submit_shows_the_diff_then_submits_the_final_state(box):
     assert ex.execute(call("submit")) == "Submitted."
     assert ex.submitted and "+    return a + b" in ex.patch and "reproduce.py" not in ex.patch
     assert not is_review_observation("Submitted.") and not is_review_observation(None)
-    with pytest.raises(TypeError, match="review_submit must be a bool"):
+    with pytest.raises(TypeError, match="ToolExecutor: review_submit: expected a bool"):
         ToolExecutor(box, review_submit="yes")
 
 
