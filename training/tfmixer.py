@@ -12,6 +12,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from icml26.errors import described, input_error
+from icml26.validation import check_finite, check_int
+
 __all__ = ["PAD_TO", "ForecasterTraining", "train_forecaster"]
 
 
@@ -39,6 +42,11 @@ def train_forecaster(model, splits, *, steps: int, batch_size: int, lr: float, e
 
     Batches are drawn with a local generator seeded by ``seed``; ``phase_name`` is the
     :func:`icml26.progress.phase` that reports the steps.
+
+    The one-cycle warm-up is 10 % of ``steps`` (OneCycleLR's ``pct_start=0.1``) and at least one
+    scheduler step: runs of 3 to 10 steps warm up over 2 steps (``pct_start = 2 / steps``; at 10 %
+    OneCycleLR divides by a zero-length warm-up), and runs of 1 or 2 steps keep ``lr`` constant (too
+    short for a cycle).
     """
     import copy
 
@@ -48,6 +56,30 @@ def train_forecaster(model, splits, *, steps: int, batch_size: int, lr: float, e
     from icml26.models.tfmixer import IMTSCollator
     from icml26.progress import phase
 
+    fn = "train_forecaster"
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(str(input_error(fn, "model", "a torch.nn.Module (TFMixerForForecasting or a baseline)",
+                                        described(type(model).__name__))))
+    for part in ("train", "validation"):
+        data = getattr(splits, part, None)
+        if data is None or not hasattr(data, "__len__"):
+            raise TypeError(str(input_error(fn, "splits", "an IMTSSplits (train, validation, test)",
+                                            described(type(splits).__name__))))
+        if len(data) == 0:
+            raise input_error(fn, "splits", f"a non-empty {part} split", described(f"an empty {part} split"))
+    steps = check_int(fn, "steps", steps, low=1)
+    batch_size = check_int(fn, "batch_size", batch_size, low=1)
+    lr = check_finite(fn, "lr", lr, positive=True)
+    eval_every = check_int(fn, "eval_every", eval_every, low=1)
+    patience = check_int(fn, "patience", patience, low=1)
+    seed = check_int(fn, "seed", seed, low=0)
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise input_error(fn, "device", "a torch device ('cpu', 'cuda', 'cuda:0', a torch.device)", device) from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise input_error(fn, "device", "an available device (CUDA is not available here)", str(device))
+
     gen = torch.Generator().manual_seed(seed)
     # lengths rounded up to 16: with TFMixer's bucketed point lists the step's tensor sizes repeat, so
     # glibc's heap reuses its blocks instead of fragmenting (icml26.models.tfmixer.modeling.bucketed_nonzero)
@@ -55,7 +87,11 @@ def train_forecaster(model, splits, *, steps: int, batch_size: int, lr: float, e
     model.to(device).train()
     # fused: one kernel for all parameters (TFMixer's 102 tensors: 1.9 ms a step with clipping, 5.8 ms looped)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4, fused=True)
-    schedule = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.1)
+    if steps >= 3:
+        schedule = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps,
+                                                       pct_start=0.1 if steps > 10 else 2 / steps)
+    else:
+        schedule = torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0)
     best, best_state, stale, train_seconds, step, curve = math.inf, None, 0, 0.0, 0, []
     if validate_initial:
         best = evaluate_forecaster(model, splits.validation, device=device)["mse"]

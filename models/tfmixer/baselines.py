@@ -24,6 +24,7 @@ from icml26.models.tfmixer.modeling import (
     check_imts_inputs,
     masked_mse,
 )
+from icml26.validation import check_int
 
 __all__ = ["HistoryMeanForecaster", "LOCFForecaster", "MTANForecaster", "MeanReversionForecaster"]
 
@@ -161,6 +162,10 @@ class MTANForecaster(_FillBaseline):
                  num_heads: int = 1, instance_norm: bool = True,
                  fill_value: float | Sequence[float] | torch.Tensor | np.ndarray = 0.0, loss_reduction: str = "pooled"):
         super().__init__(fill_value)
+        for name, value, low in (("num_channels", num_channels, 1), ("hidden_size", hidden_size, 1),
+                                 ("num_reference", num_reference, 1), ("time_dim", time_dim, 2),
+                                 ("num_heads", num_heads, 1)):
+            check_int("MTANForecaster", name, value, low=low)
         if loss_reduction not in LOSS_REDUCTIONS:
             raise input_error("MTANForecaster", "loss_reduction", f"one of {LOSS_REDUCTIONS}", loss_reduction)
         self.num_heads, self.instance_norm, self.loss_reduction = num_heads, instance_norm, loss_reduction

@@ -35,6 +35,23 @@ class IMTSDataset(torch.utils.data.Dataset):
     """A list of IMTS samples (dicts of tensors, keys :data:`KEYS`) with channel names and metadata."""
 
     def __init__(self, samples: list[dict[str, torch.Tensor]], channel_names: Sequence[str], info: dict | None = None):
+        fn = "IMTSDataset"
+        if isinstance(samples, (dict, str)) or not isinstance(samples, Sequence):
+            raise TypeError(str(input_error(fn, "samples", "a list of samples (dicts from imts_sample)",
+                                            described(type(samples).__name__))))
+        if isinstance(channel_names, str) or not isinstance(channel_names, Sequence):
+            raise input_error(fn, "channel_names", "a list of channel names", channel_names)
+        for i, s in enumerate(samples):  # shapes only: cheap, and the collator relies on them
+            missing = [k for k in KEYS if not isinstance(s, dict) or k not in s]
+            if missing:
+                raise input_error(fn, "samples", f"dicts with keys {KEYS} (imts_sample)",
+                                  described(f"sample {i} without {missing}"))
+            if s["values"].dim() != 2 or s["values"].shape[-1] != len(channel_names):
+                raise input_error(fn, "channel_names", "one name per channel of the samples' values [length, channels]",
+                                  described(f"{len(channel_names)} names for values of shape "
+                                            f"{tuple(s['values'].shape)} in sample {i}"))
+        if info is not None and not isinstance(info, dict):
+            raise TypeError(str(input_error(fn, "info", "a dict or None", described(type(info).__name__))))
         self.samples = samples
         self.channel_names = list(channel_names)
         self.info = info or {}
@@ -59,7 +76,24 @@ class IMTSSplits:
 
 
 def imts_sample(values, times, mask, query_times, targets, target_mask) -> dict[str, torch.Tensor]:
-    """One sample in the IMTS format from arrays: unobserved values and targets set to 0, dtypes fixed."""
+    """One sample in the IMTS format from arrays: unobserved values and targets set to 0, dtypes fixed.
+
+    Shapes: ``values`` and ``mask`` ``[L, C]``, ``times`` ``[L]``, ``query_times`` ``[H]``, ``targets`` and
+    ``target_mask`` ``[H, C]``.
+    """
+    shapes = {k: np.shape(v) for k, v in (("values", values), ("times", times), ("mask", mask),
+                                          ("query_times", query_times), ("targets", targets),
+                                          ("target_mask", target_mask))}
+    if len(shapes["values"]) != 2:
+        raise input_error("imts_sample", "values", "an array [length, channels]",
+                          described(f"shape {shapes['values']}"))
+    (length, c), h = shapes["values"], shapes["query_times"][0] if len(shapes["query_times"]) == 1 else -1
+    if h < 0:
+        raise input_error("imts_sample", "query_times", "an array [horizon]", described(f"shape {shapes['query_times']}"))
+    expected = {"times": (length,), "mask": (length, c), "targets": (h, c), "target_mask": (h, c)}
+    for name, shape in expected.items():
+        if tuple(shapes[name]) != shape:
+            raise input_error("imts_sample", name, f"shape {shape}", described(f"shape {tuple(shapes[name])}"))
     targets = np.where(target_mask, targets, 0.0)
     return {"values": torch.as_tensor(np.where(mask, values, 0.0), dtype=torch.float32),
             "times": torch.as_tensor(times, dtype=torch.float32), "mask": torch.as_tensor(mask, dtype=torch.bool),

@@ -313,6 +313,11 @@ def squared_error_loss(squared: torch.Tensor, channels: torch.Tensor, num_channe
 def masked_mse(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor, reduction: str = "pooled") -> torch.Tensor:
     """MSE over the slots where ``mask`` is True (others may hold NaN), channels on the last axis;
     ``reduction`` as in :func:`squared_error_loss`."""
+    for name, value in (("target", target), ("mask", mask)):
+        if not isinstance(value, torch.Tensor) or value.shape != pred.shape:
+            raise input_error("masked_mse", name, f"a tensor of pred's shape {tuple(pred.shape)}", describe(value))
+    if reduction not in LOSS_REDUCTIONS:
+        raise input_error("masked_mse", "reduction", f"one of {LOSS_REDUCTIONS}", reduction)
     where = mask.nonzero(as_tuple=True)
     return squared_error_loss((pred[where] - target[where]).pow(2), where[-1], pred.shape[-1], reduction)
 
@@ -584,6 +589,9 @@ class TFMixerForForecasting(TFMixerPreTrainedModel):
     """
 
     def __init__(self, config: TFMixerConfig):
+        if not isinstance(config, TFMixerConfig):
+            raise TypeError(str(input_error("TFMixerForForecasting", "config", "a TFMixerConfig",
+                                            described(type(config).__name__))))
         super().__init__(config)
         d, c = config.d_model, config.num_channels
         ratio, drop = config.mlp_ratio, config.dropout

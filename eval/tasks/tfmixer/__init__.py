@@ -21,6 +21,7 @@ from icml26.eval.tasks.tfmixer.physionet2012 import (
     PHYSIONET_PROTOCOLS,
     PHYSIONET_STATIC,
     PHYSIONET_VARIABLES,
+    TPATCHGNN_SPLIT_SEED,
     PhysioNetProtocol,
     default_physionet_path,
     load_physionet2012,
@@ -31,7 +32,8 @@ from icml26.eval.tasks.tfmixer.physionet2012 import (
 
 __all__ = [
     "APN_VARIABLES", "METRICS", "PHYSIONET_GROUPS", "PHYSIONET_PROTOCOLS", "PHYSIONET_STATIC",
-    "PHYSIONET_VARIABLES", "PhysioNetProtocol", "SyntheticIMTSConfig", "co2_weekly", "compute_forecast_metrics",
+    "PHYSIONET_VARIABLES", "PhysioNetProtocol", "SyntheticIMTSConfig", "TPATCHGNN_SPLIT_SEED", "co2_weekly",
+    "compute_forecast_metrics",
     "default_physionet_path", "evaluate_forecaster", "forecast_errors", "generate_synthetic_imts", "load_co2_imts",
     "load_physionet2012", "make_synthetic_imts", "physionet_rows", "read_physionet_record",
     "reduce_forecast_errors", "synthetic_signal", "train_test_split_indices",

@@ -20,9 +20,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from icml26.errors import described, input_error
+from icml26.errors import describe, described, input_error
 from icml26.models.tfmixer.data import IMTSCollator, IMTSDataset, IMTSSplits, imts_sample
 from icml26.utils import IGNORE_INDEX
+from icml26.validation import check_finite, check_int
 
 
 # ---------------------------------------------------------------------------------------------
@@ -59,6 +60,31 @@ class SyntheticIMTSConfig:
     num_queries: tuple[int, int] = (10, 30)
     query_observe_prob: float = 0.5
 
+    def __post_init__(self) -> None:
+        fn = "SyntheticIMTSConfig"
+        check_int(fn, "num_channels", self.num_channels, low=1)
+        if isinstance(self.frequencies, (str, bytes)) or not hasattr(self.frequencies, "__len__") \
+                or len(self.frequencies) == 0:
+            raise input_error(fn, "frequencies", "a non-empty tuple of frequencies (cycles per history window)",
+                              self.frequencies)
+        for i, f in enumerate(self.frequencies):
+            check_finite(fn, f"frequencies[{i}]", f, non_negative=True)
+        for name in ("offset_std", "trend_std", "noise_std", "burst_width"):
+            check_finite(fn, name, getattr(self, name), non_negative=True)
+        for name in ("burst_prob", "empty_channel_prob", "query_observe_prob"):
+            check_finite(fn, name, getattr(self, name), low=0, high=1)
+        ranges = {"amplitude_range": {"non_negative": True}, "rate_range": {"non_negative": True},
+                  "dropout_range": {"low": 0, "high": 1, "high_open": True}, "horizon": {},
+                  "burst_size": None, "num_queries": None}
+        for name, bounds in ranges.items():
+            pair = getattr(self, name)
+            if isinstance(pair, (str, bytes)) or not hasattr(pair, "__len__") or len(pair) != 2:
+                raise input_error(fn, name, "a pair (low, high)", pair)
+            lo, hi = ((check_int(fn, name, v, low=1 if name == "num_queries" else 0) for v in pair) if bounds is None
+                      else (check_finite(fn, name, v, **bounds) for v in pair))
+            if lo > hi:
+                raise input_error(fn, name, "a pair (low, high) with low <= high", pair)
+
 
 def synthetic_signal(params: dict[str, np.ndarray], index: int, t: np.ndarray, frequencies) -> np.ndarray:
     """The noise-free signal of sample ``index`` at times ``t``: ``[len(t), C]``."""
@@ -70,9 +96,9 @@ def synthetic_signal(params: dict[str, np.ndarray], index: int, t: np.ndarray, f
 
 def generate_synthetic_imts(n: int, config: SyntheticIMTSConfig | None = None, seed: int = 0) -> IMTSDataset:
     """``n`` samples of the synthetic IMTS task (see :class:`SyntheticIMTSConfig`), reproducible by seed."""
-    cfg = config or SyntheticIMTSConfig()
-    if not isinstance(n, int) or n < 1:
-        raise input_error("generate_synthetic_imts", "n", "a positive int", n)
+    cfg = _check_config("generate_synthetic_imts", config)
+    check_int("generate_synthetic_imts", "n", n, low=1)
+    check_int("generate_synthetic_imts", "seed", seed, low=0)
     rng = np.random.default_rng(seed)
     c, r = cfg.num_channels, len(cfg.frequencies)
     params = {"offset": rng.normal(0, cfg.offset_std, (n, c)), "trend": rng.normal(0, cfg.trend_std, (n, c)),
@@ -112,10 +138,24 @@ def generate_synthetic_imts(n: int, config: SyntheticIMTSConfig | None = None, s
     return IMTSDataset(samples, [f"x{j}" for j in range(c)], info)
 
 
+def _check_config(function: str, config) -> SyntheticIMTSConfig:
+    if config is None:
+        return SyntheticIMTSConfig()
+    if not isinstance(config, SyntheticIMTSConfig):
+        raise TypeError(str(input_error(function, "config", "a SyntheticIMTSConfig or None",
+                                        described(type(config).__name__))))
+    return config
+
+
 def make_synthetic_imts(sizes: tuple[int, int, int] = (3000, 500, 500), config: SyntheticIMTSConfig | None = None,
                         seed: int = 0) -> IMTSSplits:
     """Train/validation/test splits, each generated from its own stream (seeds ``1000 seed + 0, 1, 2``)."""
-    cfg = config or SyntheticIMTSConfig()
+    fn = "make_synthetic_imts"
+    cfg = _check_config(fn, config)
+    if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__len__") or len(sizes) != 3 or not all(
+            isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 1 for n in sizes):
+        raise input_error(fn, "sizes", "three positive ints (train, validation, test samples)", sizes)
+    check_int(fn, "seed", seed, low=0)
     parts = [generate_synthetic_imts(n, cfg, seed=1000 * seed + j) for j, n in enumerate(sizes)]
     return IMTSSplits(*parts, info={"source": "synthetic", "frequencies": tuple(cfg.frequencies), "config": cfg})
 
@@ -147,8 +187,15 @@ def load_co2_imts(history: int = 156, horizon: int = 52, stride: int = 4, keep: 
     week is kept with probability ``keep`` (seeded). Each window is normalised by the mean and
     std of its observed history; times are weeks / ``history`` (history in [0, 1)).
     """
-    if not 0 < keep <= 1:
-        raise input_error("load_co2_imts", "keep", "a fraction in (0, 1]", keep)
+    fn = "load_co2_imts"
+    for name, value in (("history", history), ("horizon", horizon), ("stride", stride)):
+        check_int(fn, name, value, low=1)
+    check_finite(fn, "keep", keep, low=0, high=1, low_open=True)
+    check_int(fn, "seed", seed, low=0)
+    if isinstance(split, (str, bytes)) or not hasattr(split, "__len__") or len(split) != 2 or not all(
+            isinstance(f, (int, float)) and not isinstance(f, bool) and 0 < f < 1 for f in split) or sum(split) >= 1:
+        raise input_error(fn, "split", "two fractions in (0, 1) (train, validation) summing to less than 1 "
+                          "(the rest is test)", split)
     series = co2_weekly()
     rng = np.random.default_rng(seed)
     n = len(series)
@@ -185,6 +232,10 @@ def forecast_errors(forecasts, targets, target_mask, per_variable: bool = False)
     """
     forecasts, targets, target_mask = (torch.as_tensor(np.asarray(v)) if not isinstance(v, torch.Tensor) else v
                                        for v in (forecasts, targets, target_mask))
+    for name, value in (("targets", targets), ("target_mask", target_mask)):
+        if value.shape != forecasts.shape:
+            raise input_error("forecast_errors", name, f"the shape of forecasts {tuple(forecasts.shape)}",
+                              describe(value))
     target_mask = target_mask.bool() if target_mask.dtype == torch.bool else target_mask == 1
     # Trainer pads concatenated batches with IGNORE_INDEX (-100; a bool mask padded so reads True): not a target
     target_mask = target_mask & ~((targets == IGNORE_INDEX) & (forecasts == IGNORE_INDEX))
@@ -209,6 +260,9 @@ def reduce_forecast_errors(totals: dict, metric: str = "pooled") -> dict[str, fl
     """
     if metric not in METRICS:
         raise input_error("reduce_forecast_errors", "metric", f"one of {METRICS}", metric)
+    if not isinstance(totals, dict) or not {"se", "ae", "count"} <= set(totals):
+        raise input_error("reduce_forecast_errors", "totals", "a dict with 'se', 'ae' and 'count' (forecast_errors)",
+                          described(str(sorted(totals)) if isinstance(totals, dict) else type(totals).__name__))
     se, ae, count = (np.asarray(totals[k], np.float64) for k in ("se", "ae", "count"))
     if metric == "pooled":
         n = max(count.sum(), 1)
@@ -253,6 +307,15 @@ def evaluate_forecaster(model: nn.Module, dataset: IMTSDataset, batch_size: int 
     ``per_channel``: add ``"channel_mse"``, ``"channel_mae"`` and ``"channel_count"``, one entry per
     channel (NaN errors where a channel has no target).
     """
+    fn = "evaluate_forecaster"
+    if not isinstance(model, nn.Module):
+        raise TypeError(str(input_error(fn, "model", "a torch.nn.Module", described(type(model).__name__))))
+    if not isinstance(dataset, IMTSDataset):
+        raise TypeError(str(input_error(fn, "dataset", "an IMTSDataset (one split, e.g. splits.validation)",
+                                        described(type(dataset).__name__))))
+    if len(dataset) == 0:
+        raise input_error(fn, "dataset", "at least one sample", described("an empty dataset"))
+    check_int(fn, "batch_size", batch_size, low=1)
     metric = metric or dataset.info.get("metric", "pooled")
     if metric not in METRICS:
         raise input_error("evaluate_forecaster", "metric", f"one of {METRICS} or None", metric)

@@ -31,6 +31,7 @@ import numpy as np
 from icml26.errors import described, input_error
 from icml26.models.tfmixer.data import IMTSDataset, IMTSSplits, imts_sample
 from icml26.utils import atomic_write_bytes, cache_dir
+from icml26.validation import check_choice, check_finite, check_int
 
 #: t-PatchGNN's variable list (Latent ODE's): 4 static descriptors, then the time series (Weight is both).
 PHYSIONET_VARIABLES = (
@@ -116,6 +117,8 @@ def read_physionet_record(path: str | os.PathLike) -> dict[str, Any]:
     (unknown) is not an observation here (``protocol="tpatchgnn"`` keeps it, as t-PatchGNN does).
     """
     path = Path(path)
+    if not path.is_file():
+        raise input_error("read_physionet_record", "path", "an existing record file (e.g. set-a/132539.txt)", str(path))
     text = path.read_text()
     rows = _parse_rows(text, str(path))
     if rows is None:
@@ -179,6 +182,18 @@ def _parse_source(source: Path) -> dict[str, np.ndarray]:
             "value": np.array(values, np.float64), "names": table}
 
 
+def _check_source(source) -> Path:
+    if not isinstance(source, (str, os.PathLike)):
+        raise TypeError(str(input_error("load_physionet2012", "source", "a path (str or os.PathLike)",
+                                        described(type(source).__name__))))
+    source = Path(source)
+    if not source.exists():
+        raise input_error("load_physionet2012", "source", "set-a.tar.gz or a folder of record files", str(source))
+    if not source.is_dir() and not tarfile.is_tarfile(source):
+        raise input_error("load_physionet2012", "source", "a tar archive or a folder", str(source))
+    return source
+
+
 def physionet_rows(source: str | os.PathLike, *, cache: bool = True) -> dict[str, np.ndarray]:
     """Every row of every record in ``source`` (``set-a.tar.gz`` or a folder), as flat arrays.
 
@@ -187,11 +202,7 @@ def physionet_rows(source: str | os.PathLike, *, cache: bool = True) -> dict[str
     arrays are kept under ``cache_dir("physionet2012")``, keyed by the archive's SHA-256 (a folder: its
     files' names, sizes and modification times) and written atomically.
     """
-    source = Path(source)
-    if not source.exists():
-        raise input_error("load_physionet2012", "source", "set-a.tar.gz or a folder of record files", str(source))
-    if not source.is_dir() and not tarfile.is_tarfile(source):
-        raise input_error("load_physionet2012", "source", "a tar archive or a folder", str(source))
+    source = _check_source(source)
     target = cache_dir("physionet2012") / f"{_source_key(source)}.npz" if cache else None
     if target is not None and target.exists():
         try:
@@ -316,6 +327,15 @@ def train_test_split_indices(n: int, *, train_size: float | None = None, test_si
     scikit-learn (seconds on a loaded machine): the same sizes (test ``ceil``, train ``floor``, the missing
     one ``1 - other``), and with ``shuffle`` the same ``RandomState(random_state).permutation``
     (test first), as ``ShuffleSplit`` draws it; unshuffled, the first ``n_train`` indices train."""
+    fn = "train_test_split_indices"
+    n = check_int(fn, "n", n, low=1)
+    for name, value in (("train_size", train_size), ("test_size", test_size)):
+        if value is not None:
+            check_finite(fn, name, value, low=0, high=1, low_open=True, high_open=True)
+    if train_size is not None and test_size is not None and train_size + test_size > 1 + 1e-12:
+        raise input_error(fn, "test_size", f"at most 1 - train_size = {1 - train_size:g}", test_size)
+    if random_state is not None:
+        check_int(fn, "random_state", random_state, low=0, high=2**32 - 1)
     if test_size is None and train_size is None:
         test_size = 0.25
     test_size = 1.0 - train_size if test_size is None else test_size
@@ -327,9 +347,13 @@ def train_test_split_indices(n: int, *, train_size: float | None = None, test_si
     return permutation[n_test:n_test + n_train], permutation[:n_test]
 
 
+#: t-PatchGNN's split seed (``lib/parse_datasets.py``: ``random_state=42``), the default of protocol "tpatchgnn".
+TPATCHGNN_SPLIT_SEED = 42
+
+
 def _split_groups(n: int, protocol: str, split, seed) -> list[np.ndarray]:
     if protocol == "tpatchgnn":  # lib/parse_datasets.py: 80 % seen (shuffled, seed 42), its first 75 % train
-        seen, test = train_test_split_indices(n, train_size=0.8, random_state=42, shuffle=True)
+        seen, test = train_test_split_indices(n, train_size=0.8, random_state=seed, shuffle=True)
         train, val = train_test_split_indices(len(seen), train_size=0.75, shuffle=False)
         return [seen[train], seen[val], test]
     if protocol == "apn":  # P12.py: unshuffled 10 % test, then 10 % of the rest validation
@@ -386,27 +410,44 @@ def load_physionet2012(source: str | os.PathLike, protocol: str = "tpatchgnn", *
     ``normalization`` ``"zscore"`` (default) or ``"minmax"`` fit on the training records,
     ``include_static`` (default True) with unknown descriptors dropped, ``variables`` (default
     :data:`PHYSIONET_VARIABLES`), pooled metric; the second forecasts the next 3 observation times
-    after 36 h. These options are fixed by ``"tpatchgnn"`` and ``"apn"`` and rejected there.
+    after 36 h. These options are fixed by ``"tpatchgnn"`` and ``"apn"`` and rejected there, except
+    ``seed`` under ``"tpatchgnn"``: the seed of its shuffled seen/test split (default
+    :data:`TPATCHGNN_SPLIT_SEED`, 42, t-PatchGNN's own), so a re-split with another seed, the usual
+    robustness check, keeps every other step of the protocol and the split sizes. ``"apn"``'s split
+    is unshuffled and takes no seed.
     """
-    if protocol not in PHYSIONET_PROTOCOLS:
-        raise input_error("load_physionet2012", "protocol", f"one of {tuple(PHYSIONET_PROTOCOLS)}", protocol)
+    fn = "load_physionet2012"
+    check_choice(fn, "protocol", protocol, tuple(PHYSIONET_PROTOCOLS))
     spec = PHYSIONET_PROTOCOLS[protocol]
     if spec.exact:
         for name, value in (("variables", variables), ("include_static", include_static),
                             ("normalization", normalization), ("split", split), ("seed", seed)):
-            if value is not None:
-                raise input_error("load_physionet2012", name, f"None (protocol {protocol!r} fixes it)", value)
+            if value is not None and not (name == "seed" and protocol == "tpatchgnn"):
+                raise input_error(fn, name, f"None (protocol {protocol!r} fixes it)", value)
+    quantization = check_finite(fn, "quantization", quantization, non_negative=True)
     if protocol != "tpatchgnn" and quantization:
-        raise input_error("load_physionet2012", "quantization", "0 (only protocol 'tpatchgnn' quantises)",
-                          quantization)
-    if not isinstance(quantization, (int, float)) or quantization < 0:
-        raise input_error("load_physionet2012", "quantization", "a non-negative number of hours", quantization)
+        raise input_error(fn, "quantization", "0 (only protocol 'tpatchgnn' quantises)", quantization)
+    if seed is not None:  # numpy's RandomState (t-PatchGNN's split) takes seeds in [0, 2**32 - 1]
+        seed = check_int(fn, "seed", seed, low=0, high=2**32 - 1)
     normalization = normalization or "zscore"
     split = (0.6, 0.2, 0.2) if split is None else split
-    if normalization not in ("zscore", "minmax"):
-        raise input_error("load_physionet2012", "normalization", "'zscore' or 'minmax'", normalization)
-    if len(split) != 3 or abs(sum(split) - 1) > 1e-6 or min(split) < 0:
-        raise input_error("load_physionet2012", "split", "three fractions summing to 1", split)
+    check_choice(fn, "normalization", normalization, ("zscore", "minmax"))
+    if isinstance(split, (str, bytes)) or not isinstance(split, Sequence) or len(split) != 3 \
+            or not all(isinstance(f, (int, float)) and not isinstance(f, bool) and 0 <= f <= 1 for f in split) \
+            or abs(sum(split) - 1) > 1e-6:
+        raise input_error(fn, "split", "three fractions in [0, 1] summing to 1 (train, validation, test)", split)
+    if variables is not None:
+        if isinstance(variables, str) or not isinstance(variables, Sequence) or not variables:
+            raise input_error(fn, "variables", "a non-empty list of names of PHYSIONET_VARIABLES", variables)
+        unknown = [v for v in variables if v not in PHYSIONET_VARIABLES]
+        if unknown:
+            raise input_error(fn, "variables", f"names of PHYSIONET_VARIABLES {PHYSIONET_VARIABLES}",
+                              described(f"unknown {unknown}"))
+    if include_static is not None and not isinstance(include_static, bool):
+        raise input_error(fn, "include_static", "True, False or None", include_static)
+    if protocol == "tpatchgnn" and seed is None:
+        seed = TPATCHGNN_SPLIT_SEED
+    _check_source(source)  # before any work, as physionet_rows does again
     rows = physionet_rows(source, cache=cache)
     ids = [str(r) for r in rows["record_ids"]]
     if protocol == "tpatchgnn":
@@ -458,7 +499,8 @@ def load_physionet2012(source: str | os.PathLike, protocol: str = "tpatchgnn", *
             "normalization": "minmax" if protocol == "tpatchgnn" else normalization, "variables": tuple(variables),
             "center": center, "scale": scale, "train_mean": _observed_mean(arrays, groups[0], center, scale),
             "time_max": float(max((arrays[i][0].max() for i in seen if len(arrays[i][0])), default=0.0)),
-            "dropped": dropped, "records": len(ids), "quantization": float(quantization)}
+            "dropped": dropped, "records": len(ids), "quantization": float(quantization),
+            "split_seed": None if protocol == "apn" else (0 if seed is None else seed)}
     return IMTSSplits(*parts, info=info)
 
 
@@ -473,6 +515,7 @@ def _reorder(rows, order: Sequence[int]) -> dict[str, np.ndarray]:
 
 
 __all__ = ["APN_VARIABLES", "PHYSIONET_GROUPS", "PHYSIONET_PROTOCOLS", "PHYSIONET_STATIC", "PHYSIONET_VARIABLES", "PhysioNetProtocol",
+           "TPATCHGNN_SPLIT_SEED",
            "default_physionet_path",
            "load_physionet2012", "physionet_rows", "read_physionet_record",
            "train_test_split_indices"]
@@ -496,7 +539,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         splits = load_physionet2012(path, protocol=args.protocol)
     except ValueError as exc:
-        parser.error(str(exc))
+        parser.error(f"--data: {exc}" if getattr(exc, "argument", None) == "source" else str(exc))
     fill = splits.info["train_mean"]
     print(f"protocol {args.protocol} ({splits.info['metric']} metric): train/validation/test "
           f"{len(splits.train)}/{len(splits.validation)}/{len(splits.test)} samples")
