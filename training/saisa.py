@@ -28,9 +28,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from icml26.errors import described, input_error
+from icml26.errors import InputError, InputTypeError, described, input_error
 from icml26.utils import IGNORE_INDEX
-from icml26.validation import check_finite
+from icml26.validation import check_choice, check_finite, check_int
 
 if TYPE_CHECKING:
     import torch
@@ -50,6 +50,13 @@ __all__ = [
 #: LLaVA-1.5's learning rates, which the paper keeps (7B scale, global batch 256 / 128).
 PAPER_STAGE1_LR = 1e-3
 PAPER_STAGE2_LR = 2e-5
+
+
+class _MissingFieldError(InputError, KeyError):
+    """A field or column the data lacks: an :class:`~icml26.errors.InputError` that ``except KeyError``
+    (the error of a missing key) still catches."""
+
+    __str__ = BaseException.__str__  # KeyError's own quotes the whole message
 
 
 # ---------------------------------------------------------------------------------------------
@@ -96,10 +103,23 @@ class SaisaDataCollator:
     _cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if self.padding_side not in ("left", "right"):
-            raise input_error("SaisaDataCollator", "padding_side", "'left' or 'right'", self.padding_side)
-        if isinstance(self.n_visual, bool) or not isinstance(self.n_visual, int) or self.n_visual < 1:
-            raise input_error("SaisaDataCollator", "n_visual", "a positive int", self.n_visual)
+        name = "SaisaDataCollator"
+        check_choice(name, "padding_side", self.padding_side, ("left", "right"))
+        self.n_visual = check_int(name, "n_visual", self.n_visual, low=1)
+        self.image_token_id = check_int(name, "image_token_id", self.image_token_id, low=0)
+        if self.max_length is not None:
+            self.max_length = check_int(name, "max_length", self.max_length, low=1)
+        if self.image_transform is not None and not callable(self.image_transform):
+            raise InputTypeError(name, "image_transform", "None or a callable (an image processor)",
+                                 described(type(self.image_transform).__name__))
+        for field_name in ("image_field", "prompt_field", "answer_field", "prefix_field"):
+            value = getattr(self, field_name)
+            if not isinstance(value, str) and not (field_name == "prefix_field" and value is None):
+                raise InputTypeError(name, field_name, "a field name (str)" + (" or None" if field_name ==
+                                                                               "prefix_field" else ""),
+                                     described(repr(value)))
+        if not callable(self.tokenizer):
+            raise InputTypeError(name, "tokenizer", "a transformers tokenizer", described(type(self.tokenizer).__name__))
         if getattr(self.tokenizer, "pad_token_id", None) is None:
             raise input_error("SaisaDataCollator", "tokenizer", "a tokenizer with a pad token (set tokenizer.pad_token)",
                               described("pad_token_id None"))
@@ -117,13 +137,16 @@ class SaisaDataCollator:
 
     def _field(self, example: Any, index: int, name: str) -> Any:
         if not isinstance(example, Mapping):
-            raise TypeError(f"SaisaDataCollator: example {index} must be a mapping of fields, got {type(example).__name__}")
+            raise InputTypeError("SaisaDataCollator", "examples", "examples that are mappings of fields",
+                                 described(f"example {index} of type {type(example).__name__}"))
         if name not in example:
             hint = ("; a Trainer drops the fields its model's forward does not name: pass "
                     "TrainingArguments(remove_unused_columns=False) with this collator, or tokenize the data "
                     "beforehand with SaisaProcessor" if not example else "")
-            raise KeyError(f"SaisaDataCollator: example {index} has no {name!r} field "
-                           f"(its fields: {sorted(example)}); set the collator's *_field arguments to map yours{hint}")
+            raise _MissingFieldError(
+                "SaisaDataCollator", "examples",
+                f"a {name!r} field in every example (set the collator's *_field arguments to map yours{hint})",
+                described(f"example {index} with fields {sorted(example)}"))
         value = example[name]
         if value is None:
             raise input_error("SaisaDataCollator", f"example {index}: field {name!r}", "a value", None)
@@ -132,8 +155,8 @@ class SaisaDataCollator:
     def _text(self, example: Any, index: int, name: str) -> list[int]:
         value = self._field(example, index, name)
         if not isinstance(value, str):
-            raise TypeError(f"SaisaDataCollator: example {index}: field {name!r} must be a string, "
-                            f"got {type(value).__name__}")
+            raise InputTypeError("SaisaDataCollator", "examples", f"a string in field {name!r}",
+                                 described(f"example {index}: {type(value).__name__} {value!r}"))
         return self._encode(value)
 
     def __call__(self, examples: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
@@ -155,8 +178,18 @@ class SaisaDataCollator:
             image = self._field(example, i, self.image_field)
             if self.image_transform is not None:
                 image = self.image_transform(image)
-            images.append(torch.as_tensor(np.asarray(image, dtype=np.float32)) if not isinstance(image, torch.Tensor)
-                          else image.float())
+            try:
+                pixels = image.float() if isinstance(image, torch.Tensor) else torch.as_tensor(
+                    np.asarray(image, dtype=np.float32))
+            except (TypeError, ValueError):
+                raise InputTypeError("SaisaDataCollator", "examples",
+                                     f"an image (array, tensor, or nested lists of numbers) in field "
+                                     f"{self.image_field!r}", described(f"example {i}: {type(image).__name__}")) from None
+            if pixels.dim() not in (2, 3) or pixels.numel() == 0:
+                raise input_error("SaisaDataCollator", "examples",
+                                  f"an image of shape [H, W] or [C, H, W] in field {self.image_field!r}",
+                                  described(f"example {i}: shape {tuple(pixels.shape)}"))
+            images.append(pixels)
             head = prefix + image_slots + prompt
             sequences.append(head + answer)
             label_rows.append([IGNORE_INDEX] * len(head) + answer)
@@ -228,19 +261,41 @@ class SaisaTrainingConfig:
     extra_training_args: dict[str, Any] = field(default_factory=dict)  # any other TrainingArguments field
 
     def __post_init__(self) -> None:
+        from transformers.trainer_utils import SaveStrategy, SchedulerType
+
+        cls = "SaisaTrainingConfig"
         for name in ("stage0_steps", "stage1_steps", "stage2_steps"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-                raise input_error("SaisaTrainingConfig", name, "None (one epoch) or an int >= 0", value)
-        for name in ("batch_size", "gradient_accumulation_steps", "logging_steps", "lora_r"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise input_error("SaisaTrainingConfig", name, "a positive int", value)
-        if not 0.0 <= check_finite("SaisaTrainingConfig", "warmup_ratio", self.warmup_ratio) < 1.0:
-            raise input_error("SaisaTrainingConfig", "warmup_ratio", "a number in [0, 1)", self.warmup_ratio)
+                raise input_error(cls, name, "None (one epoch) or an int >= 0", value)
+        for name in ("batch_size", "gradient_accumulation_steps", "logging_steps", "lora_r", "lora_alpha"):
+            setattr(self, name, check_int(cls, name, getattr(self, name), low=1))
+        for name in ("stage1_batch_size", "stage2_batch_size"):
+            if getattr(self, name) is not None:
+                setattr(self, name, check_int(cls, name, getattr(self, name), low=1))
+        self.dataloader_num_workers = check_int(cls, "dataloader_num_workers", self.dataloader_num_workers, low=0)
+        self.seed = check_int(cls, "seed", self.seed)
+        check_finite(cls, "warmup_ratio", self.warmup_ratio, low=0, high=1, high_open=True)
         for name in ("stage0_learning_rate", "stage1_learning_rate", "stage2_learning_rate"):
-            check_finite("SaisaTrainingConfig", name, getattr(self, name), positive=True)
+            check_finite(cls, name, getattr(self, name), positive=True)
+        check_finite(cls, "weight_decay", self.weight_decay, non_negative=True)
+        check_finite(cls, "max_grad_norm", self.max_grad_norm, non_negative=True)
+        check_finite(cls, "lora_dropout", self.lora_dropout, low=0, high=1, high_open=True)
+        check_choice(cls, "lr_scheduler_type", self.lr_scheduler_type, [s.value for s in SchedulerType])
+        check_choice(cls, "save_strategy", self.save_strategy, [s.value for s in SaveStrategy])
+        for name in ("use_peft", "disable_tqdm", "print_logs", "bf16"):
+            if not isinstance(getattr(self, name), bool):
+                raise InputTypeError(cls, name, "True or False", getattr(self, name))
+        if self.use_cpu is not None and not isinstance(self.use_cpu, bool):
+            raise InputTypeError(cls, "use_cpu", "True, False or None (CPU when no GPU is visible)", self.use_cpu)
+        if isinstance(self.lora_target_modules, str) or not all(
+                isinstance(m, str) for m in self.lora_target_modules) or not self.lora_target_modules:
+            raise input_error(cls, "lora_target_modules", "a non-empty list of module names",
+                              self.lora_target_modules)
         self.lora_target_modules = tuple(self.lora_target_modules)
+        if not isinstance(self.extra_training_args, Mapping):
+            raise InputTypeError(cls, "extra_training_args", "a dict of TrainingArguments fields",
+                                 described(type(self.extra_training_args).__name__))
 
     @classmethod
     def paper(cls, **overrides) -> SaisaTrainingConfig:
@@ -258,8 +313,7 @@ class SaisaTrainingConfig:
         import torch
         from transformers import TrainingArguments
 
-        if stage not in (0, 1, 2):
-            raise input_error("SaisaTrainingConfig.training_arguments", "stage", "0, 1 or 2", stage)
+        check_choice("SaisaTrainingConfig.training_arguments", "stage", stage, (0, 1, 2))
         steps = getattr(self, f"stage{stage}_steps")
         batch = {1: self.stage1_batch_size, 2: self.stage2_batch_size}.get(stage) or self.batch_size
         use_cpu = (not torch.cuda.is_available()) if self.use_cpu is None else self.use_cpu
@@ -334,8 +388,19 @@ def _run_stage(model, dataset, collator, config: SaisaTrainingConfig, stage: int
 
 
 def _check_dataset(dataset, name: str) -> None:
-    if dataset is None or len(dataset) == 0:
+    if dataset is None or not hasattr(dataset, "__len__"):
+        raise InputTypeError("train_saisa", name, "a dataset of examples (datasets.Dataset, a list, ...)",
+                             described(type(dataset).__name__))
+    if len(dataset) == 0:
         raise input_error("train_saisa", name, "examples (or set the stage's steps to 0)", described("an empty dataset"))
+
+
+def _check_config(function: str, config: Any) -> SaisaTrainingConfig:
+    if config is None:
+        return SaisaTrainingConfig()
+    if not isinstance(config, SaisaTrainingConfig):
+        raise InputTypeError(function, "config", "a SaisaTrainingConfig or None", described(type(config).__name__))
+    return config
 
 
 def train_saisa(model, stage1_dataset, stage2_dataset, collator, config: SaisaTrainingConfig | None = None,
@@ -357,11 +422,14 @@ def train_saisa(model, stage1_dataset, stage2_dataset, collator, config: SaisaTr
     ``{"stage1": log_history, "stage2": log_history}``; the model is modified in place (and
     returned, un-wrapped, after LoRA), left in eval mode with every parameter frozen.
     """
-    config = config or SaisaTrainingConfig()
-    arch = getattr(model.config, "architecture", None)
+    config = _check_config("train_saisa", config)
+    arch = getattr(getattr(model, "config", None), "architecture", None)
     if arch is None or not hasattr(model, "projectors"):
-        raise TypeError(f"train_saisa: expected an icml26.models.saisa.modeling.SaisaForConditionalGeneration, "
-                        f"got {type(model).__name__}")
+        raise InputTypeError("train_saisa", "model", "an icml26.models.saisa.SaisaForConditionalGeneration",
+                             described(type(model).__name__))
+    if not callable(collator):
+        raise InputTypeError("train_saisa", "collator", "a data collator (SaisaDataCollator)",
+                             described(type(collator).__name__))
     history: dict[str, list[dict[str, Any]]] = {"stage1": [], "stage2": []}
 
     def freeze_all() -> None:
@@ -424,8 +492,8 @@ class _TextCollator:
         texts = []
         for i, example in enumerate(examples):
             if self.text_field not in example:
-                raise KeyError(f"train_language_model: example {i} has no {self.text_field!r} field "
-                               f"(its fields: {sorted(example)})")
+                raise _MissingFieldError("train_language_model", "text_field", "a field of every example",
+                                         described(f"{self.text_field!r}; example {i} has {sorted(example)}"))
             texts.append(example[self.text_field])
         encoded = self.tokenizer(texts, add_special_tokens=False)["input_ids"]
         eos = self.tokenizer.eos_token_id
@@ -443,10 +511,17 @@ def train_language_model(model, text_dataset, tokenizer, config: SaisaTrainingCo
     Texts are tokenised batch by batch. Returns a :class:`SaisaTrainingOutput` with
     ``{"stage0": log_history}``; the model is left in eval mode.
     """
-    config = config or SaisaTrainingConfig()
-    if text_field not in text_dataset.column_names:
-        raise KeyError(f"train_language_model: the dataset has no {text_field!r} column "
-                       f"(columns: {text_dataset.column_names})")
+    config = _check_config("train_language_model", config)
+    columns = getattr(text_dataset, "column_names", None)
+    if columns is None:
+        raise InputTypeError("train_language_model", "text_dataset", "a datasets.Dataset with a text column",
+                             described(type(text_dataset).__name__))
+    if text_field not in columns:
+        raise _MissingFieldError("train_language_model", "text_field", f"a column of the dataset ({columns})",
+                                 text_field)
+    if len(text_dataset) == 0 and config.stage0_steps != 0:
+        raise input_error("train_language_model", "text_dataset", "texts (or stage0_steps=0)",
+                          described("an empty dataset"))
     if tokenizer.eos_token_id is None or tokenizer.pad_token_id is None:
         raise input_error("train_language_model", "tokenizer", "a tokenizer with an eos and a pad token",
                           described(f"eos_token_id {tokenizer.eos_token_id}, pad_token_id {tokenizer.pad_token_id}"))

@@ -29,8 +29,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from icml26.errors import described, input_error
+from icml26.errors import InputTypeError, describe, described, input_error
 from icml26.utils import IGNORE_INDEX
+from icml26.validation import check_finite, check_int
 
 if TYPE_CHECKING:
     import numpy as np
@@ -107,7 +108,14 @@ def top_is_brighter(image: Any) -> bool:
     """
     import numpy as np
 
-    pixels = np.asarray(image, dtype=np.float64).reshape(-1, 8, 8)
+    try:
+        pixels = np.asarray(image, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InputTypeError("top_is_brighter", "image", "an [8, 8] or [1, 8, 8] array of pixels",
+                             described(type(image).__name__)) from None
+    if pixels.shape not in ((8, 8), (1, 8, 8)):
+        raise input_error("top_is_brighter", "image", "an [8, 8] or [1, 8, 8] array of pixels", describe(pixels))
+    pixels = pixels.reshape(-1, 8, 8)
     return bool(pixels[:, :4].mean() > pixels[:, 4:].mean())
 
 
@@ -117,8 +125,12 @@ def split_indices(n: int, labels: Sequence[int] | None = None, *, test_fraction:
     import numpy as np
     from sklearn.model_selection import train_test_split
 
-    if not 0.0 < test_fraction < 1.0:
-        raise input_error("split_indices", "test_fraction", "a number in (0, 1)", test_fraction)
+    n = check_int("split_indices", "n", n, low=2)
+    check_finite("split_indices", "test_fraction", test_fraction, low=0, high=1, low_open=True, high_open=True)
+    seed = check_int("split_indices", "seed", seed, low=0)
+    if labels is not None and len(labels) != n:
+        raise input_error("split_indices", "labels", f"None or one label per index ({n})",
+                          described(f"{len(labels)} labels"))
     train, test = train_test_split(np.arange(n), test_size=test_fraction, random_state=seed, stratify=labels)
     return np.sort(train), np.sort(test)
 
@@ -142,6 +154,17 @@ def make_vqa_dataset(split: str = "train", tasks: Sequence[str] = ("digit", "yes
     unknown = [t for t in tasks if t not in TASKS]
     if unknown or not tasks:
         raise input_error("make_vqa_dataset", "tasks", f"a non-empty subset of {tuple(TASKS)}", tuple(tasks))
+    check_finite("make_vqa_dataset", "test_fraction", test_fraction, low=0, high=1, low_open=True, high_open=True)
+    check_int("make_vqa_dataset", "split_seed", split_seed, low=0)
+    if digits is not None:
+        if not isinstance(digits, (tuple, list)) or len(digits) != 2:
+            raise input_error("make_vqa_dataset", "digits", "None or load_images()'s (images, labels)",
+                              described(type(digits).__name__))
+        shape, n_labels = np.shape(digits[0]), len(digits[1])
+        if len(shape) != 4 or shape[1:] != (1, 8, 8) or shape[0] != n_labels:
+            raise input_error("make_vqa_dataset", "digits",
+                              "load_images()'s (images [N, 1, 8, 8], labels [N])",
+                              described(f"images of shape {shape} and {n_labels} labels"))
     images, labels = digits if digits is not None else load_images()
     if split == "all":
         chosen = np.arange(len(labels))
@@ -180,6 +203,8 @@ def make_text_dataset(n: int = 4000, *, seed: int = 0) -> Dataset:
     import numpy as np
     from datasets import Dataset
 
+    n = check_int("make_text_dataset", "n", n, low=1)
+    seed = check_int("make_text_dataset", "seed", seed, low=0)
     rng = np.random.default_rng(seed)
     texts = []
     for _ in range(n):
@@ -213,6 +238,8 @@ class DigitsVQA:
 def load_digits_vqa(*, n_text: int = 4000, test_fraction: float = 0.3, split_seed: int = 0,
                     text_seed: int = 0) -> DigitsVQA:
     """Build the tokenizer and the four datasets (a second or so)."""
+    check_int("load_digits_vqa", "n_text", n_text, low=1)
+    check_finite("load_digits_vqa", "test_fraction", test_fraction, low=0, high=1, low_open=True, high_open=True)
     kwargs = {"test_fraction": test_fraction, "split_seed": split_seed, "digits": load_images()}
     return DigitsVQA(
         tokenizer=build_tokenizer(),
@@ -237,8 +264,14 @@ def evaluate_accuracy(model, dataset: Dataset, collator, task: str | Sequence[st
     """
     import torch
 
+    batch_size = check_int("evaluate_accuracy", "batch_size", batch_size, low=1)
+    if not hasattr(dataset, "column_names"):
+        raise InputTypeError("evaluate_accuracy", "dataset", "a datasets.Dataset (make_vqa_dataset's)",
+                             described(type(dataset).__name__))
     if len(dataset) == 0:
         raise input_error("evaluate_accuracy", "dataset", "at least one example", described("an empty dataset"))
+    if not callable(collator) or not hasattr(collator, "tokenizer"):
+        raise InputTypeError("evaluate_accuracy", "collator", "a SaisaDataCollator", described(type(collator).__name__))
     has_tasks = task_field in dataset.column_names
     if task is not None:
         if not has_tasks:
