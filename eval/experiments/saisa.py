@@ -58,6 +58,16 @@ class SaisaSettings:
     timing_warmup: int
     timing_steps: int
 
+    def __post_init__(self) -> None:
+        from icml26.validation import check_finite, check_int
+
+        for name in ("stage0_steps", "stage1_steps", "stage2_steps", "timing_warmup"):
+            check_int("SaisaSettings", name, getattr(self, name), low=0)
+        for name in ("batch_size", "n_text", "timing_batch", "timing_steps"):
+            check_int("SaisaSettings", name, getattr(self, name), low=1)
+        for name in ("stage0_lr", "stage1_lr", "stage2_lr", "init_std"):
+            check_finite("SaisaSettings", name, getattr(self, name), positive=True)
+
 
 #: Per-mode sizes. ``init_std``: the backbone's initializer_range (0.02, Llama's default, leaves the
 #: tiny model on a plateau where it ignores the image for hundreds of steps; 0.2 escapes it in ~100).
@@ -290,6 +300,11 @@ def run_experiment(config, settings: SaisaSettings | None = None):
     from icml26.models.saisa import flops as analytic_flops
     from icml26.results import Claim, Result
 
+    if settings is not None and not isinstance(settings, SaisaSettings):
+        from icml26.errors import InputTypeError, described
+
+        raise InputTypeError("run_experiment", "settings", "None or a SaisaSettings (dataclasses.replace of "
+                             "SETTINGS['quick'])", described(type(settings).__name__))
     s = settings or SETTINGS[config.mode]
     device = config.torch_device()
     out_dir = str(config.out_dir / "trainer")
