@@ -23,8 +23,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from icml26.errors import input_error
+from icml26.errors import described, input_error
 from icml26.models.tied.classifier import DEFAULT_SIZE
+from icml26.validation import check_choice, check_finite, check_int
 
 __all__ = ["DigitsData", "load_digit_images", "accuracy", "random_transforms", "mild_homography_group", "fit_ppca",
            "TRANSFORMS"]
@@ -51,13 +52,14 @@ def load_digit_images(seed: int = 0, n_train: int = 1300, size: int = IMAGE_SIZE
     import torch.nn.functional as F
     from sklearn.datasets import load_digits
 
+    seed = check_int("load_digit_images", "seed", seed, low=0)
+    n_train = check_int("load_digit_images", "n_train", n_train, low=1, high=1796)
+    size = check_int("load_digit_images", "size", size, low=4)
     d = load_digits()
     x = torch.tensor(d.images / 16.0, dtype=torch.float32)[:, None]
     x = F.pad(x, (2, 2, 2, 2))
     x = F.interpolate(x, size=(size, size), mode="bilinear", align_corners=False).clamp(0, 1)
     y = torch.tensor(d.target, dtype=torch.int64)
-    if not (0 < n_train < len(y)):
-        raise input_error("load_digit_images", "n_train", f"an int in (0, {len(y)})", n_train)
     perm = torch.from_numpy(np.random.default_rng(seed).permutation(len(y)))
     tr, te = perm[:n_train], perm[n_train:]
     return DigitsData(x[tr], y[tr], x[te], y[te])
@@ -65,6 +67,13 @@ def load_digit_images(seed: int = 0, n_train: int = 1300, size: int = IMAGE_SIZE
 
 @torch.no_grad()
 def accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int = 1024) -> float:
+    """The share of ``x`` (``(N, 1, S, S)``) that ``model`` labels as ``y`` (``(N,)``), in batches of ``batch_size``."""
+    from icml26.training.tied import check_labelled_digits
+
+    if not callable(model):
+        raise input_error("accuracy", "model", "a callable returning logits", described(type(model).__name__))
+    check_labelled_digits("accuracy", x, y)
+    batch_size = check_int("accuracy", "batch_size", batch_size, low=1)
     preds = torch.cat([model(x[i:i + batch_size].float()).argmax(1) for i in range(0, len(x), batch_size)])
     return float((preds == y).float().mean())
 
@@ -82,8 +91,11 @@ def random_transforms(kind: str, n: int, seed: int, *, max_degrees: float = 60.0
     """``(group, g*)``: ``n`` random elements of the transformation family ``kind`` (see the module docstring)."""
     from icml26.models.tied.groups import SE2, rotation_translation
 
-    if kind not in TRANSFORMS:
-        raise input_error("random_transforms", "kind", f"one of {TRANSFORMS}", kind)
+    check_choice("random_transforms", "kind", kind, TRANSFORMS)
+    n = check_int("random_transforms", "n", n, low=1)
+    seed = check_int("random_transforms", "seed", seed, low=0)
+    max_degrees = check_finite("random_transforms", "max_degrees", max_degrees, non_negative=True)
+    strength = check_finite("random_transforms", "strength", strength, non_negative=True)
     gen = torch.Generator().manual_seed(seed)
     if kind == "se2":
         group = SE2()
@@ -95,7 +107,12 @@ def random_transforms(kind: str, n: int, seed: int, *, max_degrees: float = 60.0
 
 
 def fit_ppca(x: torch.Tensor, n_components: int = 20, seed: int = 0):
-    """``sklearn.decomposition.PCA`` (probabilistic PCA: ``noise_variance_`` is the mean residual variance)."""
+    """``sklearn.decomposition.PCA`` (probabilistic PCA: ``noise_variance_`` is the mean residual variance, so
+    ``n_components`` stays below ``min(items, pixels)``: a zero residual would make the PPCA energy singular)."""
     from sklearn.decomposition import PCA
 
+    if not isinstance(x, torch.Tensor) or x.ndim < 2 or len(x) < 2:
+        raise input_error("fit_ppca", "x", "a tensor of at least 2 items", described(repr(getattr(x, "shape", x))))
+    d = x[0].numel()
+    n_components = check_int("fit_ppca", "n_components", n_components, low=1, high=min(len(x), d) - 1)
     return PCA(n_components=n_components, random_state=seed).fit(x.reshape(len(x), -1).double().numpy())

@@ -34,6 +34,9 @@ from icml26.validation import check_choice, check_finite, check_int
 #: Actions of GridMaze: stay, up, down, left, right (row, column moves).
 MOVES = np.array([(0, 0), (-1, 0), (1, 0), (0, -1), (0, 1)])
 REWARDS = ("sparse", "step")
+#: How far a row of a policy or of ``P`` may sum from 1 (or an entry fall below 0): float32 tables (a model's
+#: softmax over ~100 cells) miss 1 by ~1e-7; a user's mistake (rows summing to 2) misses it by far more.
+ROW_TOL = 1e-5
 #: The gymnasium ids under which importing this module registers the mazes (see :func:`register_envs`).
 ENV_IDS = {"GridMaze": "icml26/GridMaze-v0", "PointMaze2D": "icml26/PointMaze2D-v0"}
 
@@ -294,7 +297,7 @@ def collect_navigate(env: GridMaze, n_transitions: int = 50_000, episode_length:
 # ----------------------------------------------------------------------------------------------
 def check_policy(function: str, policy: Any, S: int | None = None, A: int | None = None) -> np.ndarray:
     """``policy`` as a float array ``[S, A]`` whose rows are probability vectors (non-negative, summing to 1
-    within 1e-8), else an :class:`~icml26.errors.InputError` naming the first bad row. ``S`` / ``A`` of
+    within :data:`ROW_TOL`), else an :class:`~icml26.errors.InputError` naming the first bad row. ``S`` / ``A`` of
     ``None`` accept any size."""
     try:
         policy = np.asarray(policy, dtype=float)
@@ -307,7 +310,7 @@ def check_policy(function: str, policy: Any, S: int | None = None, A: int | None
     if not np.isfinite(policy).all():
         raise input_error(function, "policy", "finite action probabilities", described("NaN or infinite entries"))
     sums = policy.sum(-1)
-    bad = np.flatnonzero((policy < -1e-12).any(-1) | (np.abs(sums - 1) > 1e-8))
+    bad = np.flatnonzero((policy < -ROW_TOL).any(-1) | (np.abs(sums - 1) > ROW_TOL))
     if bad.size:
         row = int(bad[0])
         raise input_error(function, "policy", "rows that are probability vectors (entries >= 0, summing to 1)",
@@ -325,7 +328,7 @@ def _check_model(function: str, P: Any, R: Any = None) -> tuple[np.ndarray, np.n
     P = np.asarray(P, dtype=float)
     if P.ndim != 3 or P.shape[0] != P.shape[2] or P.size == 0:
         raise input_error(function, "P", "transition probabilities of shape (S, A, S)", describe_value(P))
-    if not np.isfinite(P).all() or (P < -1e-12).any() or (np.abs(P.sum(-1) - 1) > 1e-8).any():
+    if not np.isfinite(P).all() or (P < -ROW_TOL).any() or (np.abs(P.sum(-1) - 1) > ROW_TOL).any():
         raise input_error(function, "P", "rows P[s, a] that are probability vectors", described("other rows"))
     if R is not None:
         R = np.asarray(R, dtype=float)

@@ -224,7 +224,7 @@ class FoCal(_ImageBaseline):
                  temperature: float = 1.0, seed: int = 0, dtype: str = "float32") -> None:
         super().__init__(group, energy, hypotheses=1, temperature=temperature, seed=seed, dtype=dtype)
         self.init_points = check_int("FoCal", "init_points", init_points, low=1)
-        self.n_iter = int(n_iter)
+        self.n_iter = check_int("FoCal", "n_iter", n_iter, low=0)
         self.bound = check_finite("FoCal", "bound", bound, positive=True)
 
     @torch.no_grad()

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from icml26.errors import describe, described, input_error
+from icml26.validation import check_finite
 
 __all__ = ["Energy", "PPCAEnergy", "ClassifierFreeEnergy", "BoundaryPenalty", "SumEnergy", "evaluate_energy"]
 
@@ -40,7 +41,7 @@ class Energy(nn.Module):
         return SumEnergy(other, self)
 
 
-def evaluate_energy(energy, x: torch.Tensor, grid: torch.Tensor | None = None, *, function: str = "energy",
+def evaluate_energy(energy, x: torch.Tensor, grid: torch.Tensor | None = None, *, function: str = "evaluate_energy",
                     check_values: bool | None = None) -> torch.Tensor:
     """``energy(x[, grid=grid])`` checked to be ``(B,)`` (and finite, on CPU tensors).
 
@@ -94,10 +95,8 @@ class PPCAEnergy(Energy):
         if components.ndim != 2 or components.shape[1] != d or components.shape[0] != variances.shape[0]:
             raise input_error("PPCAEnergy", "components", f"(q, {d}) with q = len(variances) = {variances.shape[0]}",
                               describe(components))
-        if not (noise_variance > 0):
-            raise input_error("PPCAEnergy", "noise_variance", "a positive variance", noise_variance)
-        if not (temperature > 0):
-            raise input_error("PPCAEnergy", "temperature", "a positive temperature", temperature)
+        noise_variance = check_finite("PPCAEnergy", "noise_variance", noise_variance, positive=True)
+        temperature = check_finite("PPCAEnergy", "temperature", temperature, positive=True)
         self.register_buffer("mean", mean)
         self.register_buffer("components", components)
         self.register_buffer("variances", variances.clamp_min(noise_variance))
@@ -132,8 +131,7 @@ class ClassifierFreeEnergy(Energy):
         super().__init__()
         if not callable(model):
             raise input_error("ClassifierFreeEnergy", "model", "a callable returning logits", type(model).__name__)
-        if not (temperature > 0):
-            raise input_error("ClassifierFreeEnergy", "temperature", "a positive temperature", temperature)
+        temperature = check_finite("ClassifierFreeEnergy", "temperature", temperature, positive=True)
         self.model, self.temperature = model, float(temperature)
 
     def forward(self, x, grid=None):
@@ -146,8 +144,7 @@ class BoundaryPenalty(Energy):
 
     def __init__(self, weight: float = 1.0) -> None:
         super().__init__()
-        if not (weight >= 0):
-            raise input_error("BoundaryPenalty", "weight", "a non-negative weight", weight)
+        weight = check_finite("BoundaryPenalty", "weight", weight, non_negative=True)
         self.weight = float(weight)
 
     def forward(self, x, grid=None):

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from icml26.errors import describe, described, input_error
+from icml26.validation import check_finite, check_int
 
 __all__ = ["MatrixLieGroup", "SO", "SE2", "ImageAffine", "ImageHomography", "Burgers1D", "Heat1D", "act",
            "image_grid", "rotation_translation", "structure_constants"]
@@ -160,7 +161,8 @@ class MatrixLieGroup:
 
     def random_coeff(self, shape: Sequence[int] | int, std: float = 1.0, *, generator: torch.Generator | None = None,
                      dtype=torch.float32, device=None) -> torch.Tensor:
-        """``(*shape, m)`` Gaussian coefficients with standard deviation ``std``."""
+        """``(*shape, m)`` Gaussian coefficients with standard deviation ``std`` (``>= 0``)."""
+        std = check_finite(f"{self.name}.random_coeff", "std", std, non_negative=True)
         shape = (shape,) if isinstance(shape, int) else tuple(shape)
         return std * torch.randn(*shape, self.dim, generator=generator, dtype=dtype).to(device)
 
@@ -321,6 +323,7 @@ class Heat1D(MatrixLieGroup):
 def image_grid(height: int, width: int, dtype=torch.float32, device=None) -> torch.Tensor:
     """``(H, W, 3)`` homogeneous pixel coordinates ``(x, y, 1)`` on ``[-1, 1]^2`` (pixel centres at the ends,
     ``align_corners=True``), ``x`` along the width."""
+    height, width = check_int("image_grid", "height", height, low=1), check_int("image_grid", "width", width, low=1)
     ys = torch.linspace(-1, 1, height, dtype=dtype, device=device)
     xs = torch.linspace(-1, 1, width, dtype=dtype, device=device)
     yy, xx = torch.meshgrid(ys, xs, indexing="ij")

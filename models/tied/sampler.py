@@ -34,7 +34,8 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from icml26.errors import describe, described, input_error
+from icml26.errors import InputTypeError, describe, described, input_error
+from icml26.validation import check_choice, check_finite, check_int
 
 from .energies import evaluate_energy
 from .groups import MatrixLieGroup, act
@@ -81,19 +82,18 @@ class TIEDConfig:
 
     def __post_init__(self) -> None:
         for name in ("steps", "mc_paths", "hypotheses"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise input_error("TIEDConfig", name, "an int >= 1", v)
+            check_int("TIEDConfig", name, getattr(self, name), low=1)
         for name in ("gamma_min", "gamma_max", "temperature", "horizon"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-                raise input_error("TIEDConfig", name, "a positive finite number", v)
+            check_finite("TIEDConfig", name, getattr(self, name), positive=True)
         if self.gamma_min > self.gamma_max:
             raise input_error("TIEDConfig", "gamma_min", f"gamma_min <= gamma_max = {self.gamma_max}", self.gamma_min)
-        if self.clip is not None and (not isinstance(self.clip, (int, float)) or not self.clip > 0):
-            raise input_error("TIEDConfig", "clip", "a positive clipping norm or None", self.clip)
-        if self.dtype not in _DTYPES:
-            raise input_error("TIEDConfig", "dtype", f"one of {sorted(_DTYPES)}", self.dtype)
+        if self.clip is not None:
+            check_finite("TIEDConfig", "clip", self.clip, positive=True)
+        check_choice("TIEDConfig", "dtype", self.dtype, sorted(_DTYPES))
+        for name in ("cache_paths", "per_sample_paths", "linearize"):
+            if not isinstance(getattr(self, name), bool):
+                raise InputTypeError("TIEDConfig", name, "a bool", described(repr(getattr(self, name))))
+        check_int("TIEDConfig", "seed", self.seed, low=0)
 
     @property
     def torch_dtype(self) -> torch.dtype:
