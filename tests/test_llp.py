@@ -13,9 +13,17 @@ import pytest
 import torch
 
 from icml26.errors import InputError
-from icml26.training import llp
-from icml26.training.llp import (LLPClassifier, LLPLoss, dllp_loss, easyllp_loss, lowvar_llp_loss, mom_tournament,
-                                 per_class_losses, random_bags)
+from icml26.training.llp import (
+    LLPClassifier,
+    LLPLoss,
+    bag_rows,
+    dllp_loss,
+    easyllp_loss,
+    lowvar_llp_loss,
+    mom_tournament,
+    per_class_losses,
+    random_bags,
+)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -210,7 +218,7 @@ def test_masked_padding_changes_nothing():
     garbage[~mask] = float("nan")
     wider = torch.cat([garbage, torch.full((8, 3, 3), float("inf"), dtype=torch.float64)], 1)
     wider_mask = torch.cat([mask, torch.zeros(8, 3, dtype=torch.bool)], 1)
-    for name, fn in (("lowvar", lowvar_llp_loss), ("easyllp", easyllp_loss)):
+    for fn in (lowvar_llp_loss, easyllp_loss):
         base = fn(losses, alpha, prior, mask=mask, reduction="none")
         torch.testing.assert_close(fn(garbage, alpha, prior, mask=mask, reduction="none"), base, rtol=0, atol=0)
         torch.testing.assert_close(fn(wider, alpha, prior, mask=wider_mask, reduction="none"), base, rtol=0, atol=1e-14)
@@ -296,22 +304,22 @@ def test_llp_classifier_learns_from_bags_and_lowvar_beats_easyllp(logistic_bags)
     X, y, index, alpha, X_test, y_test = logistic_bags
     auc = {}
     for method in ("lowvar", "easyllp", "dllp"):
-        est = LLPClassifier(method, epochs=5, random_state=0).fit(X, index, alpha)
+        est = LLPClassifier(method, epochs=5, random_state=0).fit(X, bag_index=index, proportions=bag_rows(index, alpha))
         auc[method] = roc_auc_score(y_test, est.predict_proba(X_test)[:, 1])
     oracle = LLPClassifier("oracle", epochs=3, random_state=0).fit(X, y=y)
     auc["oracle"] = roc_auc_score(y_test, oracle.predict_proba(X_test)[:, 1])
     assert auc["oracle"] > 0.7 and auc["lowvar"] > auc["oracle"] - 0.06, auc
     assert auc["lowvar"] > auc["easyllp"] + 0.02, auc
-    est = LLPClassifier("lowvar", model="mlp", hidden=8, epochs=2, random_state=0).fit(X, index, alpha)
+    est = LLPClassifier("lowvar", model="mlp", hidden=8, epochs=2, random_state=0).fit(X, bag_index=index, proportions=bag_rows(index, alpha))
     proba = est.predict_proba(X_test)
     np.testing.assert_allclose(proba.sum(1), 1, rtol=1e-12)
     assert set(est.predict(X_test)) <= {0, 1} and len(est.epoch_states_) == 2 and est.n_iter_ == 2
     assert abs(est.prior_[1] - alpha[:, 1].mean()) < 1e-6
-    given = LLPClassifier("lowvar", epochs=1, prior=0.25, random_state=0).fit(X, index, alpha)
+    given = LLPClassifier("lowvar", epochs=1, prior=0.25, random_state=0).fit(X, bag_index=index, proportions=bag_rows(index, alpha))
     np.testing.assert_allclose(given.prior_, [0.75, 0.25])
     first = est.at_epoch(1)
     assert not np.allclose(first.predict_proba(X_test), proba) and np.allclose(est.at_epoch(-1).predict_proba(X_test), proba)
-    same = clone(est).fit(X, index, alpha)
+    same = clone(est).fit(X, bag_index=index, proportions=bag_rows(index, alpha))
     np.testing.assert_allclose(same.predict_proba(X_test), proba)  # random_state fixes the run
     assert clone(est).get_params()["hidden"] == 8
 
@@ -321,7 +329,7 @@ def test_llp_classifier_multiclass():
 
     X, y, X_test, y_test = sklearn_task("digits", seed=0)
     index, alpha = random_bags(y, 8, seed=0)
-    est = LLPClassifier("lowvar", epochs=20, lr=3e-2, bags_per_batch=8, random_state=0).fit(X, index, alpha)
+    est = LLPClassifier("lowvar", epochs=20, lr=3e-2, bags_per_batch=8, random_state=0).fit(X, bag_index=index, proportions=bag_rows(index, alpha))
     assert est.predict_proba(X_test).shape == (len(X_test), 10)
     assert (est.predict(X_test) == y_test).mean() > 0.5  # chance is 0.1
 
@@ -335,10 +343,10 @@ def test_mom_tournament_picks_the_good_model_from_bags(logistic_bags):
     flipped = lambda Z: good.predict_proba(Z)[:, ::-1]  # noqa: E731
     candidates = [constant, good, flipped]
     for estimator in ("lowvar", "easyllp"):
-        result = mom_tournament(candidates, X, index, alpha, n_blocks=10, estimator=estimator, seed=0)
+        result = mom_tournament(candidates, X, index, bag_rows(index, alpha), n_blocks=10, estimator=estimator, seed=0)
         assert result.winner == 1 and result.wins.tolist() == [1, 2, 0], result
         np.testing.assert_allclose(result.pairwise_median, -result.pairwise_median.T, atol=1e-12)
-    one_block = mom_tournament(candidates, X, index, alpha, n_blocks=1, seed=0)
+    one_block = mom_tournament(candidates, X, index, bag_rows(index, alpha), n_blocks=1, seed=0)
     assert one_block.winner == one_block.mean_winner == 1
     assert set(one_block.to_dict()) >= {"winner", "wins", "pairwise_median", "estimates"}
     # the constant predictor's LowVar estimate is exact; the good model's is near its labelled risk
@@ -425,28 +433,33 @@ def test_clear_errors():
     with pytest.raises(InputError, match="LLPLoss: mu: expected 'loo' or 'ema'"):
         LLPConfig(llp_mu="median")
     X = np.zeros((6, 2), np.float32)
-    with pytest.raises(InputError, match="LLPClassifier.fit: bag_index: expected bag ids covering 0..2"):
-        LLPClassifier().fit(X, np.array([0, 0, 1, 1, 3, 3]), np.full((3, 2), 0.5))
+    index, rows = np.array([0, 0, 1, 1, 2, 2]), np.full((6, 2), 0.5)
+    with pytest.raises(InputError, match=r"LLPClassifier.fit: proportions: expected one row per row of X, shape \(6, c\)"):
+        LLPClassifier().fit(X, bag_index=index, proportions=np.full((3, 2), 0.5))  # per-bag rows: bag_rows() them
     with pytest.raises(InputError, match="LLPClassifier.fit: bag_index: expected an integer array of shape"):
-        LLPClassifier().fit(X, np.array([0, 1, 2]), np.full((3, 2), 0.5))
+        LLPClassifier().fit(X, bag_index=np.array([0, 1, 2]), proportions=rows)
     with pytest.raises(InputError, match="LLPClassifier.fit: proportions: expected values in"):
-        LLPClassifier().fit(X, np.array([0, 0, 1, 1, 2, 2]), np.array([0.5, 1.5, 0.2]))
+        LLPClassifier().fit(X, bag_index=index, proportions=np.array([0.5, 0.5, 1.5, 1.5, 0.2, 0.2]))
+    with pytest.raises(InputError, match="LLPClassifier.fit: proportions: expected the same proportions on every row"):
+        LLPClassifier().fit(X, bag_index=index, proportions=np.array([0.5, 0.5, 0.5, 0.25, 0.2, 0.2]))
+    with pytest.raises(InputError, match="LLPClassifier.fit: proportions: expected a mapping with an entry for every"):
+        LLPClassifier().fit(X, bag_index=index, proportions={0: 0.5, 1: 0.5})
     with pytest.raises(InputError, match="LLPClassifier.fit: bag_index: expected two bags or more"):
-        LLPClassifier().fit(X, np.zeros(6, int), np.full((1, 2), 0.5))
+        LLPClassifier().fit(X, bag_index=np.zeros(6, int), proportions=rows)
     with pytest.raises(InputError, match="LLPClassifier.fit: y: expected instance labels"):
         LLPClassifier("oracle").fit(X)
-    with pytest.raises(InputError, match=r"LLPClassifier: prior: expected class probabilities in \(0, 1\)"):
-        LLPClassifier(prior=1.5).fit(X, np.array([0, 0, 1, 1, 2, 2]), np.full((3, 2), 0.5))
+    with pytest.raises(InputError, match="LLPClassifier.fit: bag_index: expected bag_index and proportions, or labels y"):
+        LLPClassifier().fit(X)
+    with pytest.raises(InputError, match=r"LLPClassifier: prior: expected None, P\(y = 1\) in \(0, 1\)"):
+        LLPClassifier(prior=1.5).fit(X, bag_index=index, proportions=rows)
     with pytest.raises(InputError, match="LLPClassifier: epochs: expected an int >= 1"):
-        LLPClassifier(epochs=0).fit(X, np.array([0, 0, 1, 1, 2, 2]), np.full((3, 2), 0.5))
+        LLPClassifier(epochs=0).fit(X, bag_index=index, proportions=rows)
     with pytest.raises(InputError, match="random_bags: bag_size"):
         random_bags(np.array([0, 1, 1]), 5)
     with pytest.raises(InputError, match="mom_tournament: n_blocks"):
-        mom_tournament([lambda Z: np.full((len(Z), 2), 0.5)], X, np.array([0, 0, 1, 1, 2, 2]), np.full((3, 2), 0.5),
-                       n_blocks=4)
+        mom_tournament([lambda Z: np.full((len(Z), 2), 0.5)], X, index, rows, n_blocks=4)
     with pytest.raises(InputError, match=r"mom_tournament: candidates\[0\]: expected probabilities of shape"):
-        mom_tournament([lambda Z: np.full((len(Z), 3), 1 / 3)], X, np.array([0, 0, 1, 1, 2, 2]), np.full((3, 2), 0.5),
-                       n_blocks=2)
+        mom_tournament([lambda Z: np.full((len(Z), 3), 1 / 3)], X, index, rows, n_blocks=2)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -139,12 +139,12 @@ def _fit(method: str, X, y, index, alpha, *, model: str = "linear", epochs: int 
     """One fit; the oracle takes at most as many instances per step as 16 bags hold (at least as many steps)."""
     import numpy as np
 
-    from icml26.training.llp import LLPClassifier
+    from icml26.training.llp import LLPClassifier, bag_rows
 
     k = int(np.bincount(index[index >= 0]).max())
     est = LLPClassifier(method, model=model, epochs=epochs, lr=lr, weight_decay=weight_decay, bags_per_batch=16,
                         oracle_batch_size=min(512, 16 * k), random_state=random_state)
-    return est.fit(X, y=y) if method == "oracle" else est.fit(X, index, alpha)
+    return est.fit(X, y) if method == "oracle" else est.fit(X, bag_index=index, proportions=bag_rows(index, alpha))
 
 
 def _score(est, X, y) -> dict[str, float]:
@@ -212,7 +212,7 @@ def selection_study(s: LLPSettings, seed: int) -> dict[str, Any]:
 
     from icml26.eval.tasks.llp import logistic_model
     from icml26.progress import phase
-    from icml26.training.llp import candidate_bag_estimates, random_bags, tournament_from_estimates
+    from icml26.training.llp import bag_rows, candidate_bag_estimates, random_bags, tournament_from_estimates
 
     torch.set_num_threads(1)
     data = logistic_model(D, PRIOR, 1.0, seed=inner_seed(seed, 30))
@@ -234,8 +234,9 @@ def selection_study(s: LLPSettings, seed: int) -> dict[str, Any]:
         for r in range(s.mom_reps):
             Xv, yv = data.sample(s.mom_val_bags * s.mom_bag_size, inner_seed(seed, 35, r))
             iv, av = random_bags(yv, s.mom_bag_size, seed=inner_seed(seed, 36, r))
+            rows = bag_rows(iv, av)
             # one pass over the candidates gives both estimators' bag estimates (the same instance losses)
-            L = [candidate_bag_estimates(est.predict_proba(Xv), iv, av, ("easyllp", "lowvar")) for _, est in candidates]
+            L = [candidate_bag_estimates(est.predict_proba(Xv), iv, rows, ("easyllp", "lowvar")) for _, est in candidates]
             for name, estimator in (("EasyLLP", "easyllp"), ("LowVar", "lowvar")):
                 result = tournament_from_estimates(np.stack([x[estimator] for x in L]), s.mom_blocks,
                                                    seed=inner_seed(seed, 37, r))

@@ -18,6 +18,7 @@ from icml26.training.llp.risk import (
     LLPLoss,
     bag_estimates,
     bag_means,
+    bag_rows,
     dllp_loss,
     easyllp_loss,
     leave_one_bag_out_mean,
@@ -46,7 +47,7 @@ __getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 __all__ = [
     "BASE_LOSSES", "LLPClassifier", "LLPConfig", "LLPDataCollator", "LLPLoss", "LLPTrainer",
-    "LLPTrainingArguments", "METHODS", "TournamentResult", "bag_estimates", "bag_means", "candidate_bag_estimates",
+    "LLPTrainingArguments", "METHODS", "TournamentResult", "bag_estimates", "bag_means", "bag_rows", "candidate_bag_estimates",
     "dllp_loss", "easyllp_loss", "leave_one_bag_out_mean", "logits_to_bags", "lowvar_llp_loss", "mom_tournament",
     "per_class_losses", "random_bags", "tournament_from_estimates",
 ]

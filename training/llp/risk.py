@@ -44,18 +44,18 @@ from here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from icml26.errors import describe, described, input_error
+from icml26.errors import InputTypeError, describe, described, input_error
 from icml26.kernels import values_checked
-from icml26.validation import check_finite
+from icml26.validation import check_choice, check_finite
 
-__all__ = ["BASE_LOSSES", "METHODS", "LLPLoss", "bag_estimates", "bag_means", "dllp_loss", "easyllp_loss",
+__all__ = ["BASE_LOSSES", "METHODS", "LLPLoss", "bag_estimates", "bag_means", "bag_rows", "dllp_loss", "easyllp_loss",
     "leave_one_bag_out_mean", "lowvar_llp_loss", "per_class_losses", "random_bags"]
 
 METHODS = ("lowvar", "easyllp", "dllp")
@@ -136,6 +136,27 @@ def _prior(function: str, prior: Any, alpha: torch.Tensor, sizes: torch.Tensor) 
     return p
 
 
+def _prob_clip(function: str, prob_clip: Any) -> float:
+    return check_finite(function, "prob_clip", prob_clip, low=0, high=0.5, low_open=True, high_open=True)
+
+
+def check_prior_values(function: str, prior: Any) -> None:
+    """What a prior can be checked for before the number of classes is known: None, a probability in
+    ``(0, 1)`` (``P(y = 1)``) or a vector of probabilities in ``(0, 1)`` summing to 1."""
+    if prior is None:
+        return
+    expected = "None, P(y = 1) in (0, 1), or a vector of class probabilities in (0, 1) summing to 1"
+    if isinstance(prior, (bool, str, bytes)):
+        raise InputTypeError(function, "prior", expected, described(f"{type(prior).__name__} {prior!r}"))
+    try:
+        p = np.asarray(prior.detach().cpu() if isinstance(prior, torch.Tensor) else prior, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InputTypeError(function, "prior", expected, described(type(prior).__name__)) from None
+    if p.ndim > 1 or p.size == 0 or not np.isfinite(p).all() or not ((p > 0) & (p < 1)).all() or \
+            (p.ndim == 1 and p.size > 1 and abs(float(p.sum()) - 1) > SUM_TOL):
+        raise input_error(function, "prior", expected, p.tolist() if p.size <= 10 else describe(p))
+
+
 def _reduction(function: str, reduction: str) -> str:
     if reduction not in REDUCTIONS:
         raise input_error(function, "reduction", f"one of {list(REDUCTIONS)}", reduction)
@@ -149,8 +170,16 @@ def _reduce(per_bag: torch.Tensor, reduction: str) -> torch.Tensor:
 # ----------------------------------------------------------------------------------------------
 # bag statistics
 # ----------------------------------------------------------------------------------------------
-def bag_means(losses: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(lbar[B, c], sizes[B])``: the per-class mean over each bag's real slots, and the bag sizes."""
+def bag_means(losses: torch.Tensor, mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(lbar[B, c], sizes[B])``: the per-class mean over each bag's real slots, and the bag sizes.
+
+    ``losses``: ``[B, k, c]``; ``mask``: ``[B, k]`` booleans, True on real instances (None: all real).
+    """
+    losses = _floating("bag_means", "losses", losses, 3, "[B, k, c]")
+    return _bag_means(losses, _mask("bag_means", mask, losses.shape[0], losses.shape[1], losses.device))
+
+
+def _bag_means(losses: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     weights = mask.to(losses.dtype)
     sizes = weights.sum(1)
     # where, not a product: a NaN or inf in a padded slot must not leak into the bag.
@@ -159,10 +188,33 @@ def bag_means(losses: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, t
 
 
 def leave_one_bag_out_mean(lbar: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
-    """``mu[b, c]``: the instance mean of the losses over every bag but ``b`` (differentiable)."""
+    """``mu[b, c]``: the instance mean of the losses over every bag but ``b`` (differentiable).
+
+    ``lbar``: ``[B, c]`` bag means (:func:`bag_means`); ``sizes``: ``[B]`` bag sizes; two bags or more.
+    """
+    lbar = _floating("leave_one_bag_out_mean", "lbar", lbar, 2, "[B, c]")
+    if not isinstance(sizes, torch.Tensor) or sizes.shape != (lbar.shape[0],):
+        raise input_error("leave_one_bag_out_mean", "sizes", f"a [B] = [{lbar.shape[0]}] tensor of bag sizes",
+                          describe(sizes))
+    if lbar.shape[0] < 2:
+        raise input_error("leave_one_bag_out_mean", "lbar", "two bags or more (B >= 2)", describe(lbar))
+    return _leave_one_bag_out_mean(lbar, sizes)
+
+
+def _leave_one_bag_out_mean(lbar: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
     totals = lbar * sizes.unsqueeze(-1)
     others = sizes.sum() - sizes
     return (totals.sum(0, keepdim=True) - totals) / others.clamp_min(1).unsqueeze(-1)
+
+
+def _real_slots(function: str, name: str, values: torch.Tensor, mask: torch.Tensor, expected: str,
+                ok: Callable[[torch.Tensor], torch.Tensor]) -> None:
+    """Refuse ``values[B, k, c]`` whose real slots (``mask``) fail ``ok``; padded slots may hold anything."""
+    if values_checked(values) and values.numel():
+        bad = ~ok(values.detach()).all(-1) & mask
+        if bool(bad.any()):
+            b, i = (int(v) for v in torch.nonzero(bad)[0])
+            raise input_error(function, name, expected, described(f"{name}[{b}, {i}] = {values[b, i].tolist()}"))
 
 
 def _setup(function: str, losses, proportions, prior, mask):
@@ -171,8 +223,9 @@ def _setup(function: str, losses, proportions, prior, mask):
     if c < 2:
         raise input_error(function, "losses", "c >= 2 classes in the last dimension", describe(losses))
     mask = _mask(function, mask, B, k, losses.device)
+    _real_slots(function, "losses", losses, mask, "finite losses", torch.isfinite)
     alpha = _proportions(function, proportions, B, c, losses)
-    lbar, sizes = bag_means(losses, mask)
+    lbar, sizes = _bag_means(losses, mask)
     p = _prior(function, prior, alpha, sizes)
     return lbar, sizes, alpha, p
 
@@ -183,13 +236,15 @@ def _mu(function: str, mu: Any, lbar: torch.Tensor, sizes: torch.Tensor) -> torc
         if B < 2:
             raise input_error(function, "mu", "two bags or more for the leave-one-bag-out mean (mu=None); pass mu "
                               "as a [c] tensor, or use LLPLoss(mu='ema'), for a single bag", described(f"{B} bag"))
-        return leave_one_bag_out_mean(lbar, sizes)
+        return _leave_one_bag_out_mean(lbar, sizes)
     if isinstance(mu, str):
         raise input_error(function, "mu", "None (leave-one-bag-out) or a [c] / [B, c] tensor (mu='ema' lives in "
                           "LLPLoss, which keeps the running mean)", mu)
     mu = torch.as_tensor(mu, dtype=lbar.dtype, device=lbar.device)
     if mu.shape not in ((c,), (B, c)):
         raise input_error(function, "mu", f"a tensor of shape [c] = [{c}] or [B, c] = [{B}, {c}]", describe(mu))
+    if values_checked(mu) and not bool(torch.isfinite(mu).all()):
+        raise input_error(function, "mu", "finite mean losses", described("a tensor with NaN or inf"))
     return mu.expand(B, c)
 
 
@@ -274,9 +329,15 @@ def dllp_loss(probs: torch.Tensor, proportions: Any, mask: torch.Tensor | None =
     reduction = _reduction("dllp_loss", reduction)
     probs = _floating("dllp_loss", "probs", probs, 3, "[B, k, c]")
     B, k, c = probs.shape
+    if c < 2:
+        raise input_error("dllp_loss", "probs", "c >= 2 classes in the last dimension", describe(probs))
+    eps = check_finite("dllp_loss", "eps", eps, low=0, high=1, low_open=True, high_open=True)
     mask = _mask("dllp_loss", mask, B, k, probs.device)
+    tol = 1e-2 if probs.dtype in (torch.float16, torch.bfloat16) else SUM_TOL
+    _real_slots("dllp_loss", "probs", probs, mask, f"class probabilities: values in [0, 1], rows summing to 1 "
+                f"(within {tol:g})", lambda q: (q >= 0) & (q <= 1) & ((q.sum(-1, keepdim=True) - 1).abs() <= tol))
     alpha = _proportions("dllp_loss", proportions, B, c, probs)
-    mean_probs, _ = bag_means(probs, mask)
+    mean_probs, _ = _bag_means(probs, mask)
     per_bag = -(alpha * mean_probs.clamp(min=eps, max=1.0).log()).sum(-1)
     return _reduce(per_bag, reduction)
 
@@ -302,6 +363,14 @@ def per_class_losses(logits: torch.Tensor, base: str | Callable = "log", *, prob
     ``focal``: ``-(1 - q_c)^gamma log q_c`` (clipped like ``log``); a callable maps ``[..., c]`` logits to
     ``[..., c]`` losses.
     """
+    if not isinstance(logits, torch.Tensor):
+        raise TypeError(f"per_class_losses: logits: expected a floating [..., c] tensor, got {type(logits).__name__}")
+    if logits.dim() < 1 or not logits.is_floating_point():
+        raise input_error("per_class_losses", "logits", "a floating [..., c] tensor", describe(logits))
+    if not callable(base):
+        check_choice("per_class_losses", "base", base, BASE_LOSSES)
+    prob_clip = _prob_clip("per_class_losses", prob_clip)
+    focal_gamma = check_finite("per_class_losses", "focal_gamma", focal_gamma, non_negative=True)
     logits = _as_class_logits(logits)
     if callable(base):
         out = base(logits)
@@ -356,18 +425,14 @@ class LLPLoss(torch.nn.Module):
     def __init__(self, method: str = "lowvar", base: str | Callable = "log", prob_clip: float = 1e-3,
                  prior: Any = None, mu: str = "loo", ema_decay: float = 0.99) -> None:
         super().__init__()
-        if method not in METHODS:
-            raise input_error("LLPLoss", "method", f"one of {list(METHODS)}", method)
+        check_choice("LLPLoss", "method", method, METHODS)
         if not callable(base) and base not in BASE_LOSSES:
             raise input_error("LLPLoss", "base", f"one of {list(BASE_LOSSES)} or a callable", base)
-        clip = check_finite("LLPLoss", "prob_clip", prob_clip, positive=True)
-        if not clip < 0.5:
-            raise input_error("LLPLoss", "prob_clip", "a number in (0, 0.5)", prob_clip)
+        clip = _prob_clip("LLPLoss", prob_clip)
         if mu not in ("loo", "ema"):
             raise input_error("LLPLoss", "mu", "'loo' or 'ema'", mu)
-        decay = check_finite("LLPLoss", "ema_decay", ema_decay)
-        if not 0 <= decay < 1:
-            raise input_error("LLPLoss", "ema_decay", "a number in [0, 1)", ema_decay)
+        decay = check_finite("LLPLoss", "ema_decay", ema_decay, low=0, high=1, high_open=True)
+        check_prior_values("LLPLoss", prior)
         self.method, self.base, self.prob_clip, self.prior, self.mu, self.ema_decay = method, base, clip, prior, mu, decay
         self.register_buffer("ema", None, persistent=False)
 
@@ -381,7 +446,7 @@ class LLPLoss(torch.nn.Module):
             self.ema = batch_mean.clone()
         running = self.ema.to(lbar.dtype)
         if lbar.shape[0] >= 2:
-            mu = self.ema_decay * running + (1 - self.ema_decay) * leave_one_bag_out_mean(lbar, sizes)
+            mu = self.ema_decay * running + (1 - self.ema_decay) * _leave_one_bag_out_mean(lbar, sizes)
         else:
             mu = running.expand_as(lbar)
         self.ema = self.ema_decay * self.ema + (1 - self.ema_decay) * batch_mean.to(self.ema.dtype)
@@ -401,7 +466,7 @@ class LLPLoss(torch.nn.Module):
         if self.mu == "loo":
             return lowvar_llp_loss(losses, proportions, prior, None, mask)
         B, k, c = losses.shape
-        lbar, sizes = bag_means(losses, _mask("LLPLoss", mask, B, k, losses.device))
+        lbar, sizes = _bag_means(losses, _mask("LLPLoss", mask, B, k, losses.device))
         return lowvar_llp_loss(losses, proportions, prior, self._ema_mu(lbar, sizes), mask)
 
     def extra_repr(self) -> str:
@@ -417,7 +482,10 @@ def random_bags(y: Any, bag_size: int, seed: int | None = None, *, n_classes: in
 
     A random permutation of the instances cut into consecutive bags; the last bag is smaller when
     ``bag_size`` does not divide ``n`` (``drop_last=True`` gives it index -1, i.e. no bag). ``y``:
-    integer labels ``0..c-1`` (``c`` = ``n_classes`` or ``max(y) + 1``, at least 2).
+    integer labels ``0..c-1`` (``c`` = ``n_classes`` or ``max(y) + 1``, at least 2). With ``bag_size=1``
+    bag ``i`` is row ``i`` (the order of singleton bags carries nothing), so ``proportions`` is then
+    also one row per instance. :func:`bag_rows` turns ``proportions`` into the one-row-per-instance form
+    that :class:`~icml26.training.llp.estimator.LLPClassifier` takes.
     """
     y = np.asarray(y)
     if y.ndim != 1 or y.size == 0 or not np.issubdtype(y.dtype, np.integer) or y.min() < 0:
@@ -427,9 +495,12 @@ def random_bags(y: Any, bag_size: int, seed: int | None = None, *, n_classes: in
     c = max(int(y.max()) + 1, 2) if n_classes is None else n_classes
     if isinstance(c, bool) or not isinstance(c, (int, np.integer)) or c < max(int(y.max()) + 1, 2):
         raise input_error("random_bags", "n_classes", "an int >= max(y) + 1 and >= 2", n_classes)
-    order = np.random.default_rng(seed).permutation(y.size)
     bag_index = np.empty(y.size, dtype=np.int64)
-    bag_index[order] = np.arange(y.size) // bag_size
+    if bag_size == 1:  # bag i is row i, so the per-bag proportions are also the per-row ones
+        bag_index[:] = np.arange(y.size)
+    else:
+        order = np.random.default_rng(seed).permutation(y.size)
+        bag_index[order] = np.arange(y.size) // bag_size
     m = -(-y.size // bag_size)
     if drop_last and y.size % bag_size:
         m -= 1
@@ -440,35 +511,101 @@ def random_bags(y: Any, bag_size: int, seed: int | None = None, *, n_classes: in
     return bag_index, counts / counts.sum(1, keepdims=True)
 
 
-def check_bags(function: str, bag_index: Any, proportions: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Validate ``bag_index[n]`` (bag ids ``0..m-1``, ``-1`` = in no bag) against ``proportions[m, c]``.
+def check_bags(function: str, bag_index: Any, proportions: Any, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Validate bags given row by row: ``(index[n], alpha[m, c], ids[m])``.
 
-    Returns them as numpy arrays, ``proportions`` as ``[m, c]`` (a ``[m]`` vector is the share of class 1).
+    ``bag_index[n]``: the bag id of each row (any ints ``>= 0``, not necessarily ``0..m-1``; ``-1``: the
+    row is in no bag and is ignored). ``proportions``: either one row per row of ``X`` (``[n, c]``, or
+    ``[n]`` shares of class 1), each the proportions of that row's bag (rows of one bag must agree), or a
+    mapping ``{bag id: proportions}`` (extra keys are ignored). Both forms survive a split of the rows
+    (``cross_val_score``, ``GroupKFold``): a row keeps its bag id and its bag's proportions, and a mapping
+    is passed to every fold whole. A per-bag ``[m, c]`` array (what :func:`random_bags` returns) is
+    refused when ``m != n``: pass :func:`bag_rows` of it (``proportions[bag_index]``) or
+    ``dict(enumerate(proportions))``; with ``m = n`` (singleton bags) it is read as rows, which is why
+    :func:`random_bags` numbers singleton bags by row.
+
+    Returns ``index`` (bags renumbered ``0..m-1`` in increasing id, ``-1`` kept), the bags' proportions
+    ``alpha[m, c]`` (float64) and the original ``ids``.
     """
+    raw = bag_index
     bag_index = np.asarray(bag_index)
-    if bag_index.shape != (n,) or not np.issubdtype(bag_index.dtype, np.integer):
+    if bag_index.shape != (n,) or not (np.issubdtype(bag_index.dtype, np.integer) or bag_index.size == 0):
         raise input_error(function, "bag_index", f"an integer array of shape ({n},) (one bag id per row of X)",
-                          describe(bag_index))
-    alpha = np.asarray(proportions, dtype=np.float64)
-    if alpha.ndim == 1:
-        alpha = np.stack([1 - alpha, alpha], axis=1)
+                          describe(raw if hasattr(raw, "shape") else bag_index))
+    bag_index = bag_index.astype(np.int64)
+    if n and bag_index.min() < -1:
+        raise input_error(function, "bag_index", "bag ids >= 0 (or -1 for a row in no bag)",
+                          described(f"a bag id of {int(bag_index.min())}"))
+    used = bag_index >= 0
+    if not used.any():
+        raise input_error(function, "bag_index", "at least one row in a bag (ids >= 0)", described("no row in a bag"))
+    ids, first, inverse = np.unique(bag_index[used], return_index=True, return_inverse=True)
+    index = np.full(n, -1, dtype=np.int64)
+    index[used] = inverse
+    if isinstance(proportions, Mapping):
+        missing = [int(b) for b in ids if int(b) not in proportions]
+        if missing:
+            raise input_error(function, "proportions", "a mapping with an entry for every bag id in bag_index",
+                              described(f"no entry for bag ids {missing[:5]}"))
+        try:
+            alpha = np.asarray([proportions[int(b)] for b in ids], dtype=np.float64)
+        except (TypeError, ValueError):
+            raise input_error(function, "proportions", "a mapping {bag id: proportions [c] or share of class 1}",
+                              described("entries that are not numbers of one length")) from None
+        if alpha.ndim == 1:
+            alpha = np.stack([1 - alpha, alpha], axis=1)
+        rows = None
+    else:
+        try:
+            arr = np.asarray(proportions, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise input_error(function, "proportions", f"an array of {n} rows (one per row of X) or a mapping "
+                              "{bag id: proportions}", describe(proportions)) from None
+        if arr.ndim not in (1, 2) or arr.shape[0] != n:
+            raise input_error(function, "proportions", f"one row per row of X, shape ({n}, c) or ({n},) (for the "
+                              "per-bag array of random_bags: proportions[bag_index]), or a mapping {bag id: "
+                              "proportions}", describe(arr))
+        if arr.ndim == 1:
+            arr = np.stack([1 - arr, arr], axis=1)
+        rows = arr[used]
+        alpha = rows[first]
     if alpha.ndim != 2 or alpha.shape[1] < 2:
-        raise input_error(function, "proportions", "an [m, c] array (or [m] shares of class 1)", describe(proportions))
-    m = alpha.shape[0]
-    used = bag_index[bag_index >= 0]
-    if used.size == 0 or bag_index.min() < -1 or used.max() >= m or np.unique(used).size != m:
-        seen = np.unique(used)
-        raise input_error(function, "bag_index", f"bag ids covering 0..{m - 1}, one per row of proportions ({m} bags), "
-                          "or -1 for an instance in no bag",
-                          described(f"{seen.size} distinct ids in [{bag_index.min()}, {bag_index.max()}]"))
-    if not np.isfinite(alpha).all() or alpha.min() < 0 or alpha.max() > 1:
+        raise input_error(function, "proportions", "proportions of c >= 2 classes per bag", describe(alpha))
+    check = alpha if rows is None else rows
+    if not np.isfinite(check).all() or check.min() < 0 or check.max() > 1:
         raise input_error(function, "proportions", "values in [0, 1]",
-                          described(f"values in [{np.nanmin(alpha):g}, {np.nanmax(alpha):g}]"))
-    worst = float(np.abs(alpha.sum(1) - 1).max())
+                          described(f"values in [{np.nanmin(check):g}, {np.nanmax(check):g}]"))
+    worst = float(np.abs(check.sum(1) - 1).max())
     if worst > SUM_TOL:
         raise input_error(function, "proportions", f"rows summing to 1 (within {SUM_TOL:g})",
                           described(f"a row off by {worst:.3g}"))
-    return bag_index, alpha
+    if rows is not None:
+        spread = np.abs(rows - alpha[inverse]).max(1)
+        if spread.max() > SUM_TOL:
+            bad = int(ids[inverse[int(np.argmax(spread))]])
+            raise input_error(function, "proportions", "the same proportions on every row of a bag",
+                              described(f"rows of bag {bad} differing by {float(spread.max()):.3g}"))
+    return index, alpha, ids
+
+
+def bag_rows(bag_index: Any, proportions: Any) -> np.ndarray:
+    """Per-bag proportions ``[m, c]`` (as :func:`random_bags` returns them) as one row per instance ``[n, c]``.
+
+    ``proportions[bag_index]``, with the rows of instances in no bag (``-1``) set to NaN (they are ignored):
+    the form :class:`~icml26.training.llp.estimator.LLPClassifier` and :func:`mom_tournament` take.
+    """
+    bag_index = np.asarray(bag_index)
+    if bag_index.ndim != 1 or not np.issubdtype(bag_index.dtype, np.integer):
+        raise input_error("bag_rows", "bag_index", "a 1-D integer array of bag ids", describe(bag_index))
+    alpha = np.asarray(proportions, dtype=np.float64)
+    if alpha.ndim not in (1, 2) or alpha.shape[0] < 1:
+        raise input_error("bag_rows", "proportions", "a per-bag [m, c] (or [m]) array", describe(alpha))
+    if bag_index.size and (bag_index.min() < -1 or bag_index.max() >= alpha.shape[0]):
+        raise input_error("bag_rows", "bag_index", f"ids in [0, {alpha.shape[0]}) (or -1 for no bag)",
+                          described(f"ids in [{int(bag_index.min())}, {int(bag_index.max())}]"))
+    out = alpha[np.maximum(bag_index, 0)].copy()
+    out[bag_index < 0] = np.nan
+    return out
 
 
 def pad_bags(X: np.ndarray, bag_index: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
