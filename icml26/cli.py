@@ -96,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="only these experiments of the run (default: all)")
     p.add_argument("--regenerate", metavar="DIR", help="re-render every K.md in DIR from its K.json (no run folder)")
 
-    p = sub.add_parser("env", help="versions, device and Triton mode")
+    p = sub.add_parser("env", help="git commit, versions of every dependency, device and Triton mode")
     p.add_argument("--json", action="store_true", help="print JSON")
 
     for name, (_module, help_text) in METHOD_COMMANDS.items():
@@ -151,8 +151,10 @@ def _cmd_run(args: argparse.Namespace, kind: str, argv: Sequence[str]) -> int:
 
     from .runner import check_device, new_run_dir, run_all, run_folder_status, select
 
-    selected = select(kind, args.keys)
+    selected = select(kind, args.keys, command=args.command)
     check_device(args.device, args.command)
+    if args.data is not None:
+        _check_data(args.command, args.data, selected)
     if args.out and (Path(args.out) / "results.json").is_file():
         try:
             before = run_folder_status(args.out)
@@ -170,7 +172,7 @@ def _cmd_run(args: argparse.Namespace, kind: str, argv: Sequence[str]) -> int:
                 raise InputError(args.command, "--out", f"a folder no live run is writing to (pid {record.get('pid')} "
                                  f"on {record.get('host')} may still be running there; remove its results.json to "
                                  "reuse the folder)", described(str(args.out)))
-    run_dir = new_run_dir(args.out, kind)
+    run_dir = new_run_dir(args.out, kind, command=args.command)
     if not selected:
         print(f"icml26: no {kind}s are registered yet; wrote an empty report to {run_dir}", file=sys.stderr)
     seeds = tuple(range(args.seeds)) if args.seeds else None
@@ -198,6 +200,23 @@ def _cmd_run(args: argparse.Namespace, kind: str, argv: Sequence[str]) -> int:
         print(f"icml26: {outcome.failed_claims} claim(s) do not hold (--strict)", file=sys.stderr)
         return 1
     return 0
+
+
+def _check_data(command: str, data: str, selected) -> None:
+    """``--data`` must exist, and each selected experiment whose module defines ``check_data(path)`` (a cheap
+    look at the format, raising :class:`~icml26.errors.InputError`) must accept it: a bad path fails now, not
+    after the experiments before the one that reads it."""
+    if not data.strip() or not Path(data).expanduser().exists():
+        raise InputError(command, "--data", "an existing data file or folder", data)
+    for entry in selected:
+        hook = getattr(sys.modules.get(entry.module) or importlib.import_module(entry.module), "check_data", None)
+        if hook is None:
+            continue
+        try:
+            hook(str(Path(data).expanduser()))
+        except InputError as exc:
+            raise InputError(command, "--data", f"data {entry.key} can read: {exc.expected or exc}",
+                             exc.got if exc.expected else described(data), show_got=True) from None
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
@@ -260,8 +279,10 @@ def _cmd_env(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(info, indent=2))
     else:
+        width = max(map(len, info))
         for key, value in info.items():
-            print(f"{key:<14} {value}")
+            shown = "unknown" if value is None and key.startswith("git_") else value
+            print(f"{key:<{width}}  {shown}")
     return 0
 
 

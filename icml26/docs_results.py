@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import described, input_error
-from .report import claim_value, markdown_table, source_text, table_columns, verdict
+from .report import claim_value, markdown_table, run_source, source_text, table_columns, verdict
 from .results import CLAIMS_PER_SEED_TABLE, Claim
 from .utils import atomic_write_bytes, atomic_write_text
 
@@ -132,7 +132,7 @@ def page_data(record: dict[str, Any], experiment: dict[str, Any]) -> dict[str, A
                                      record.get("device", "auto")),
         "seconds": None if seconds is None else round(seconds, 1),
         "date": when[:10] or None,
-        "git": record.get("git"),
+        "git": run_source(record),
         "versions": record.get("versions", {}),
         "machine": record.get("machine"),
         "claims": claims,

@@ -1,4 +1,9 @@
-"""``icml26 env``: what this machine runs, for bug reports and benchmark headers."""
+"""``icml26 env``: what this machine runs, for bug reports and benchmark headers.
+
+It names the source tree (git commit and whether it has uncommitted changes), the versions of Python, icml26 and
+every distribution the package requires (its extras' included: scikit-learn, torch-geometric, gymnasium, pandas,
+statsmodels, scipy, highspy, bm25s, ...), the platform, the device and how Triton kernels run.
+"""
 
 from __future__ import annotations
 
@@ -21,10 +26,12 @@ def triton_mode(cuda_available: bool) -> str:
 
 
 def collect() -> dict[str, Any]:
-    """Versions, platform, device and Triton mode as a flat dict."""
-    from .runner import package_versions
+    """Source revision, versions, platform, device and Triton mode as a flat dict."""
+    from .runner import package_versions, source_revision
 
-    info: dict[str, Any] = dict(package_versions())
+    revision = source_revision() or {}
+    info: dict[str, Any] = {"git_commit": revision.get("commit"), "git_dirty": revision.get("dirty")}
+    info.update(package_versions())
     info["platform"] = f"{platform.system()} {platform.machine()}"
     info["cpu_count"] = os.cpu_count()
     try:

@@ -51,6 +51,25 @@ def verdict(claim: dict[str, Any]) -> str:
     return "yes" if claim["holds"] else "NO"
 
 
+def run_source(run: dict[str, Any]) -> dict[str, Any] | None:
+    """``{"commit", "dirty"}`` of a run record, or None when it has none: read from ``git_commit`` / ``git_dirty``
+    (written since 0.3.0) or from the nested ``git`` of older ``results.json`` files."""
+    if run.get("git_commit"):
+        return {"commit": run["git_commit"], "dirty": run.get("git_dirty")}
+    nested = run.get("git")
+    return dict(nested) if isinstance(nested, dict) and nested.get("commit") else None
+
+
+def commit_text(git: dict[str, Any] | None) -> str:
+    """The full commit in backticks, or ``unknown`` (not a git checkout, git missing, or an old record)."""
+    return f"`{git['commit']}`" if git and git.get("commit") else "unknown"
+
+
+def dirty_text(dirty: Any) -> str:
+    """``yes`` / ``no`` / ``unknown``: whether a run's tree had uncommitted changes."""
+    return "unknown" if dirty is None else "yes" if dirty else "no"
+
+
 def source_text(git: dict[str, Any] | None, length: int = 40) -> str:
     """``commit 1a2b3c4`` (``length`` hex digits), noting uncommitted changes; a run without git info says so."""
     if not git or not git.get("commit"):
@@ -110,7 +129,8 @@ def render_markdown(run: dict[str, Any]) -> str:
         f"- mode: {run['mode']}, seeds: {run['seeds']}, device: {run['device']}",
         f"- started: {run['started']}" + (f", finished: {run['finished']}" if run.get("finished") else ""),
         f"- command: `{run['command']}`",
-        f"- source: {source_text(run.get('git'))}",
+        f"- git commit: {commit_text(run_source(run))}",
+        f"- uncommitted changes: {dirty_text((run_source(run) or {}).get('dirty'))}",
         "- versions: " + ", ".join(f"{k} {v}" for k, v in run.get("versions", {}).items()),
         "",
         "## Summary",

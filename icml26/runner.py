@@ -6,15 +6,19 @@ is interrupted (Ctrl-C) or killed midway still leaves a valid report of what fin
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import logging
 import os
 import platform
+import re
 import shutil
 import socket
 import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -27,6 +31,8 @@ from .registry import Entry, entries
 from .report import render_markdown, summary_text
 from .results import Result
 from .utils import atomic_write_json, atomic_write_text, set_seed
+
+logger = logging.getLogger(__name__)
 
 MODES = ("quick", "full")
 #: While an experiment reports progress, ``results.json`` is rewritten at least this often (its heartbeat).
@@ -142,18 +148,85 @@ def default_seeds(mode: str) -> tuple[int, ...]:
     return (0,) if mode == "quick" else (0, 1, 2)
 
 
-def package_versions() -> dict[str, str]:
-    """Versions of Python and the main libraries, read from package metadata (imports nothing)."""
+#: Libraries a run may use without the package requiring them (GPU serving, kernels): always listed.
+_ALSO_LISTED = ("vllm", "bitsandbytes", "liger-kernel")
+
+
+def canonical_name(name: str) -> str:
+    """A distribution's name as PEP 503 normalises it (``PyStemmer`` -> ``pystemmer``, ``torch_geometric`` ->
+    ``torch-geometric``): the key of every version table."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _requirements() -> list[str]:
+    """icml26's requirement strings, extras' included: from the checkout's ``pyproject.toml`` when the package
+    runs from one (an editable install's metadata lags behind edits to it), else the installed metadata."""
+    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    try:
+        import tomllib
+
+        project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
+        if project.get("name") == "icml26":
+            extras = project.get("optional-dependencies", {})
+            return [*project.get("dependencies", []), *(r for group in extras.values() for r in group)]
+    except (ImportError, OSError, ValueError):  # Python 3.10 (no tomllib), an installed wheel, a broken file
+        pass
+    from importlib.metadata import PackageNotFoundError, requires
+
+    try:
+        return requires("icml26") or []
+    except PackageNotFoundError:
+        return []
+
+
+def declared_distributions() -> list[str]:
+    """Every distribution icml26 requires, its extras' included (without markers or versions, itself left
+    out), in the order ``pyproject.toml`` lists them."""
+    names = []
+    for requirement in _requirements():
+        found = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", requirement.strip())
+        if found and canonical_name(found.group(0)) != "icml26":
+            names.append(canonical_name(found.group(0)))
+    return list(dict.fromkeys(names))
+
+
+def _version(name: str) -> str:
     from importlib.metadata import PackageNotFoundError, version
 
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def package_versions() -> dict[str, str]:
+    """Versions of Python, icml26 and every distribution it requires (extras included) or may use, read from
+    package metadata (imports nothing): what ``icml26 env`` lists and a run records before it starts."""
     out = {"python": sys.version.split()[0], "icml26": __version__}
-    for name in ("torch", "transformers", "trl", "peft", "accelerate", "datasets", "triton", "vllm", "bitsandbytes",
-                 "liger-kernel", "openai"):
-        try:
-            out[name] = version(name)
-        except PackageNotFoundError:
-            out[name] = "not installed"
+    for name in dict.fromkeys([*declared_distributions(), *_ALSO_LISTED]):
+        out[name] = _version(name)
     return out
+
+
+@functools.cache
+def _module_owners() -> dict[str, tuple[str, ...]]:
+    """Top-level module -> the distributions that install it (read once per process: scanning every
+    installed distribution takes a moment, and nothing is installed in the middle of a run)."""
+    from importlib.metadata import packages_distributions
+
+    return {module: tuple(owners) for module, owners in packages_distributions().items()}
+
+
+def imported_versions(modules: Iterable[str] | None = None) -> dict[str, str]:
+    """Versions of the distributions that installed the top-level modules imported so far (``sys.modules``):
+    what an experiment really used, including what its dependencies pulled in. Sorted by name."""
+    tops = {name.partition(".")[0] for name in (sys.modules if modules is None else modules)}
+    out = {}
+    for top in tops:
+        for owner in _module_owners().get(top, ()):
+            out[canonical_name(owner)] = _version(owner)
+    out.pop("icml26", None)  # an editable install's metadata may lag behind __version__
+    return dict(sorted(out.items()))
 
 
 def source_revision(path: str | os.PathLike | None = None) -> dict[str, Any] | None:
@@ -203,8 +276,11 @@ def machine_info() -> dict[str, Any]:
     return info
 
 
-def new_run_dir(base: str | os.PathLike | None, kind: str) -> Path:
-    """Create (and check writable) the run folder: ``base`` or ``runs/<timestamp>/``."""
+def new_run_dir(base: str | os.PathLike | None, kind: str, *, command: str = "reproduce") -> Path:
+    """Create (and check writable) the run folder: ``base`` or ``runs/<timestamp>/``; an unwritable one is an
+    :class:`~icml26.errors.InputError` naming ``--out`` of ``command``."""
+    from .validation import check_output_dir
+
     if base is None:
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
         prefix = "" if kind == "experiment" else "bench-"
@@ -213,21 +289,16 @@ def new_run_dir(base: str | os.PathLike | None, kind: str) -> Path:
         while base.exists():
             base = base.with_name(f"{prefix}{stamp}-{suffix}")
             suffix += 1
-    path = Path(base)
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".write-test"
-        probe.write_text("ok")
-        probe.unlink()
-    except OSError as exc:
-        raise InputError(f"cannot write to output folder {str(path)!r}: {exc.strerror or exc}") from None
-    return path
+    return check_output_dir(command, "--out", base)
 
 
-def select(kind: str, keys: Sequence[str]) -> list[Entry]:
-    """The registered entries named by ``keys`` (all when empty), in the order given."""
+def select(kind: str, keys: Sequence[str], *, command: str | None = None) -> list[Entry]:
+    """The registered entries named by ``keys`` (all when empty), in the order given; an unknown key is an
+    :class:`~icml26.errors.InputError` naming ``KEY`` (experiments) or ``NAME`` (benchmarks) of ``command``."""
     from .papers import PAPERS_BY_KEY
 
+    command = command or ("reproduce" if kind == "experiment" else "bench")
+    argument = "KEY" if kind == "experiment" else "NAME"
     found = entries(kind)
     if not keys:
         return list(found.values())
@@ -236,10 +307,11 @@ def select(kind: str, keys: Sequence[str]) -> list[Entry]:
         if key in found:
             chosen.append(found[key])
         elif kind == "experiment" and key in PAPERS_BY_KEY:
-            raise InputError(f"experiment {key!r} is not implemented yet (paper status: "
-                             f"{PAPERS_BY_KEY[key].status}; registered: {', '.join(found) or 'none'})")
+            raise InputError(command, argument, f"a registered experiment, one of {sorted(found)} (experiment "
+                             f"{key!r} is not implemented yet; paper status: {PAPERS_BY_KEY[key].status})", key)
         else:
-            raise InputError(f"unknown {kind} {key!r} (registered: {', '.join(found) or 'none'})")
+            raise InputError(command, argument, f"a registered {kind}, one of {sorted(found)} (unknown {kind} "
+                             f"{key!r})", key)
     return chosen
 
 
@@ -289,6 +361,36 @@ class RunOutcome:
         return self.record["state"] == "interrupted"
 
 
+#: The file in each run folder that holds what the ``icml26`` loggers said during the run.
+RUN_LOG = "run.log"
+
+
+@contextlib.contextmanager
+def run_log(run_dir: Path):
+    """While the run lasts, the ``icml26`` logger (every library module's ``logging.getLogger(__name__)``) writes
+    INFO and above to ``<run_dir>/run.log``: a backend's retries, an instance that failed, each experiment's start
+    and end. Only the process of rank 0 writes it (``RANK`` unset or 0: one file per run under ``accelerate
+    launch`` / ``torchrun`` too). The handler is removed and the logger's level restored afterwards; library
+    modules never configure handlers themselves."""
+    if os.environ.get("RANK", "0") not in ("", "0"):
+        yield None
+        return
+    package_logger = logging.getLogger("icml26")
+    handler = logging.FileHandler(Path(run_dir) / RUN_LOG, encoding="utf-8", delay=False)
+    handler.setLevel(logging.INFO)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    level = package_logger.level
+    if package_logger.getEffectiveLevel() > logging.INFO:  # the default (WARNING, from the root) would drop INFO
+        package_logger.setLevel(logging.INFO)
+    package_logger.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        package_logger.removeHandler(handler)
+        package_logger.setLevel(level)
+        handler.close()
+
+
 def run_all(
     kind: str,
     selected: Sequence[Entry],
@@ -306,6 +408,7 @@ def run_all(
     seeds = tuple(seeds) if seeds else default_seeds(mode)
     os.environ.setdefault("MPLBACKEND", "Agg")  # figures are files; never open a window
     now = lambda: datetime.now(timezone.utc).isoformat(timespec="seconds")  # noqa: E731
+    revision = source_revision()
     record: dict[str, Any] = {
         "kind": kind,
         "state": "running",
@@ -320,9 +423,11 @@ def run_all(
         "command": command,
         "started": now(),
         "finished": None,
+        # every distribution the package requires, then (after each experiment) every one it imported
         "versions": package_versions(),
         # Provenance: which source tree (None outside a git checkout) and which machine made these numbers.
-        "git": source_revision(),
+        "git_commit": (revision or {}).get("commit"),
+        "git_dirty": (revision or {}).get("dirty"),
         "machine": machine_info(),
         "experiments": [
             {"key": e.key, "title": e.title, "paper": e.paper, "status": "pending", "seconds": None,
@@ -378,6 +483,10 @@ def run_all(
         if event != "update" or time.monotonic() - last_write[0] > HEARTBEAT_SECONDS:
             write()
 
+    log = contextlib.ExitStack()
+    log.enter_context(run_log(run_dir))
+    logger.info("%s run of %s (%s mode, seeds %s, device %s) into %s", kind, [e.key for e in selected] or "nothing",
+                mode, list(seeds), device, run_dir)
     try:
         for entry, slot in zip(selected, record["experiments"]):
             current.update(slot=slot, key=entry.key)
@@ -388,6 +497,7 @@ def run_all(
             slot["status"] = "running"
             write()  # a killed run then shows which experiment was in flight
             start = time.perf_counter()
+            logger.info("%s %s: started", kind, entry.key)
             try:
                 exp_dir.mkdir(parents=True, exist_ok=True)
                 set_seed(seeds[0])
@@ -398,15 +508,22 @@ def run_all(
                 result.figures = _save_figures(result, exp_dir, run_dir)
                 slot["result"] = result.to_dict()
                 slot["status"] = "ok"
+                logger.info("%s %s: done in %.1f s, %d of %d claims hold", kind, entry.key,
+                            time.perf_counter() - start, sum(c["holds"] for c in slot["result"]["claims"]),
+                            len(slot["result"]["claims"]))
             except KeyboardInterrupt:
+                logger.warning("%s %s: interrupted", kind, entry.key)
                 slot["status"] = "interrupted"
                 raise
             except Exception as exc:  # an experiment that raises is reported, the run goes on
                 slot["status"] = "error"
                 slot["error"] = traceback.format_exc()
                 slot["error_summary"] = _error_summary(exc)
+                logger.error("%s %s raised:\n%s", kind, entry.key, slot["error"].rstrip())
             finally:
                 slot["seconds"] = time.perf_counter() - start
+                # what the experiment really imported (its libraries' own dependencies included)
+                record["versions"].update(imported_versions())
                 slot.pop("phase", None)
                 for phase_bar in phase_bars.values():
                     phase_bar.close()
@@ -427,5 +544,7 @@ def run_all(
         record["finished"] = now()
         record["machine"] = machine_info()
         write()
+        logger.info("%s run %s: %s", kind, record["state"], run_dir)
+        log.close()
     echo(summary_text(record))
     return RunOutcome(run_dir, record)

@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from icml26.errors import InputError, InputTypeError, described
 
-__all__ = ["check_choice", "check_finite", "check_int"]
+__all__ = ["check_choice", "check_finite", "check_int", "check_output_dir", "check_output_file"]
 
 T = TypeVar("T")
 
@@ -141,3 +143,53 @@ def check_finite(function: str, argument: str, value: Any, *, positive: bool = F
             or (high is not None and not (number < high if high_open else number <= high)):
         raise InputError(function, argument, expected, value)
     return number
+
+
+def _path(function: str, argument: str, value: Any) -> Path:
+    if isinstance(value, bool) or not isinstance(value, (str, os.PathLike)) or isinstance(os.fspath(value), bytes):
+        raise InputTypeError(function, argument, "a path (a str or os.PathLike)", described(type(value).__name__))
+    if not os.fspath(value).strip():
+        raise InputError(function, argument, "a path", value)
+    return Path(value).expanduser()
+
+
+def check_output_dir(function: str, argument: str, value: Any) -> Path:
+    """``Path(value)``, created if needed, once a file could be written in it; else :class:`~icml26.errors.InputError`.
+
+    What a command checks before its work starts, so that a folder it cannot write (``/proc/x``, a path
+    under a file, a read-only mount) is refused at once instead of after an hour of computing. The folder is
+    created (with its parents) because creating it is the only test that holds for every file system and user
+    (root passes ``os.access`` on folders it still cannot write); a probe file is written and removed.
+
+    Args:
+        function: the public function or command named first in the message.
+        argument: the argument or option named second in the message (``"--out"``).
+        value: the folder's path.
+    """
+    path = _path(function, argument, value)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / f".icml26-write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise InputError(function, argument, "a folder that can be created and written to",
+                         described(f"{str(path)!r} ({exc.strerror or exc})")) from None
+    return path
+
+
+def check_output_file(function: str, argument: str, value: Any) -> Path:
+    """``Path(value)`` when a file can be written there (its folder is created if needed); else
+    :class:`~icml26.errors.InputError`. An existing folder at ``value`` is refused; an existing file is kept
+    (the caller decides whether to overwrite it).
+
+    Args:
+        function: the public function or command named first in the message.
+        argument: the argument or option named second in the message (``"--json"``).
+        value: the file's path.
+    """
+    path = _path(function, argument, value)
+    if path.is_dir():
+        raise InputError(function, argument, "a file path (not a folder)", str(path))
+    check_output_dir(function, argument, path.parent if str(path.parent) else Path("."))
+    return path

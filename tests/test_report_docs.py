@@ -67,8 +67,10 @@ def test_results_json_records_provenance(run_dir):
     assert record["machine"]["platform"] and record["machine"]["cpu_count"] >= 1
     assert all(e["seconds"] > 0 for e in record["experiments"])
     if shutil.which("git") and (REPO / ".git").exists():
-        assert re.fullmatch(r"[0-9a-f]{40}", record["git"]["commit"]) and isinstance(record["git"]["dirty"], bool)
-    assert "- source: commit " in (run_dir / "report.md").read_text()
+        assert re.fullmatch(r"[0-9a-f]{40}", record["git_commit"]) and isinstance(record["git_dirty"], bool)
+        report = (run_dir / "report.md").read_text()
+        assert f"- git commit: `{record['git_commit']}`" in report
+        assert f"- uncommitted changes: {'yes' if record['git_dirty'] else 'no'}" in report
 
 
 def test_source_revision_is_none_outside_git_or_without_git(tmp_path, monkeypatch, make_git_repo):
@@ -101,7 +103,9 @@ def test_report_writes_json_markdown_and_figures(run_dir, tmp_path, capsys):
     assert data["schema"] == 1 and data["kind"] == "experiment" and data["key"] == "t_docs"
     assert data["title"] == "test: a results page" and data["mode"] == "quick" and data["seeds"] == [0, 1, 2]
     assert data["command"] == "icml26 reproduce t_docs --quick --seeds 3"
-    assert data["git"] == record["git"] and data["versions"] == record["versions"]
+    assert data["git"] == {"commit": record["git_commit"], "dirty": record["git_dirty"]} if record["git_commit"] \
+        else data["git"] is None
+    assert data["versions"] == record["versions"]
     assert data["machine"] == record["machine"] and data["date"] == record["finished"][:10]
     assert data["seconds"] == round(record["experiments"][0]["seconds"], 1)
     claims = data["claims"]
@@ -149,7 +153,7 @@ def test_old_run_folders_without_provenance_still_report(run_dir, tmp_path):
     old = tmp_path / "old"
     shutil.copytree(run_dir, old)
     record = json.loads((old / "results.json").read_text())
-    for name in ("git", "machine"):
+    for name in ("git_commit", "git_dirty", "machine"):
         del record[name]
     (old / "results.json").write_text(json.dumps(record))
     write_results_pages(old, tmp_path / "docs", ["t_docs"])
@@ -157,6 +161,24 @@ def test_old_run_folders_without_provenance_still_report(run_dir, tmp_path):
     assert data["git"] is None and data["machine"] is None
     md = (tmp_path / "docs" / "t_docs.md").read_text()
     assert "commit unknown" in md.splitlines()[0] and "Run on an unrecorded machine" in md
+
+
+def test_results_of_0_2_0_with_a_nested_git_record_are_still_read(run_dir, tmp_path):
+    from icml26.report import render_markdown, run_source
+
+    old = tmp_path / "old"
+    shutil.copytree(run_dir, old)
+    record = json.loads((old / "results.json").read_text())
+    del record["git_commit"], record["git_dirty"]
+    record["git"] = {"commit": "ab" * 20, "dirty": True}  # what 0.2.0 wrote
+    (old / "results.json").write_text(json.dumps(record))
+    assert run_source(record) == {"commit": "ab" * 20, "dirty": True}
+    assert "- git commit: `" + "ab" * 20 + "`" in render_markdown(record)
+    assert "- uncommitted changes: yes" in render_markdown(record)
+    write_results_pages(old, tmp_path / "docs", ["t_docs"])
+    data = json.loads((tmp_path / "docs" / "t_docs.json").read_text())
+    assert data["git"] == {"commit": "ab" * 20, "dirty": True}
+    assert "commit abababa with uncommitted changes" in (tmp_path / "docs" / "t_docs.md").read_text()
 
 
 def _one_error_line(capsys) -> str:

@@ -23,7 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                           "and their document corpus")
     p.add_argument("--n", type=positive_int, required=True, help="number of instances")
     p.add_argument("--out", required=True, help="output folder (dataset/, corpus/, stats.json)")
-    p.add_argument("--seed", type=int, default=0, help="seed (default 0); the same seed gives the same data")
+    p.add_argument("--seed", type=_non_negative_int, default=0,
+                   help="seed (default 0); the same seed gives the same data")
     p.add_argument("--fog-prob", type=probability, default=0.6, help="probability of knowledge fogging (0.6)")
     p.add_argument("--union-prob", type=probability, default=0.3, help="probability of a subtree union (0.3)")
     p.add_argument("--transfer-prob", type=probability, default=0.3,
@@ -93,14 +94,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _synthesize(args) -> int:
     import json
 
-    from icml26.agents.optminer.synth import build_corpus, save, synthesize
     from icml26.errors import input_error
-    from icml26.utils import atomic_write_json
+    from icml26.validation import check_output_dir
 
+    check_output_dir("synthesize", "--out", args.out)  # before the synthesis, not after it
     for name in ("dataset", "corpus"):
         if os.path.exists(os.path.join(args.out, name)) and not args.overwrite:
             raise input_error("synthesize", "--out", "a folder without dataset/ and corpus/ (or "
                               "--overwrite)", os.path.join(args.out, name))
+    from icml26.agents.optminer.synth import build_corpus, save, synthesize
+    from icml26.utils import atomic_write_json
+
     instances, stats = synthesize(args.n, args.seed, union_prob=args.union_prob, transfer_prob=args.transfer_prob,
                                   fog_prob=args.fog_prob, rtol=args.rtol, workers=args.workers,
                                   progress=args.progress)
@@ -126,15 +130,19 @@ def _synthesize(args) -> int:
 def _validate(args) -> int:
     from pathlib import Path
 
-    from icml26.agents.optminer.validate import format_report, validate
     from icml26.errors import input_error
-    from icml26.utils import atomic_write_json
+    from icml26.validation import check_output_file
 
+    if args.json is not None:
+        check_output_file("validate", "--json", args.json)
     folder = Path(args.dir)
     folder = folder / "dataset" if (folder / "dataset").is_dir() else folder
     if not (folder / "dataset_info.json").is_file():
         raise input_error("validate", "DIR", "a `synthesize --out` folder or its dataset/ folder", str(args.dir))
     from datasets import load_from_disk
+
+    from icml26.agents.optminer.validate import format_report, validate
+    from icml26.utils import atomic_write_json
 
     data = load_from_disk(str(folder))
     missing = [c for c in ("id", "text", "documents", "objective") if c not in data.column_names]
@@ -153,7 +161,15 @@ def _validate(args) -> int:
 def _eval(args) -> int:
     from icml26.agents.optminer.bench import ENV_FOLDER, bench_folder, evaluate_folder, format_summary, infra_failure
     from icml26.errors import InputError, input_error
+    from icml26.validation import check_output_dir
 
+    # every option a glance can check, before a model loads or a server is asked anything
+    check_output_dir(_EVAL, "--out", args.out)
+    if args.corpus is not None and not os.path.isdir(args.corpus):
+        raise input_error(_EVAL, "--corpus", "an existing folder", args.corpus)
+    if args.embedding_model is not None and not os.path.isdir(args.embedding_model):
+        raise input_error(_EVAL, "--embedding-model", "a local sentence-transformers model folder",
+                          args.embedding_model)
     folder = bench_folder(args.bench_dir)
     if folder is None:
         raise input_error(_EVAL, "--bench-dir", f"a folder of benchmark files (or set {ENV_FOLDER})", None)
@@ -169,8 +185,6 @@ def _eval(args) -> int:
     if args.corpus:
         from icml26.agents.optminer.retrieval import BM25Corpus, EmbeddingCorpus, make_search_tool
 
-        if not os.path.isdir(args.corpus):
-            raise input_error(_EVAL, "--corpus", "an existing folder", args.corpus)
         try:
             if args.retriever == "bm25":
                 corpus = BM25Corpus.from_folder(args.corpus, k=args.top_k)
@@ -254,14 +268,23 @@ def _benchmarks(paths) -> dict:
 def _decontaminate(args) -> int:
     import os
 
-    from icml26.agents.optminer.decontaminate import benchmark_overlap, contaminated, load_training_texts, save_kept
     from icml26.errors import input_error
+    from icml26.validation import check_output_file
+
+    if not os.path.exists(args.train):
+        raise input_error("decontaminate", "TRAIN", "a `synthesize --out` folder, a datasets folder or a "
+                          ".jsonl/.json file", args.train)
+    if args.drop and os.path.exists(args.drop):
+        raise input_error("decontaminate", "--drop", "a path that does not exist yet", args.drop)
+    if args.drop:
+        check_output_file("decontaminate", "--drop", args.drop)
+    if args.json is not None:
+        check_output_file("decontaminate", "--json", args.json)
+    from icml26.agents.optminer.decontaminate import benchmark_overlap, contaminated, load_training_texts, save_kept
     from icml26.utils import atomic_write_json
 
     texts, source = load_training_texts(args.train)
     benchmarks = _benchmarks(args.bench)
-    if args.drop and os.path.exists(args.drop):
-        raise input_error("decontaminate", "--drop", "a path that does not exist yet", args.drop)
     hits = contaminated(texts, benchmarks, args.threshold)
     cross = benchmark_overlap(benchmarks, args.threshold)
     per_bench = {name: sum(h.benchmark == name for h in hits) for name in benchmarks}

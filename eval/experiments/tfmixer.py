@@ -261,6 +261,27 @@ def _physionet(config, settings: TFMixerSettings, device) -> dict[str, Any]:
 
 
 @experiment("tfmixer", title="TFMixer: the frequency branch beats time-only and LOCF on IMTS", paper="tfmixer")
+def check_data(path: str) -> None:
+    """The runner's look at ``--data`` before any experiment runs (cheap: no record is parsed): PhysioNet 2012's
+    ``set-a.tar.gz`` (a tar archive) or a folder holding its record files (``*.txt``); else
+    :class:`~icml26.errors.InputError`."""
+    import tarfile
+    from pathlib import Path
+
+    source = Path(path)
+    expected = "PhysioNet 2012's set-a.tar.gz (a tar archive) or a folder of its record files (*.txt)"
+    if source.is_dir():
+        if next(source.rglob("*.txt"), None) is None:
+            raise input_error("check_data", "path", expected, f"{path} (a folder without *.txt files)")
+        return
+    try:
+        is_tar = source.is_file() and tarfile.is_tarfile(source)
+    except OSError:
+        is_tar = False
+    if not is_tar:
+        raise input_error("check_data", "path", expected, path)
+
+
 def run(config) -> Result:
     return run_experiment(config)
 
