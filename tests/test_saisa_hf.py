@@ -12,12 +12,18 @@ import sys
 import numpy as np
 import pytest
 import torch
-from transformers import (AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForImageTextToText, AutoProcessor,
-                          Trainer, TrainingArguments)
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForCausalLM,
+    AutoModelForImageTextToText,
+    AutoProcessor,
+    Trainer,
+    TrainingArguments,
+)
 
 from icml26.errors import InputError
-from icml26.models.saisa import SaisaForConditionalGeneration
-from icml26.models.saisa import SaisaImageProcessor, SaisaProcessor
+from icml26.models.saisa import SaisaForConditionalGeneration, SaisaImageProcessor, SaisaProcessor
 from icml26.tiny import load_tiny_model
 from icml26.training.saisa import SaisaDataCollator
 from icml26.utils import IGNORE_INDEX

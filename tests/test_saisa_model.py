@@ -18,7 +18,6 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from icml26.errors import InputError  # noqa: E402
-from icml26.utils import IGNORE_INDEX  # noqa: E402
 from icml26.models.saisa import (  # noqa: E402
     ARCHITECTURES,
     SaisaConfig,
@@ -26,6 +25,7 @@ from icml26.models.saisa import (  # noqa: E402
     SaisaPatchEncoderConfig,
     flops,
 )
+from icml26.utils import IGNORE_INDEX  # noqa: E402
 
 VOCAB = 50
 IMAGE = VOCAB  # the default image_token_id: the text vocabulary size

@@ -12,12 +12,10 @@ pytest.importorskip("sklearn")
 pytest.importorskip("datasets")
 
 from icml26.errors import InputError  # noqa: E402
-from icml26.utils import IGNORE_INDEX  # noqa: E402
 from icml26.eval.tasks import saisa as digits_vqa  # noqa: E402
 from icml26.eval.tasks.saisa import (  # noqa: E402
     DIGIT_WORDS,
     SYSTEM_PROMPT,
-    build_tokenizer,
     evaluate_accuracy,
     load_digits_vqa,
     load_images,
@@ -32,6 +30,7 @@ from icml26.training.saisa import (  # noqa: E402
     train_language_model,
     train_saisa,
 )
+from icml26.utils import IGNORE_INDEX  # noqa: E402
 
 IMAGE_ID = 99
 
@@ -127,7 +126,7 @@ def test_tokenizer_vocabulary(tokenizer):
     for word in DIGIT_WORDS + ("yes", "no"):
         ids = tokenizer(word, add_special_tokens=False)["input_ids"]
         assert len(ids) == 1 and ids[0] != tokenizer.unk_token_id
-    for question, answer in digits_vqa.TASKS.values():
+    for question, _answer in digits_vqa.TASKS.values():
         assert tokenizer.unk_token_id not in tokenizer(question, add_special_tokens=False)["input_ids"]
     assert tokenizer("banana", add_special_tokens=False)["input_ids"] == [tokenizer.unk_token_id]
 
@@ -289,12 +288,11 @@ def test_evaluate_accuracy_matches_argmax(data, tokenizer):
 # The experiment, shrunk
 # ------------------------------------------------------------------------------------------------
 def test_experiment_end_to_end_reduced(monkeypatch, tmp_path):
-    from icml26.eval.experiments import saisa as experiment
-    from icml26.runner import RunConfig
-
     import dataclasses
 
+    from icml26.eval.experiments import saisa as experiment
     from icml26.progress import listening
+    from icml26.runner import RunConfig
 
     small = dataclasses.replace(experiment.SETTINGS["quick"], stage0_steps=5, stage1_steps=3, stage2_steps=5,
                                 batch_size=16, n_text=200, timing_batch=16, timing_warmup=1, timing_steps=5)
