@@ -247,7 +247,7 @@ def test_market_refuses_specs_built_otherwise(digits):
 # ----------------------------------------------------------------------------------------------
 def test_bad_input_names_the_argument(digits):
     X = digits[:50]
-    with pytest.raises(InputError, match="n_points: expected an integer >= 1, got 0"):
+    with pytest.raises(InputError, match="n_points: expected an int >= 1, got 0"):
         RKMESpecification(n_points=0).fit(X)
     for gamma in (0.0, -1.0):
         with pytest.raises(InputError, match="gamma: expected a positive"):
@@ -263,7 +263,7 @@ def test_bad_input_names_the_argument(digits):
         spec.score(X[:, :63])
     with pytest.raises(InputError, match="fitted"):
         RKMESpecification().score(X)
-    with pytest.raises(InputError, match="T: expected an integer >= 1"):
+    with pytest.raises(InputError, match="T: expected an int >= 1"):
         spec.herding(0)
     with pytest.raises(InputError, match="gamma"):
         spec.mmd2(RKMESpecification(n_points=5, gamma=1.0).fit(X))

@@ -38,10 +38,17 @@ from typing import Any
 
 import numpy as np
 
-from icml26.errors import InputError
-from icml26.validation import check_choice, check_int
+from icml26.errors import InputError, InputTypeError, describe, described
+from icml26.validation import check_choice, check_finite, check_int
 
 TARGETS = ("random", "outlier")
+#: records in scikit-learn's digits
+N_DIGITS = 1797
+
+
+def _check_seed(function: str, seed: Any) -> None:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InputError(function, "seed", "an int >= 0", seed)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -63,6 +70,9 @@ def digits_split(public: int = 600, seed: int = 0) -> DigitsSplit:
     """``load_digits`` (1797 x 64, offline) split at random: ``public`` records and the private rest."""
     from sklearn.datasets import load_digits
 
+    public = check_int("digits_split", "public", public, low=2, high=N_DIGITS - 2)
+    _check_seed("digits_split", seed)
+
     from icml26.training.rkme import StandardScaling, median_gamma
 
     X, y = load_digits(return_X_y=True)
@@ -75,6 +85,19 @@ def digits_split(public: int = 600, seed: int = 0) -> DigitsSplit:
 
 def fit_model(X: np.ndarray, y: np.ndarray, scaler: Any, seed: int = 0):
     """The released model ``f_D``: a multinomial logistic regression on scaled features (C = 1)."""
+    from icml26.training.rkme import StandardScaling
+
+    f = "fit_model"
+    X = np.asarray(X, dtype=float)
+    if X.ndim != 2 or len(X) < 2 or not np.isfinite(X).all():
+        raise InputError(f, "X", "a finite (n, d) array with n >= 2", describe(X))
+    y = np.asarray(y)
+    if y.shape != (len(X),) or len(np.unique(y)) < 2:
+        raise InputError(f, "y", f"{len(X)} labels of at least two classes", describe(y))
+    scaler = StandardScaling.of(scaler, f, "scaler")
+    if scaler.mean.shape != (X.shape[1],):
+        raise InputError(f, "scaler", f"a scaler of {X.shape[1]} features (X's)", scaler.mean.shape[0])
+    _check_seed(f, seed)
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import FunctionTransformer
@@ -121,6 +144,14 @@ class DigitsMarket:
         return [f"digits {a}/{b}" for a, b in PAIRS] + [f"digits {a}/{b} shifted" for a, b in PAIRS]
 
     def draw(self, task: int, index: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        f = "DigitsMarket.draw"
+        task = check_int(f, "task", task, low=0, high=2 * len(PAIRS) - 1)
+        index = np.asarray(index)
+        if index.ndim != 1 or not np.issubdtype(index.dtype, np.integer) or (
+                index.size and (index.min() < 0 or index.max() >= len(self.X))):
+            raise InputError(f, "index", f"a 1-D array of record indices in [0, {len(self.X)})", describe(index))
+        if not isinstance(rng, np.random.Generator):
+            raise InputTypeError(f, "rng", "a numpy Generator", described(type(rng).__name__))
         Xs = self.scaler.transform(self.X[index])
         if task >= len(PAIRS):
             Xs = Xs + self.shift * self.directions[task - len(PAIRS)] + self.noise * rng.standard_normal(Xs.shape)
@@ -130,6 +161,13 @@ class DigitsMarket:
 def digits_market(shift: float = 0.1, noise: float = 0.1, train: int = 200, seed: int = 0) -> DigitsMarket:
     """The market's tasks; its scaler and gamma (median heuristic) are fit on all digits (public)."""
     from sklearn.datasets import load_digits
+
+    f = "digits_market"
+    shift = check_finite(f, "shift", shift, non_negative=True)
+    noise = check_finite(f, "noise", noise, non_negative=True)
+    # the smallest pair (digits 2 and 3 and the rest hold ~175 records each) keeps a held-out pool
+    train = check_int(f, "train", train, low=2, high=300)
+    _check_seed(f, seed)
 
     from icml26.training.rkme import StandardScaling, median_gamma
 
@@ -153,6 +191,14 @@ def rkme_factory(**params: Any) -> Callable:
     """A spec factory fitting :class:`~icml26.training.rkme.spec.RKMESpecification` with the game's scaler/gamma."""
     from icml26.training.rkme import RKMESpecification
 
+    allowed = set(RKMESpecification().get_params()) - {"gamma", "scaler", "random_state"}
+    for key in params:
+        if key not in allowed:
+            raise InputTypeError("rkme_factory", key, f"a parameter among {sorted(allowed)} (the game sets gamma, "
+                                 "scaler and random_state)", described("an unexpected keyword"))
+    # check the values now, not in the first world of a long game
+    RKMESpecification(**params)._check_params()
+
     def factory(X, scaler, gamma, seed):
         return RKMESpecification(gamma=gamma, scaler=scaler, random_state=seed, **params).fit(X)
 
@@ -162,6 +208,8 @@ def rkme_factory(**params: Any) -> Callable:
 def noisy_copy_factory(sigma: float) -> Callable:
     """A spec factory for ``Z = X + N(0, sigma^2)`` in the scaled space (an intermediate leak)."""
     from icml26.training.rkme import noisy_copy_spec
+
+    sigma = check_finite("noisy_copy_factory", "sigma", sigma, non_negative=True)
 
     def factory(X, scaler, gamma, seed):
         return noisy_copy_spec(X, sigma, scaler=scaler, gamma=gamma, seed=seed)
@@ -184,8 +232,10 @@ class MembershipGame:
 
     def __post_init__(self) -> None:
         check_int("MembershipGame", "n", self.n, low=2)
+        check_int("MembershipGame", "folds", self.folds, low=2)
         check_int("MembershipGame", "n_worlds", self.n_worlds, low=4 * self.folds)
         check_choice("MembershipGame", "target", self.target, TARGETS)
+        check_int("MembershipGame", "public", self.public, low=50, high=N_DIGITS - self.n - 2)
 
 
 @dataclass(frozen=True)
@@ -202,10 +252,16 @@ class AttributeGame:
         check_int("AttributeGame", "hidden_feature", self.hidden_feature, low=0)
         if self.hidden_feature >= 64:
             raise InputError("AttributeGame", "hidden_feature", "a pixel index in [0, 64)", self.hidden_feature)
-        if len(self.grid) < 2:
-            raise InputError("AttributeGame", "grid", "at least two candidate values", self.grid)
+        try:
+            grid = np.asarray(self.grid, dtype=float)
+        except (TypeError, ValueError):
+            raise InputTypeError("AttributeGame", "grid", "a sequence of at least two pixel values",
+                                 described(type(self.grid).__name__)) from None
+        if grid.ndim != 1 or len(grid) < 2 or not np.isfinite(grid).all() or len(np.unique(grid)) != len(grid):
+            raise InputError("AttributeGame", "grid", "at least two distinct finite candidate values", self.grid)
         check_int("AttributeGame", "n", self.n, low=2)
         check_int("AttributeGame", "n_worlds", self.n_worlds, low=2)
+        check_int("AttributeGame", "public", self.public, low=50, high=N_DIGITS - self.n - 2)
 
 
 @dataclass
@@ -392,6 +448,12 @@ def attribute_result(worlds: dict[str, Any], name: str) -> GameResult:
 
 def paired_difference(a: GameResult, b: GameResult) -> tuple[float, float, float]:
     """``a``'s incremental value minus ``b``'s on the same worlds, with a normal 95% interval."""
+    for name, r in (("a", a), ("b", b)):
+        if not isinstance(r, GameResult) or r.correct_with is None:
+            raise InputTypeError("paired_difference", name, "a GameResult of play()", described(type(r).__name__))
+    if b.game != a.game or len(b.correct_with) != len(a.correct_with) or len(a.correct_with) < 2:
+        raise InputError("paired_difference", "b", f"a {a.game} result on the same {len(a.correct_with)} worlds "
+                         "(at least 2)", described(f"a {b.game} result on {len(b.correct_with)} worlds"))
     scale = 2.0 if a.game == "membership" else 1.0
     d = scale * ((a.correct_with.astype(float) - a.correct_without) - (b.correct_with.astype(float) - b.correct_without))
     half = 1.96 * d.std(ddof=1) / math.sqrt(len(d))
@@ -408,6 +470,9 @@ def play(game: MembershipGame | AttributeGame, spec_factory: Callable | Mapping[
 
     A factory is ``factory(X, scaler, gamma, seed) -> fitted RKMESpecification`` (see :func:`rkme_factory`).
     """
+    _check_seed("play", seed)
+    if not isinstance(game, (MembershipGame, AttributeGame)):
+        raise InputTypeError("play", "game", "a MembershipGame or an AttributeGame", described(type(game).__name__))
     single = callable(spec_factory) and not isinstance(spec_factory, Mapping)
     factories = {"spec": spec_factory} if single else dict(spec_factory)
     if not factories or not all(callable(f) for f in factories.values()):
@@ -425,7 +490,14 @@ def play(game: MembershipGame | AttributeGame, spec_factory: Callable | Mapping[
 
 def merge_worlds(parts: list[dict[str, Any]]) -> dict[str, Any]:
     """Concatenate world batches of :func:`membership_worlds` / :func:`attribute_worlds` (parallel runs)."""
+    if isinstance(parts, Mapping) or not isinstance(parts, (list, tuple)) or not parts \
+            or not all(isinstance(p, Mapping) for p in parts):
+        raise InputError("merge_worlds", "parts", "a non-empty list of world batches (dicts)",
+                         described(type(parts).__name__ if not isinstance(parts, (list, tuple)) else f"{len(parts)} items"))
     first = parts[0]
+    if any(set(p) != set(first) for p in parts):
+        raise InputError("merge_worlds", "parts", "batches of one game (the same keys)",
+                         described("batches with different keys"))
     out: dict[str, Any] = {}
     for key, value in first.items():
         if isinstance(value, dict):

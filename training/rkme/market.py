@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from icml26.errors import InputError, described
-from icml26.training.rkme.spec import RKMESpecification, StandardScaling, simplex_qp
-from icml26.validation import check_finite
+from icml26.errors import InputError, InputTypeError, described
+from icml26.training.rkme.spec import BETA_SOLVERS, RKMESpecification, StandardScaling, _as_matrix, _simplex_qp
+from icml26.validation import check_choice, check_finite, check_int
 
 SEARCH_MODES = ("single", "mixture")
 MIXTURES = ("auto", "greedy")
@@ -31,7 +31,15 @@ MIXTURES = ("auto", "greedy")
 def convert_dist_to_score(dists, dist_epsilon: float = 0.01, min_score: float = 0.92) -> list[float]:
     """learnware's ``_convert_dist_to_score``: min-max scores in which the closest learnware scores at
     least ``min_score`` (the furthest scores 0); all equal distances score 1."""
-    dists = [float(d) for d in dists]
+    f = "convert_dist_to_score"
+    try:
+        dists = [float(d) for d in np.ravel(np.asarray(dists, dtype=np.float64))]
+    except (TypeError, ValueError):
+        raise InputTypeError(f, "dists", "a sequence of distances", described(type(dists).__name__)) from None
+    if not all(np.isfinite(d) and d >= 0 for d in dists):
+        raise InputError(f, "dists", "finite distances >= 0", dists)
+    dist_epsilon = check_finite(f, "dist_epsilon", dist_epsilon, non_negative=True)
+    min_score = check_finite(f, "min_score", min_score, low=0, high=1, low_open=True)
     if not dists:
         return []
     lo, hi = min(dists), max(dists)
@@ -76,26 +84,33 @@ class LearnwareMarket:
 
     def __init__(self, gamma: float, scaler: Any) -> None:
         self.gamma = check_finite("LearnwareMarket", "gamma", gamma, positive=True)
-        self.scaler = StandardScaling.of(scaler)
+        self.scaler = StandardScaling.of(scaler, "LearnwareMarket", "scaler")
         self.learnwares: dict[str, tuple[Any, RKMESpecification]] = {}
 
     def specification(self, X: Any, **params: Any) -> RKMESpecification:
         """An :class:`RKMESpecification` of ``X`` fitted with the market's gamma and scaler."""
+        X = _as_matrix("LearnwareMarket.specification", "X", X, min_rows=2, dim=self.scaler.mean.shape[0])
         for key in ("gamma", "scaler"):
             if key in params:
                 raise InputError("LearnwareMarket.specification", key, "the market's own (not passed)", params[key])
+        allowed = set(RKMESpecification().get_params()) - {"gamma", "scaler"}
+        for key in params:
+            if key not in allowed:
+                raise InputTypeError("LearnwareMarket.specification", key, f"a parameter among {sorted(allowed)}",
+                                     described("an unknown keyword"))
         return RKMESpecification(gamma=self.gamma, scaler=self.scaler, **params).fit(X)
 
-    def _check_spec(self, function: str, spec: Any) -> None:
+    def _check_spec(self, function: str, spec: Any, argument: str = "spec") -> None:
         if not isinstance(spec, RKMESpecification) or not hasattr(spec, "Z_"):
-            raise InputError(f"LearnwareMarket.{function}", "spec", "a fitted RKMESpecification", type(spec).__name__)
+            raise InputError(f"LearnwareMarket.{function}", argument, "a fitted RKMESpecification",
+                             described(type(spec).__name__))
         if not np.isclose(spec.gamma_, self.gamma, rtol=1e-12, atol=0):
-            raise InputError(f"LearnwareMarket.{function}", "spec", f"gamma {self.gamma!r} (the market's)", spec.gamma_)
+            raise InputError(f"LearnwareMarket.{function}", argument, f"gamma {self.gamma!r} (the market's)", spec.gamma_)
         if spec.n_features_in_ != self.scaler.mean.shape[0]:
-            raise InputError(f"LearnwareMarket.{function}", "spec", f"dimension {self.scaler.mean.shape[0]}",
+            raise InputError(f"LearnwareMarket.{function}", argument, f"dimension {self.scaler.mean.shape[0]}",
                              spec.n_features_in_)
         if not self.scaler.same_as(spec.scaler_):
-            raise InputError(f"LearnwareMarket.{function}", "spec", "the market's scaler",
+            raise InputError(f"LearnwareMarket.{function}", argument, "the market's scaler",
                              described("a specification scaled otherwise"))
 
     def add(self, name: str, model: Any, spec: RKMESpecification) -> None:
@@ -106,26 +121,34 @@ class LearnwareMarket:
         self.learnwares[name] = (model, spec)
 
     def model(self, name: str) -> Any:
+        """The model of the learnware ``name``."""
+        if name not in self.learnwares:
+            raise InputError("LearnwareMarket.model", "name", f"one of {sorted(self.learnwares)}", name)
         return self.learnwares[name][0]
 
     def _mixture_weights(self, specs, user, solver) -> tuple[np.ndarray, float]:
         K = np.array([[a.inner(b) for b in specs] for a in specs])
         C = np.array([user.inner(a) for a in specs])
-        w = simplex_qp(K, C, solver)
+        w = _simplex_qp(K, C, solver)
         return w, float(user.inner(user) + w @ K @ w - 2.0 * C @ w)
 
     def search(self, user_spec: RKMESpecification, mode: str = "single", mixture: str = "auto",
                max_search_num: int = 5, filter_score: float = 0.6, min_num: int = 1,
                weight_cutoff: float = 0.98, score_cutoff: float = 0.001, solver: str = "clarabel") -> SearchResult:
         """Rank learnwares for ``user_spec`` (built with the market's gamma and scaler)."""
-        if mode not in SEARCH_MODES:
-            raise InputError("LearnwareMarket.search", "mode", f"one of {SEARCH_MODES}", mode)
-        if mixture not in MIXTURES:
-            raise InputError("LearnwareMarket.search", "mixture", f"one of {MIXTURES}", mixture)
+        f = "LearnwareMarket.search"
+        check_choice(f, "mode", mode, SEARCH_MODES)
+        check_choice(f, "mixture", mixture, MIXTURES)
+        check_int(f, "max_search_num", max_search_num, low=1)
+        check_finite(f, "filter_score", filter_score, low=0, high=1)
+        check_int(f, "min_num", min_num, low=0)
+        check_finite(f, "weight_cutoff", weight_cutoff, low=0, high=1, low_open=True)
+        check_finite(f, "score_cutoff", score_cutoff, non_negative=True)
+        check_choice(f, "solver", solver, BETA_SOLVERS)
         if not self.learnwares:
             raise InputError("LearnwareMarket.search", "self", "a market holding learnwares", "an empty one",
                              show_got=False)
-        self._check_spec("search", user_spec)
+        self._check_spec("search", user_spec, "user_spec")
         names = list(self.learnwares)
         specs = [self.learnwares[n][1] for n in names]
         dist = {n: s.mmd2(user_spec) for n, s in zip(names, specs)}

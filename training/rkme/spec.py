@@ -38,9 +38,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from sklearn.base import BaseEstimator
 
-from icml26.errors import InputError, describe
-from icml26.validation import check_finite
+from icml26.errors import InputError, InputTypeError, describe, described
+from icml26.validation import check_choice, check_finite, check_int
+
+
+def _check_seed(function: str, argument: str, value: Any) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))):
+        raise InputTypeError(function, argument, "None or an int", described(f"{type(value).__name__} {value!r}"))
+
 
 #: Rows of ``A`` per kernel block: a block is ``KERNEL_CHUNK x len(B)`` float64 values.
 KERNEL_CHUNK = 1024
@@ -52,7 +59,7 @@ BETA_SOLVERS = ("clarabel", "slsqp")
 # ----------------------------------------------------------------------------------------------
 # kernels
 # ----------------------------------------------------------------------------------------------
-def gaussian_kernel(A: np.ndarray, B: np.ndarray, gamma: float) -> np.ndarray:
+def _gaussian_kernel(A: np.ndarray, B: np.ndarray, gamma: float) -> np.ndarray:
     """``exp(-gamma ||a - b||^2)`` for every row pair (float64), computed in row blocks of ``A``."""
     A, B = np.asarray(A, dtype=np.float64), np.asarray(B, dtype=np.float64)
     out = np.empty((len(A), len(B)))
@@ -65,7 +72,7 @@ def gaussian_kernel(A: np.ndarray, B: np.ndarray, gamma: float) -> np.ndarray:
     return out
 
 
-def kernel_row_means(A: np.ndarray, B: np.ndarray, gamma: float, weights: np.ndarray | None = None) -> np.ndarray:
+def _kernel_row_means(A: np.ndarray, B: np.ndarray, gamma: float, weights: np.ndarray | None = None) -> np.ndarray:
     """``sum_i w_i k(a, b_i)`` for every row ``a`` of ``A`` (``w = 1/len(B)`` by default), blocked over ``B``.
 
     Never holds more than ``len(A) x KERNEL_CHUNK`` kernel values, so ``A`` of m rows against n data rows
@@ -75,16 +82,16 @@ def kernel_row_means(A: np.ndarray, B: np.ndarray, gamma: float, weights: np.nda
     w = np.full(len(B), 1.0 / len(B)) if weights is None else np.asarray(weights, dtype=np.float64)
     out = np.zeros(len(A))
     for s in range(0, len(B), KERNEL_CHUNK):
-        out += gaussian_kernel(A, B[s:s + KERNEL_CHUNK], gamma) @ w[s:s + KERNEL_CHUNK]
+        out += _gaussian_kernel(A, B[s:s + KERNEL_CHUNK], gamma) @ w[s:s + KERNEL_CHUNK]
     return out
 
 
-def data_self_term(X: np.ndarray, gamma: float) -> float:
+def _data_self_term(X: np.ndarray, gamma: float) -> float:
     """``(1/n^2) sum_{i,i'} k(x_i, x_i')``: the squared RKHS norm of the empirical KME (blocked)."""
     X = np.asarray(X, dtype=np.float64)
     total = 0.0
     for s in range(0, len(X), KERNEL_CHUNK):
-        total += float(kernel_row_means(X[s:s + KERNEL_CHUNK], X, gamma).sum())
+        total += float(_kernel_row_means(X[s:s + KERNEL_CHUNK], X, gamma).sum())
     return total / len(X)
 
 
@@ -94,7 +101,11 @@ def median_gamma(X: np.ndarray, max_points: int = 1000, seed: int = 0) -> float:
     Reconstruction: the issue's choice. ``1/(d * median)`` would flatten the kernel to 0.96-0.99 on
     standardised digits and make any specification look harmless.
     """
-    X = np.asarray(X, dtype=np.float64)
+    X = _finite_matrix("median_gamma", "X", X)
+    max_points = check_int("median_gamma", "max_points", max_points, low=2)
+    _check_seed("median_gamma", "seed", seed)
+    if len(X) < 2:
+        raise InputError("median_gamma", "X", "at least 2 rows (a distance needs a pair)", describe(X))
     if len(X) > max_points:
         X = X[np.random.default_rng(seed).choice(len(X), max_points, replace=False)]
     sq = np.einsum("ij,ij->i", X, X)
@@ -111,14 +122,22 @@ def neighbour_kme_distance(x: np.ndarray, x_prime: np.ndarray, n: int, gamma: fl
     ``||(k(x, .) - k(x', .)) / n|| = sqrt(2 - 2 k(x, x')) / n <= 2 / n`` (``sup k = 1``): the sensitivity
     behind the reconstructed RKHS-smoothed total-variation bridge.
     """
-    k = float(gaussian_kernel(np.atleast_2d(x), np.atleast_2d(x_prime), gamma)[0, 0])
+    f = "neighbour_kme_distance"
+    x = np.atleast_2d(np.asarray(x, dtype=np.float64))
+    x_prime = np.atleast_2d(np.asarray(x_prime, dtype=np.float64))
+    if x.shape[0] != 1 or not np.isfinite(x).all():
+        raise InputError(f, "x", "one finite record (a 1-D array)", describe(x))
+    if x_prime.shape != x.shape or not np.isfinite(x_prime).all():
+        raise InputError(f, "x_prime", f"one finite record of x's length {x.shape[1]}", describe(x_prime))
+    n = check_int(f, "n", n, low=1)
+    k = float(_gaussian_kernel(x, x_prime, _check_gamma(f, gamma))[0, 0])
     return math.sqrt(max(2.0 - 2.0 * k, 0.0)) / n
 
 
 # ----------------------------------------------------------------------------------------------
 # the beta step
 # ----------------------------------------------------------------------------------------------
-def simplex_qp(K: np.ndarray, C: np.ndarray, solver: str = "clarabel") -> np.ndarray:
+def _simplex_qp(K: np.ndarray, C: np.ndarray, solver: str = "clarabel") -> np.ndarray:
     """``argmin_w 1/2 w'Kw - C'w`` over the probability simplex (``w >= 0``, ``sum w = 1``).
 
     ``solver="clarabel"`` goes through ``qpsolvers.solve_qp`` as the reference's ``rkme_solve_qp`` does;
@@ -148,19 +167,19 @@ def simplex_qp(K: np.ndarray, C: np.ndarray, solver: str = "clarabel") -> np.nda
     return w / w.sum()
 
 
-def z_gradient(Z: np.ndarray, beta: np.ndarray, X: np.ndarray, gamma: float, reference: bool = False) -> np.ndarray:
+def _z_gradient(Z: np.ndarray, beta: np.ndarray, X: np.ndarray, gamma: float, reference: bool = False) -> np.ndarray:
     """Gradient of MMD^2 in the reduced set ``Z`` (``beta`` fixed).
 
     ``-4 gamma beta_j [sum_l beta_l k(z_j, z_l)(z_j - z_l) - (1/n) sum_i k(z_j, x_i)(z_j - x_i)]``.
     ``reference=True`` returns learnware's ``_update_z`` direction,
     ``-2 gamma beta_j [sum_l beta_l k(z_j, z_l)(z_j - z_l) - 2 (1/n) sum_i k(z_j, x_i)(z_j - x_i)]``.
     """
-    Kzz = gaussian_kernel(Z, Z, gamma) * beta[None, :]
+    Kzz = _gaussian_kernel(Z, Z, gamma) * beta[None, :]
     term_z = Kzz.sum(1)[:, None] * Z - Kzz @ Z
     term_x = np.zeros_like(Z)
     weight = np.zeros(len(Z))
     for s in range(0, len(X), KERNEL_CHUNK):
-        Kzx = gaussian_kernel(Z, X[s:s + KERNEL_CHUNK], gamma) / len(X)
+        Kzx = _gaussian_kernel(Z, X[s:s + KERNEL_CHUNK], gamma) / len(X)
         weight += Kzx.sum(1)
         term_x += Kzx @ X[s:s + KERNEL_CHUNK]
     term_x = weight[:, None] * Z - term_x
@@ -170,8 +189,82 @@ def z_gradient(Z: np.ndarray, beta: np.ndarray, X: np.ndarray, gamma: float, ref
 
 
 def _mmd2(Z, beta, X, gamma, self_term) -> float:
-    C = kernel_row_means(Z, X, gamma)
-    return float(beta @ gaussian_kernel(Z, Z, gamma) @ beta - 2.0 * beta @ C + self_term)
+    C = _kernel_row_means(Z, X, gamma)
+    return float(beta @ _gaussian_kernel(Z, Z, gamma) @ beta - 2.0 * beta @ C + self_term)
+
+
+# ----------------------------------------------------------------------------------------------
+# the public kernel functions: checked wrappers of the ones the fitting loops call
+# ----------------------------------------------------------------------------------------------
+def _check_gamma(function: str, gamma: Any) -> float:
+    return check_finite(function, "gamma", gamma, positive=True)
+
+
+def _finite_matrix(function: str, argument: str, X: Any, dim: int | None = None) -> np.ndarray:
+    A = _as_matrix(function, argument, X, dim=dim)
+    if not np.isfinite(A).all():
+        raise InputError(function, argument, "finite values", described("NaN or inf"))
+    return A
+
+
+def gaussian_kernel(A: np.ndarray, B: np.ndarray, gamma: float) -> np.ndarray:
+    """``exp(-gamma ||a - b||^2)`` for every row pair (float64), computed in row blocks of ``A``."""
+    f = "gaussian_kernel"
+    A = _finite_matrix(f, "A", A)
+    B = _finite_matrix(f, "B", B, dim=A.shape[1])
+    return _gaussian_kernel(A, B, _check_gamma(f, gamma))
+
+
+def kernel_row_means(A: np.ndarray, B: np.ndarray, gamma: float, weights: np.ndarray | None = None) -> np.ndarray:
+    """``sum_i w_i k(a, b_i)`` for every row ``a`` of ``A`` (``w = 1/len(B)`` by default), blocked over ``B``.
+
+    Never holds more than ``len(A) x KERNEL_CHUNK`` kernel values, so ``A`` of m rows against n data rows
+    costs O(n m) time and O(m * chunk) memory. ``weights``: None or one finite weight per row of ``B``.
+    """
+    f = "kernel_row_means"
+    A = _finite_matrix(f, "A", A)
+    B = _finite_matrix(f, "B", B, dim=A.shape[1])
+    gamma = _check_gamma(f, gamma)
+    if weights is not None:
+        w = np.asarray(weights, dtype=np.float64)
+        if w.shape != (len(B),) or not np.isfinite(w).all():
+            raise InputError(f, "weights", f"None or {len(B)} finite weights (one per row of B)", describe(w))
+    return _kernel_row_means(A, B, gamma, weights)
+
+
+def data_self_term(X: np.ndarray, gamma: float) -> float:
+    """``(1/n^2) sum_{i,i'} k(x_i, x_i')``: the squared RKHS norm of the empirical KME (blocked)."""
+    return _data_self_term(_finite_matrix("data_self_term", "X", X), _check_gamma("data_self_term", gamma))
+
+
+def simplex_qp(K: np.ndarray, C: np.ndarray, solver: str = "clarabel") -> np.ndarray:
+    """``argmin_w 1/2 w'Kw - C'w`` over the probability simplex (``w >= 0``, ``sum w = 1``).
+
+    ``solver="clarabel"`` goes through ``qpsolvers.solve_qp`` as the reference's ``rkme_solve_qp`` does;
+    ``"slsqp"`` is scipy's SLSQP. The result is clipped to ``>= 0`` and renormalised (solver tolerance).
+    ``K``: a finite symmetric (m, m) matrix; ``C``: m finite numbers.
+    """
+    f = "simplex_qp"
+    check_choice(f, "solver", solver, BETA_SOLVERS)
+    K = _finite_matrix(f, "K", K)
+    if K.shape[0] != K.shape[1] or np.abs(K - K.T).max() > 1e-8 * max(np.abs(K).max(), 1.0):
+        raise InputError(f, "K", "a symmetric square matrix", describe(K))
+    C = np.asarray(C, dtype=np.float64)
+    if C.shape not in ((len(K),), (len(K), 1)) or not np.isfinite(C).all():
+        raise InputError(f, "C", f"{len(K)} finite numbers (one per row of K)", describe(C))
+    return _simplex_qp(K, C, solver)
+
+
+def z_gradient(Z: np.ndarray, beta: np.ndarray, X: np.ndarray, gamma: float, reference: bool = False) -> np.ndarray:
+    """Gradient of MMD^2 in the reduced set ``Z`` (``beta`` fixed; see :func:`_z_gradient` for the formula and
+    ``reference``): ``Z`` (m, d), ``beta`` m weights, ``X`` (n, d) data in the same space."""
+    f = "z_gradient"
+    Z = _finite_matrix(f, "Z", Z)
+    beta = np.asarray(beta, dtype=np.float64)
+    if beta.shape != (len(Z),) or not np.isfinite(beta).all():
+        raise InputError(f, "beta", f"{len(Z)} finite weights (one per row of Z)", describe(beta))
+    X = _finite_matrix(f, "X", X, dim=Z.shape[1])
+    return _z_gradient(Z, beta, X, _check_gamma(f, gamma), reference=bool(reference))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -227,20 +320,28 @@ class StandardScaling:
 
     @classmethod
     def fit(cls, X: np.ndarray) -> StandardScaling:
-        X = np.asarray(X, dtype=np.float64)
+        X = _as_matrix("StandardScaling.fit", "X", X)
+        if not np.isfinite(X).all():
+            raise InputError("StandardScaling.fit", "X", "finite values", described("NaN or inf"))
         scale = X.std(0)
         return cls(X.mean(0), np.where(scale > 0, scale, 1.0))
 
     @classmethod
-    def of(cls, scaler: Any) -> StandardScaling:
+    def of(cls, scaler: Any, function: str = "StandardScaling.of", argument: str = "scaler") -> StandardScaling:
         """From a :class:`StandardScaling` or a fitted ``sklearn.preprocessing.StandardScaler``."""
         if isinstance(scaler, StandardScaling):
-            return scaler
-        mean, scale = getattr(scaler, "mean_", None), getattr(scaler, "scale_", None)
-        if mean is None or scale is None:
-            raise InputError("StandardScaling.of", "scaler", "a StandardScaling or a fitted StandardScaler",
-                             describe(scaler))
-        return cls(np.asarray(mean, dtype=np.float64), np.asarray(scale, dtype=np.float64))
+            mean, scale = scaler.mean, scaler.scale
+        else:
+            mean, scale = getattr(scaler, "mean_", None), getattr(scaler, "scale_", None)
+            if mean is None or scale is None:
+                raise InputTypeError(function, argument, "a StandardScaling or a fitted StandardScaler",
+                                     described(type(scaler).__name__))
+        mean, scale = np.asarray(mean, dtype=np.float64), np.asarray(scale, dtype=np.float64)
+        if mean.ndim != 1 or scale.shape != mean.shape or not (np.isfinite(mean).all() and np.isfinite(scale).all()) \
+                or (scale <= 0).any():
+            raise InputError(function, argument, "a scaler with finite means and positive scales of one length",
+                             described(f"means of shape {mean.shape}, scales of shape {scale.shape}"))
+        return scaler if isinstance(scaler, StandardScaling) else cls(mean, scale)
 
     def transform(self, X: np.ndarray) -> np.ndarray:
         return (np.asarray(X, dtype=np.float64) - self.mean) / self.scale
@@ -254,10 +355,16 @@ class StandardScaling:
 
 
 def _as_matrix(function: str, argument: str, X: Any, *, min_rows: int = 1, dim: int | None = None) -> np.ndarray:
+    """``X`` as a dense float64 (n, d) array, or an error naming ``argument`` (NaN/inf pass: ``fit`` imputes)."""
+    if hasattr(X, "toarray") or type(X).__module__.startswith("scipy.sparse"):
+        raise InputTypeError(function, argument, "a dense 2-D array of numbers (sparse input is not supported)",
+                             described(type(X).__name__))
+    if np.iscomplexobj(X):
+        raise InputError(function, argument, "a 2-D array of real numbers", describe(np.asarray(X)))
     try:
         A = np.asarray(X, dtype=np.float64)
     except (TypeError, ValueError):
-        raise TypeError(f"{function}: {argument}: expected a 2-D array of numbers, got {type(X).__name__}") from None
+        raise InputTypeError(function, argument, "a 2-D array of numbers", described(type(X).__name__)) from None
     if A.ndim == 1 and dim is not None and A.shape[0] == dim:
         A = A[None, :]
     if A.ndim != 2 or A.shape[0] < min_rows or A.shape[1] < 1:
@@ -268,7 +375,7 @@ def _as_matrix(function: str, argument: str, X: Any, *, min_rows: int = 1, dim: 
     return A
 
 
-class RKMESpecification:
+class RKMESpecification(BaseEstimator):
     """A reduced kernel mean embedding of a dataset (scikit-learn style; ``fit`` returns ``self``).
 
     Parameters: ``n_points`` (m, reference ``K``; ``m >= n`` falls back to ``2n/3`` as the reference does),
@@ -295,22 +402,30 @@ class RKMESpecification:
         self.reference_update, self.random_state = reference_update, random_state
 
     # -- validation -----------------------------------------------------------------------------
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True  # NaN and inf are imputed by column means, as the reference does
+        return tags
+
     def _check_params(self) -> None:
+        """scikit-learn's rule: ``__init__`` stores, ``fit`` validates (so ``set_params`` values are checked too)."""
         f = "RKMESpecification"
-        if isinstance(self.n_points, bool) or not isinstance(self.n_points, (int, np.integer)) or self.n_points < 1:
-            raise InputError(f, "n_points", "an integer >= 1", self.n_points)
-        if not (isinstance(self.gamma, str) and self.gamma == "median"):
-            if isinstance(self.gamma, str):
-                raise InputError(f, "gamma", "a positive number or 'median'", self.gamma)
+        check_int(f, "n_points", self.n_points, low=1)
+        if isinstance(self.gamma, str):
+            check_choice(f, "gamma", self.gamma, ("median",))
+        else:
             check_finite(f, "gamma", self.gamma, positive=True)
-        if isinstance(self.steps, bool) or not isinstance(self.steps, (int, np.integer)) or self.steps < 0:
-            raise InputError(f, "steps", "an integer >= 0", self.steps)
+        check_int(f, "steps", self.steps, low=0)
         check_finite(f, "step_size", self.step_size, positive=True)
-        if self.beta_solver not in BETA_SOLVERS:
-            raise InputError(f, "beta_solver", f"one of {BETA_SOLVERS}", self.beta_solver)
-        if isinstance(self.min_cluster_size, bool) or not isinstance(self.min_cluster_size, (int, np.integer)) \
-                or self.min_cluster_size < 1:
-            raise InputError(f, "min_cluster_size", "an integer >= 1", self.min_cluster_size)
+        for name in ("nonnegative_beta", "reduce", "standardize", "reference_update"):
+            value = getattr(self, name)
+            if not isinstance(value, (bool, np.bool_)):
+                raise InputTypeError(f, name, "a bool", described(f"{type(value).__name__} {value!r}"))
+        if self.scaler is not None:
+            StandardScaling.of(self.scaler, f, "scaler")
+        check_choice(f, "beta_solver", self.beta_solver, BETA_SOLVERS)
+        check_int(f, "min_cluster_size", self.min_cluster_size, low=1)
+        _check_seed(f, "random_state", self.random_state)
 
     def _check_fitted(self, function: str) -> None:
         if not hasattr(self, "Z_"):
@@ -347,11 +462,11 @@ class RKMESpecification:
         m = int(self.n_points) if self.n_points < n else max(1, (2 * n) // 3)
         floor = max(1, min(int(self.min_cluster_size), n // m))
         Z = _kmeans_start(Xs, m, floor, seed)
-        self_term = data_self_term(Xs, self.gamma_)
+        self_term = _data_self_term(Xs, self.gamma_)
         beta = self._beta_step(Z, Xs)
         history = [_mmd2(Z, beta, Xs, self.gamma_, self_term)]
         for _ in range(int(self.steps)):
-            G = z_gradient(Z, beta, Xs, self.gamma_, reference=self.reference_update)
+            G = _z_gradient(Z, beta, Xs, self.gamma_, reference=self.reference_update)
             if self.reference_update:
                 Z = Z - self.step_size * G
             else:
@@ -368,10 +483,10 @@ class RKMESpecification:
         return self
 
     def _beta_step(self, Z: np.ndarray, Xs: np.ndarray) -> np.ndarray:
-        K = gaussian_kernel(Z, Z, self.gamma_)
-        C = kernel_row_means(Z, Xs, self.gamma_)
+        K = _gaussian_kernel(Z, Z, self.gamma_)
+        C = _kernel_row_means(Z, Xs, self.gamma_)
         if self.nonnegative_beta:
-            return simplex_qp(K, C, self.beta_solver)
+            return _simplex_qp(K, C, self.beta_solver)
         return np.linalg.solve(K + 1e-5 * np.eye(len(Z)), C)
 
     def _backtrack(self, Z, G, beta, Xs, self_term, current, halvings: int = 30) -> np.ndarray:
@@ -391,7 +506,7 @@ class RKMESpecification:
     def score(self, X: Any) -> np.ndarray:
         """``s(x) = sum_j beta_j k(z_j, x)`` for every row of ``X`` (in the original feature space)."""
         self._check_fitted("score")
-        return kernel_row_means(self._to_space("score", X), self.Z_, self.gamma_, self.beta_)
+        return _kernel_row_means(self._to_space("score", X), self.Z_, self.gamma_, self.beta_)
 
     def nearest_distance(self, X: Any) -> np.ndarray:
         """``min_j ||z_j - x||`` in the standardised space: the oracle nearest-reduced-point statistic."""
@@ -418,7 +533,7 @@ class RKMESpecification:
         """``<Phi_1, Phi_2> = sum_ij beta1_i beta2_j k(z1_i, z2_j)`` (same gamma, scaler and dimension)."""
         self._check_fitted("inner")
         self._check_compatible("inner", other)
-        return float(self.beta_ @ gaussian_kernel(self.Z_, other.Z_, self.gamma_) @ other.beta_)
+        return float(self.beta_ @ _gaussian_kernel(self.Z_, other.Z_, self.gamma_) @ other.beta_)
 
     def mmd2(self, other: RKMESpecification) -> float:
         """``MMD^2 = <Phi1, Phi1> - 2 <Phi1, Phi2> + <Phi2, Phi2>`` (learnware's ``dist``)."""
@@ -428,8 +543,8 @@ class RKMESpecification:
         """MMD^2 between the specification and the empirical KME of ``X``."""
         self._check_fitted("mmd2_to_data")
         A = self._to_space("mmd2_to_data", X)
-        value = self.beta_ @ gaussian_kernel(self.Z_, self.Z_, self.gamma_) @ self.beta_
-        value += data_self_term(A, self.gamma_) - 2.0 * self.beta_ @ kernel_row_means(self.Z_, A, self.gamma_)
+        value = self.beta_ @ _gaussian_kernel(self.Z_, self.Z_, self.gamma_) @ self.beta_
+        value += _data_self_term(A, self.gamma_) - 2.0 * self.beta_ @ _kernel_row_means(self.Z_, A, self.gamma_)
         return float(value)
 
     def herding(self, T: int, seed: int | None = None) -> np.ndarray:
@@ -437,20 +552,20 @@ class RKMESpecification:
         around the ``z_j`` (std 0.25 in the standardised space, centres drawn by ``beta``), then greedily the
         candidate maximising ``(t+1) s(c) - sum_{chosen} k(c, .)``. Returned in the original feature space."""
         self._check_fitted("herding")
-        if isinstance(T, bool) or not isinstance(T, (int, np.integer)) or T < 1:
-            raise InputError("RKMESpecification.herding", "T", "an integer >= 1", T)
+        T = check_int("RKMESpecification.herding", "T", T, low=1)
+        _check_seed("RKMESpecification.herding", "seed", seed)
         rng = np.random.default_rng(self.random_state if seed is None else seed)
         p = np.clip(self.beta_, 0, None)
         p = p / p.sum() if p.sum() > 0 else np.full(len(p), 1.0 / len(p))
         centres = rng.choice(len(self.Z_), size=100 * T, p=p)
         cand = self.Z_[centres] + 0.25 * rng.standard_normal((100 * T, self.Z_.shape[1]))
-        s = kernel_row_means(cand, self.Z_, self.gamma_, self.beta_)
+        s = _kernel_row_means(cand, self.Z_, self.gamma_, self.beta_)
         chosen = np.zeros(len(cand))
         picks = []
         for t in range(T):
             j = int(np.argmax((t + 1) * s - chosen))
             picks.append(j)
-            chosen += gaussian_kernel(cand, cand[j:j + 1], self.gamma_)[:, 0]
+            chosen += _gaussian_kernel(cand, cand[j:j + 1], self.gamma_)[:, 0]
         out = cand[picks]
         return self.scaler_.inverse_transform(out) if self.scaler_ is not None else out
 
@@ -467,19 +582,38 @@ class RKMESpecification:
                            "mmd2_history": list(map(float, self.mmd2_history_))}}
 
     def save(self, path: str | os.PathLike) -> None:
+        """Write :meth:`to_dict` as JSON to ``path`` (its folder must exist)."""
+        data = self.to_dict()
+        if not isinstance(path, (str, os.PathLike)):
+            raise InputTypeError("RKMESpecification.save", "path", "a file path", described(type(path).__name__))
+        folder = os.path.dirname(os.path.abspath(path))
+        if os.path.isdir(path) or not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+            raise InputError("RKMESpecification.save", "path", "a writable file path in an existing folder",
+                             str(path))
         with open(path, "w", encoding="utf-8") as fh:
-            json.dump(self.to_dict(), fh, separators=(",", ":"))
+            json.dump(data, fh, separators=(",", ":"))
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RKMESpecification:
+    def from_dict(cls, data: dict[str, Any], function: str = "RKMESpecification.from_dict") -> RKMESpecification:
+        """A fitted specification from :meth:`to_dict`'s layout (learnware's, with or without the ``icml26`` block)."""
+        if not hasattr(data, "keys"):
+            raise InputTypeError(function, "data", "a dict in learnware's layout", described(type(data).__name__))
         for key in ("gamma", "z", "beta"):
             if key not in data:
-                raise InputError("RKMESpecification.load", "data", f"a specification with key {key!r}",
-                                 sorted(data))
+                raise InputError(function, "data", f"a specification with key {key!r}", sorted(data))
         extra = data.get("icml26") or {}
-        Z = np.atleast_2d(np.asarray(data["z"], dtype=np.float64))
+        try:
+            Z = np.atleast_2d(np.asarray(data["z"], dtype=np.float64))
+            beta = np.asarray(data["beta"], dtype=np.float64).ravel()
+        except (TypeError, ValueError):
+            raise InputError(function, "data", "'z' a matrix and 'beta' a vector of numbers",
+                             described("values that are not")) from None
+        if Z.ndim != 2 or beta.shape != (len(Z),) or not (np.isfinite(Z).all() and np.isfinite(beta).all()):
+            raise InputError(function, "data", "finite 'z' (m, d) and 'beta' (m,)",
+                             described(f"z of shape {Z.shape}, beta of shape {beta.shape}"))
+        check_finite(function, "data['gamma']", data["gamma"], positive=True)
         spec = cls(n_points=len(Z), gamma=float(data["gamma"]), reduce=extra.get("reduce", True))
-        spec.Z_, spec.beta_, spec.gamma_ = Z, np.asarray(data["beta"], dtype=np.float64).ravel(), float(data["gamma"])
+        spec.Z_, spec.beta_, spec.gamma_ = Z, beta, float(data["gamma"])
         spec.n_samples_ = int(extra.get("n_samples", len(Z)))
         spec.n_features_in_ = Z.shape[1]
         mean, scale = extra.get("scaler_mean"), extra.get("scaler_scale")
@@ -489,8 +623,18 @@ class RKMESpecification:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> RKMESpecification:
-        with open(path, encoding="utf-8") as fh:
-            return cls.from_dict(json.load(fh))
+        """The specification :meth:`save` wrote to ``path`` (or learnware's JSON of a table RKME)."""
+        name = "RKMESpecification.load"
+        if not isinstance(path, (str, os.PathLike)):
+            raise InputTypeError(name, "path", "a file path", described(type(path).__name__))
+        if not os.path.isfile(path):
+            raise InputError(name, "path", "an existing JSON file", str(path))
+        try:
+            with open(path, encoding="utf-8") as fh:
+                data = json.load(fh)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise InputError(name, "path", "a JSON file", described(f"{path} ({type(exc).__name__})")) from None
+        return cls.from_dict(data, name)
 
 
 def noisy_copy_spec(X: Any, sigma: float, scaler: Any = None, gamma: float | str = "median",
@@ -501,6 +645,7 @@ def noisy_copy_spec(X: Any, sigma: float, scaler: Any = None, gamma: float | str
     set and raw records).
     """
     check_finite("noisy_copy_spec", "sigma", sigma, non_negative=True)
+    _check_seed("noisy_copy_spec", "seed", seed)
     spec = RKMESpecification(reduce=False, gamma=gamma, scaler=scaler, random_state=seed).fit(X)
     spec.Z_ = spec.Z_ + sigma * np.random.default_rng(seed).standard_normal(spec.Z_.shape)
     return spec
