@@ -107,3 +107,50 @@ def test_static_tools_follow_icml26_kernels_in_a_strict_editable_install(tmp_pat
     done = subprocess.run([str(python), "-m", "mypy", "--no-incremental", str(probe)], cwd=tmp_path,
                           capture_output=True, text=True, timeout=300)
     assert "import-untyped" in done.stdout and "import-not-found" not in done.stdout, done.stdout + done.stderr
+
+def _changelog_versions() -> list[str]:
+    """The version headings of CHANGELOG.md, top first (``Unreleased`` for the section of what is not released)."""
+    import re
+
+    text = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    return re.findall(r"^## \[([^\]]+)\]", text, re.M)
+
+
+def test_the_version_is_the_changelog_s_latest_release():
+    import re
+
+    tomllib = pytest.importorskip("tomllib")
+    import icml26
+
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert icml26.__version__ == version
+    headings = _changelog_versions()
+    released = [h for h in headings if h != "Unreleased"]
+    assert released, "CHANGELOG.md names no released version"
+    # the version is the topmost release; an Unreleased section (what the next version will hold) may sit above it
+    assert released[0] == version, f"pyproject.toml says {version}, CHANGELOG.md's latest release is {released[0]}"
+    assert headings.index(released[0]) == (1 if "Unreleased" in headings else 0)
+    assert all(re.fullmatch(r"\d+\.\d+\.\d+", h) for h in released)
+    assert released == sorted(released, key=lambda v: tuple(map(int, v.split("."))), reverse=True)
+    # one source: the docs page includes the root file
+    assert "{include} ../../CHANGELOG.md" in (ROOT / "docs" / "development" / "changelog.md").read_text()
+
+
+def test_released_versions_are_tagged_where_the_checkout_has_tags():
+    tags = subprocess.run(["git", "-C", str(ROOT), "tag", "--list", "v*"], capture_output=True, text=True)
+    if tags.returncode != 0 or not tags.stdout.strip():
+        pytest.skip("no git tags in this checkout (a shallow CI clone)")
+    released = [h for h in _changelog_versions() if h != "Unreleased" and h != "0.1.0"]  # 0.1.0 was never tagged
+    assert {f"v{v}" for v in released} <= set(tags.stdout.split())
+
+
+def test_license_is_the_apache_2_0_text_pyproject_names():
+    tomllib = pytest.importorskip("tomllib")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["license"] == "Apache-2.0" and project["license-files"] == ["LICENSE"]
+    text = (ROOT / "LICENSE").read_text(encoding="utf-8")
+    for part in ("Apache License\n                           Version 2.0, January 2004",
+                 "TERMS AND CONDITIONS FOR USE, REPRODUCTION, AND DISTRIBUTION", "9. Accepting Warranty or Additional "
+                 "Liability.", "END OF TERMS AND CONDITIONS", "APPENDIX: How to apply the Apache License to your work."):
+        assert part in text
+    assert len(text) > 11000  # the whole text, not a summary
