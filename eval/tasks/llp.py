@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from icml26.errors import input_error
+from icml26.errors import describe, input_error
+from icml26.validation import check_finite, check_int
 
 __all__ = ["LogisticModel", "logistic_model", "sklearn_task"]
 
@@ -46,10 +47,17 @@ class LogisticModel:
 
     def sample(self, n: int, seed) -> tuple[np.ndarray, np.ndarray]:
         """``(X [n, d] float32, y [n] int64)``."""
+        n = check_int("LogisticModel.sample", "n", n, low=1)
         rng = np.random.default_rng(seed)
         X = rng.standard_normal((n, self.d)) + self.feature_mean
         y = (rng.random(n) < _sigmoid(X @ self.w + self.b)).astype(np.int64)
         return X.astype(np.float32), y
+
+    def _linear(self, function: str, v, c) -> tuple[np.ndarray, float]:
+        v = np.asarray(v, dtype=np.float64)
+        if v.shape != (self.d,) or not np.isfinite(v).all():
+            raise input_error(function, "v", f"a finite weight vector of shape ({self.d},)", describe(v))
+        return v, check_finite(function, "c", c)
 
     def _moments(self, v: np.ndarray, c: float):
         one = np.ones(self.d) * self.feature_mean
@@ -59,6 +67,8 @@ class LogisticModel:
 
     def scores(self, n: int, v: np.ndarray, c: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """``(y [n], s [n])``: labels and the scores ``s = v.x + c`` of ``n`` fresh instances (exact law)."""
+        n = check_int("LogisticModel.scores", "n", n, low=1)
+        v, c = self._linear("LogisticModel.scores", v, c)
         mean, cov = self._moments(v, c)
         chol = np.linalg.cholesky(cov + 1e-12 * np.eye(2))
         a_s = mean + rng.standard_normal((n, 2)) @ chol.T
@@ -67,6 +77,7 @@ class LogisticModel:
 
     def expect(self, f: Callable[[np.ndarray, np.ndarray], np.ndarray], v: np.ndarray, c: float) -> float:
         """``E f(a, s)`` with ``a = w.x + b`` (the true logit) and ``s = v.x + c`` (Gauss-Hermite, 80 x 80)."""
+        v, c = self._linear("LogisticModel.expect", v, c)
         mean, cov = self._moments(v, c)
         chol = np.linalg.cholesky(cov + 1e-12 * np.eye(2))
         z1, z2 = np.meshgrid(_NODES, _NODES, indexing="ij")
@@ -75,7 +86,9 @@ class LogisticModel:
         return float((np.outer(_WEIGHTS, _WEIGHTS) * f(a, s)).sum())
 
     def per_class_log_loss(self, v: np.ndarray, c: float, prob_clip: float = 0.0):
-        """``(risk, mu [2])`` of the (clipped) log-loss of ``h(x) = sigmoid(v.x + c)``, exactly."""
+        """``(risk, mu [2])`` of the (clipped) log-loss of ``h(x) = sigmoid(v.x + c)``, exactly (``prob_clip`` in [0, 0.5))."""
+        prob_clip = check_finite("LogisticModel.per_class_log_loss", "prob_clip", prob_clip, low=0, high=0.5,
+                                 high_open=True)
         def losses(s):
             if not prob_clip:  # -log(1 - q), -log q without rounding for large |s|
                 return np.logaddexp(0, s), np.logaddexp(0, -s)
@@ -91,10 +104,9 @@ def logistic_model(d: int = 20, prior: float = 0.2, feature_mean: float = 1.0, s
     """The seeded imbalanced logistic model (``w ~ N(0, I)/sqrt(d)``, ``b`` solved for ``P(y=1) = prior``)."""
     from scipy.optimize import brentq
 
-    if isinstance(d, bool) or not isinstance(d, int) or d < 1:
-        raise input_error("logistic_model", "d", "an int >= 1", d)
-    if not 0 < prior < 1:
-        raise input_error("logistic_model", "prior", "a number in (0, 1)", prior)
+    d = check_int("logistic_model", "d", d, low=1)
+    prior = check_finite("logistic_model", "prior", prior, low=0, high=1, low_open=True, high_open=True)
+    feature_mean = check_finite("logistic_model", "feature_mean", feature_mean)
     w = np.random.default_rng(seed).standard_normal(d) / math.sqrt(d)
     mean, sd = feature_mean * w.sum(), float(np.linalg.norm(w))
     p_of = lambda b: float((_WEIGHTS * _sigmoid(mean + b + sd * _NODES)).sum())  # noqa: E731
@@ -111,6 +123,7 @@ def sklearn_task(name: str, seed, test_size: float = 0.3):
     """
     from sklearn.model_selection import train_test_split
 
+    test_size = check_finite("sklearn_task", "test_size", test_size, low=0, high=1, low_open=True, high_open=True)
     if name == "breast_cancer":
         from sklearn.datasets import load_breast_cancer
 

@@ -572,9 +572,11 @@ def check_bags(function: str, bag_index: Any, proportions: Any, n: int) -> tuple
     if alpha.ndim != 2 or alpha.shape[1] < 2:
         raise input_error(function, "proportions", "proportions of c >= 2 classes per bag", describe(alpha))
     check = alpha if rows is None else rows
-    if not np.isfinite(check).all() or check.min() < 0 or check.max() > 1:
+    if not np.isfinite(check).all():
+        raise input_error(function, "proportions", "finite values in [0, 1]", described("NaN or inf values"))
+    if check.min() < 0 or check.max() > 1:
         raise input_error(function, "proportions", "values in [0, 1]",
-                          described(f"values in [{np.nanmin(check):g}, {np.nanmax(check):g}]"))
+                          described(f"values in [{check.min():g}, {check.max():g}]"))
     worst = float(np.abs(check.sum(1) - 1).max())
     if worst > SUM_TOL:
         raise input_error(function, "proportions", f"rows summing to 1 (within {SUM_TOL:g})",
