@@ -97,7 +97,7 @@ def test_collator_left_padding_and_prompts_only(tokenizer):
 def test_collator_names_missing_field_and_example(tokenizer, missing):
     collator = SaisaDataCollator(tokenizer, IMAGE_ID, 4)
     bad = {k: v for k, v in _example().items() if k != missing}
-    with pytest.raises(KeyError, match=rf"SaisaDataCollator: examples: expected a '{missing}' field in every example.*"
+    with pytest.raises(KeyError, match=rf"SaisaDataCollator: examples: expected the field '{missing}' in every example.*"
                                        rf"got example 1 with fields"):  # an InputError that is also a KeyError
         collator([_example(), bad])
 

@@ -145,7 +145,7 @@ class SaisaDataCollator:
                     "beforehand with SaisaProcessor" if not example else "")
             raise _MissingFieldError(
                 "SaisaDataCollator", "examples",
-                f"a {name!r} field in every example (set the collator's *_field arguments to map yours{hint})",
+                f"the field {name!r} in every example (set the collator's *_field arguments to map yours{hint})",
                 described(f"example {index} with fields {sorted(example)}"))
         value = example[name]
         if value is None:
