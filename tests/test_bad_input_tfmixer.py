@@ -78,8 +78,9 @@ def config(**change):
 def fit(**change):
     kwargs = {"steps": 2, "batch_size": 2, "lr": 1e-3, "eval_every": 1, "patience": 2, "seed": 0, "device": "cpu",
               **change}
-    return lambda: train_forecaster(kwargs.pop("model", None) or LOCFForecaster(), kwargs.pop("splits", None)
-                                    or _splits(), **kwargs)
+    return lambda: train_forecaster(kwargs.pop("model", None) or MTANForecaster(C, hidden_size=4, num_reference=4,
+                                                                                time_dim=4),
+                                    kwargs.pop("splits", None) or _splits(), **kwargs)
 
 
 def _sample(**change):
@@ -205,6 +206,7 @@ PROBES = [
     Probe("train_forecaster-device-unknown", fit(device="gpu0"), "device"),
     Probe("train_forecaster-splits-dataset", fit(splits=SimpleNamespace(train=[])), "splits"),
     Probe("train_forecaster-model-config", fit(model=TFMixerConfig(num_channels=C)), "model"),
+    Probe("train_forecaster-model-without-parameters", fit(model=LOCFForecaster()), "model"),
 ]
 
 

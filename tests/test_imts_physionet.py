@@ -121,6 +121,32 @@ def test_tpatchgnn_protocol_follows_its_pipeline(physionet_folder):
         load_physionet2012(physionet_folder, protocol="tpatchgnn", split=(0.5, 0.25, 0.25))
 
 
+def test_tpatchgnn_split_seed_resplits_with_the_same_sizes_and_defaults_to_the_protocols(tmp_path):
+    from tests.conftest import physionet_record_text
+
+    folder = tmp_path / "set-a"
+    folder.mkdir()
+    rows = [("01:00", "HR", 70), ("12:00", "Temp", 37.0), ("25:00", "HR", 80), ("30:00", "Temp", 36.5)]
+    for i in range(20):
+        (folder / f"{140000 + i}.txt").write_text(physionet_record_text(140000 + i, rows=rows))
+    default = load_physionet2012(folder, "tpatchgnn")
+    ids = lambda s: {k: s.info["split_record_ids"][k] for k in ("train", "validation", "test")}  # noqa: E731
+    assert physionet2012.TPATCHGNN_SPLIT_SEED == 42 and default.info["split_seed"] == 42
+    assert ids(load_physionet2012(folder, "tpatchgnn", seed=42)) == ids(default)
+    seen, test = train_test_split_indices(20, train_size=0.8, random_state=42, shuffle=True)  # t-PatchGNN's split
+    assert default.info["split_record_ids"]["test"] == [str(140000 + i) for i in test]
+    other = load_physionet2012(folder, "tpatchgnn", seed=7)
+    assert other.info["split_seed"] == 7
+    assert {k: len(v) for k, v in ids(other).items()} == {k: len(v) for k, v in ids(default).items()} \
+        == {"train": 12, "validation": 4, "test": 4}
+    assert set(ids(other)["test"]) != set(ids(default)["test"])
+    assert sorted(sum(ids(other).values(), [])) == sorted(sum(ids(default).values(), []))
+    # every other step of the protocol stays: the same per-variable metric and min-max normalisation
+    assert other.info["metric"] == default.info["metric"] == "per_variable" and other.info["normalization"] == "minmax"
+    with pytest.raises(InputError, match=r"load_physionet2012: seed: expected None \(protocol 'apn' fixes it\)"):
+        load_physionet2012(folder, "apn", seed=7)
+
+
 def test_tpatchgnn_quantization_merges_times(physionet_folder):
     splits = load_physionet2012(physionet_folder, protocol="tpatchgnn", quantization=1.0)
     for part in (splits.train, splits.validation, splits.test):
@@ -270,7 +296,11 @@ def test_experiment_physionet_part_skips_without_the_file(tmp_path, monkeypatch)
     from icml26.eval.experiments import tfmixer as exp
     from icml26.runner import RunConfig
 
+    import icml26.eval.tasks.tfmixer as tasks
+
+    # the experiment reads the package's name: patch it there (and in the module, for any caller of that one)
     monkeypatch.setattr(physionet2012, "default_physionet_path", lambda: None)
+    monkeypatch.setattr(tasks, "default_physionet_path", lambda: None)
     small = dataclasses.replace(exp.SETTINGS["quick"], physionet_steps=6)
     out = exp._physionet(RunConfig(mode="quick", seeds=(0,), out_dir=tmp_path), small, torch.device("cpu"))
     assert "not found" in out["skipped"]

@@ -462,3 +462,23 @@ def test_experiment_end_to_end_reduced(tmp_path, monkeypatch):
         assert claim.holds, (claim.statement, claim.measured, claim.reference)
     assert result.metrics["tfmixer_train_series_per_second_cpu"] > 0
     assert set(result.figures) == {"synthetic_forecasts", "learnt_spectrum", "co2_forecast"}
+
+
+@pytest.mark.parametrize("steps", [1, 2, 3, 10, 11])
+def test_train_forecaster_runs_short_budgets(steps):
+    """A short run trains: the one-cycle warm-up is at least one scheduler step (10 steps at 10 % used to divide
+    by a zero-length warm-up), and 1 or 2 steps keep the learning rate constant."""
+    from icml26.training.tfmixer import train_forecaster
+
+    cfg = SyntheticIMTSConfig(num_channels=2, num_queries=(2, 4), rate_range=(5.0, 10.0))
+    splits = make_synthetic_imts((6, 3, 2), cfg, seed=0)
+    model = TFMixerForForecasting(TFMixerConfig(num_channels=2, d_model=8, num_frequencies=4, num_patches=4,
+                                                num_query_patches=2, num_heads=2, time_embedding_dim=4,
+                                                nudft_backend="torch"))
+    before = [p.detach().clone() for p in model.parameters()]
+    out = train_forecaster(model, splits, steps=steps, batch_size=2, lr=1e-2, eval_every=steps, patience=1, seed=0,
+                           device="cpu", validate_initial=True)
+    assert out.steps == steps and math.isfinite(out.val_mse)
+    assert [s for s, _ in out.val_history] == [0, steps]
+    if out.val_history[-1][1] < out.val_history[0][1]:  # the trained weights were kept: they moved
+        assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))

@@ -60,6 +60,9 @@ def train_forecaster(model, splits, *, steps: int, batch_size: int, lr: float, e
     if not isinstance(model, torch.nn.Module):
         raise TypeError(str(input_error(fn, "model", "a torch.nn.Module (TFMixerForForecasting or a baseline)",
                                         described(type(model).__name__))))
+    if not any(p.requires_grad for p in model.parameters()):
+        raise input_error(fn, "model", "a model with trainable parameters (LOCF and history mean have none: "
+                          "evaluate them with evaluate_forecaster)", described(type(model).__name__))
     for part in ("train", "validation"):
         data = getattr(splits, part, None)
         if data is None or not hasattr(data, "__len__"):

@@ -80,7 +80,7 @@ def default_physionet_path() -> Path | None:
     neither exists (callers skip with a message; nothing is ever downloaded)."""
     env = os.environ.get("ICML26_PHYSIONET")
     candidates = [Path(env).expanduser()] if env else []
-    candidates.append(Path(__file__).resolve().parents[2].parent / "shared" / "data" / "physionet2012" / "set-a.tar.gz")
+    candidates.append(Path(__file__).resolve().parents[3].parent / "shared" / "data" / "physionet2012" / "set-a.tar.gz")
     return next((p for p in candidates if p.exists()), None)
 
 
