@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.nn.functional as F
 
-from icml26.errors import described, input_error
+from icml26.errors import describe, described, input_error
 from icml26.utils import atomic_write_bytes
+from icml26.validation import check_finite, check_int
 
 if TYPE_CHECKING:
     from icml26.eval.tasks.r2g.modular import AnchorData
@@ -62,7 +63,12 @@ def operand_geometry(model, p: int, positions: Sequence[int] = (0, 1),
 
     device = next(model.parameters()).device
     a = torch.arange(p, device=device)
+    check_int("operand_geometry", "p", p, low=2)
     template = (None, None, p) if template is None else tuple(template)
+    if not all(isinstance(i, int) and not isinstance(i, bool) and -len(template) <= i < len(template)
+               for i in positions) or not len(positions):
+        raise input_error("operand_geometry", "positions", f"indices into the template of {len(template)} tokens",
+                          positions)
     prompts = torch.stack([a if t is None else torch.full_like(a, t) for t in template], dim=1)
     with R2GLoss(model, layers=[0], alpha=0.0, track_stats=False) as hooks:
         model(input_ids=prompts, logits_to_keep=1, use_cache=False)
@@ -83,6 +89,10 @@ def fourier_sparsity(embedding: torch.Tensor, p: int | None = None) -> dict[str,
     a few frequencies, the grokked "clock" of Nanda et al.); ``top_fraction`` is the share of the
     power in the top ``max(1, n_freq // 5)`` frequencies.
     """
+    if not isinstance(embedding, torch.Tensor) or embedding.dim() != 2:
+        raise input_error("fourier_sparsity", "embedding", "a [p, d] tensor (token embeddings)", describe(embedding))
+    if p is not None:
+        check_int("fourier_sparsity", "p", p, low=2, high=embedding.shape[0])
     E = embedding.detach().float()[: p if p is not None else embedding.shape[0]]
     power = torch.fft.rfft(E - E.mean(0), dim=0).abs().pow(2).sum(-1)[1:]
     share = power / power.sum().clamp_min(1e-30)
@@ -167,6 +177,19 @@ def train_grokking(model, data, *, steps: int, r2g: dict[str, Any] | None = None
     from icml26.progress import phase
     from icml26.training.r2g import GrokfastEMA, R2GLoss, random_pairing
 
+    fn = "train_grokking"
+    try:
+        has_splits = "train" in data and "test" in data
+    except TypeError:
+        has_splits = False
+    if not has_splits:
+        raise input_error(fn, "data", "a DatasetDict with 'train' and 'test' splits (modular_dataset)",
+                          described(f"splits {list(data.keys())}" if hasattr(data, "keys") else type(data).__name__))
+    _check_loop(fn, steps=steps, lr=lr, weight_decay=weight_decay, seed=seed)
+    check_int(fn, "eval_every", eval_every, low=1)
+    check_int(fn, "min_steps", min_steps, low=0)
+    if stop_at is not None:
+        check_finite(fn, "stop_at", stop_at, low=0, high=1)
     device = torch.device(device)
     model.to(device).train()
     x_train, y_train = modular_tensors(data["train"], device)
@@ -253,6 +276,14 @@ class AnchorHistory(_Curves):
         return cls(**{k: v for k, v in data.items() if k in names})
 
 
+def _check_loop(function: str, *, steps, lr, weight_decay, seed) -> None:
+    """The arguments both loops share, checked before any work."""
+    check_int(function, "steps", steps, low=1)
+    check_finite(function, "lr", lr, positive=True)
+    check_finite(function, "weight_decay", weight_decay, non_negative=True)
+    check_int(function, "seed", seed, low=0)
+
+
 def _warmup(update: int, warmup_steps: int) -> float:
     """Grokfast's ``LambdaLR`` factor: ``update / warmup`` up to ``warmup`` (so the first step has lr 0), then 1."""
     return 1.0 if update > warmup_steps else update / warmup_steps if warmup_steps else 1.0
@@ -292,10 +323,15 @@ def train_anchor(model, data: AnchorData, *, steps: int, r2g: dict[str, Any] | N
     from icml26.progress import phase
     from icml26.training.r2g import GrokfastEMA, R2GLoss, random_pairing
 
+    fn = "train_anchor"
+    if not all(hasattr(data, name) for name in ("x_train", "y_train", "x_test", "y_test", "shuffle_state")):
+        raise TypeError(str(input_error(fn, "data", "an AnchorData (anchor_dataset)", described(type(data).__name__))))
     if decay not in ("l2", "decoupled"):
         raise input_error("train_anchor", "decay", "'l2' or 'decoupled'", decay)
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise input_error("train_anchor", "steps", "an int >= 1", steps)
+    _check_loop(fn, steps=steps, lr=lr, weight_decay=weight_decay, seed=seed)
+    check_int(fn, "warmup_steps", warmup_steps, low=0)
+    check_int(fn, "geometry_every", geometry_every, low=1)
+    check_finite(fn, "target", target, low=0, high=1)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 2:
         raise input_error("train_anchor", "batch_size", "an int >= 2", batch_size)
     if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int) or checkpoint_every < 1:

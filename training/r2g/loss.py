@@ -41,7 +41,7 @@ import torch.nn.functional as F
 
 from icml26.errors import describe, described, input_error
 from icml26.kernels import values_checked
-from icml26.validation import check_choice, check_finite
+from icml26.validation import check_choice, check_finite, check_int
 
 __all__ = ["DISTANCES", "FORMS", "REDUCTIONS", "SCHEDULES", "R2GLoss", "find_value_projections", "r2g_distance",
     "r2g_term", "random_pairing", "value_geometry"]
@@ -61,6 +61,7 @@ def _canonical_distance(distance: Any) -> Any:
 def random_pairing(batch_size: int, *, generator: torch.Generator | None = None,
                    device: torch.device | str | None = None) -> torch.Tensor:
     """A uniformly random cyclic permutation of ``range(batch_size)``: no example is its own partner."""
+    check_int("random_pairing", "batch_size", batch_size, low=1)
     order = torch.randperm(batch_size, generator=generator)
     perm = torch.empty_like(order)
     perm[order] = order.roll(-1)

@@ -68,6 +68,20 @@ class R2GConfig:
         check_choice(name, "r2g_reduction", self.r2g_reduction, REDUCTIONS)
         check_choice(name, "r2g_schedule", self.r2g_schedule, SCHEDULES)
         check_int(name, "r2g_warmup_steps", self.r2g_warmup_steps, low=0)
+        # R2GLoss checks these against the model; here what needs no model, so a bad config fails when parsed
+        for field_name, expected in (("r2g_layers", "None or a list of layer indices (ints)"),
+                                     ("r2g_positions", "None or a non-empty list of non-negative ints"),
+                                     ("r2g_layer_weights", "None or a list of non-negative numbers")):
+            value = getattr(self, field_name)
+            if value is None:
+                continue
+            if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or not value:
+                raise input_error(name, field_name, expected, value)
+            for item in value:
+                if field_name == "r2g_layer_weights":
+                    check_finite(name, field_name, item, non_negative=True)
+                else:
+                    check_int(name, field_name, item, low=0 if field_name == "r2g_positions" else None)
 
     def r2g_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of :class:`R2GLoss`."""
@@ -81,6 +95,11 @@ def alpha_at(step: int, *, alpha: float, schedule: str = "constant", warmup_step
     """Alpha at ``step``: constant; linear warm-up from 0 to ``alpha`` over ``warmup_steps``; or
     cosine (the same warm-up, then a half-cosine decay to 0 at ``total_steps``)."""
     schedule = check_choice("alpha_at", "schedule", schedule, SCHEDULES)
+    check_int("alpha_at", "step", step, low=0)
+    alpha = check_finite("alpha_at", "alpha", alpha, non_negative=True)
+    check_int("alpha_at", "warmup_steps", warmup_steps, low=0)
+    if total_steps is not None:
+        check_int("alpha_at", "total_steps", total_steps, low=1)
     if schedule == "constant":
         return alpha
     if warmup_steps > 0 and step < warmup_steps:
@@ -104,7 +123,8 @@ class R2GCallback(TrainerCallback):
         self.r2g = r2g
         self.alpha = None if alpha is None else check_finite("R2GCallback", "alpha", alpha, non_negative=True)
         self.schedule = check_choice("R2GCallback", "schedule", schedule, SCHEDULES)
-        self.warmup_steps, self.total_steps = check_int("R2GCallback", "warmup_steps", warmup_steps, low=0), total_steps
+        self.warmup_steps = check_int("R2GCallback", "warmup_steps", warmup_steps, low=0)
+        self.total_steps = None if total_steps is None else check_int("R2GCallback", "total_steps", total_steps, low=1)
 
     def bind(self, r2g: R2GLoss) -> R2GCallback:
         self.r2g, self.alpha = r2g, r2g.alpha if self.alpha is None else self.alpha
@@ -137,6 +157,9 @@ class R2GDataCollator:
     """
 
     def __init__(self, base) -> None:
+        if not callable(base):
+            raise TypeError(str(input_error("R2GDataCollator", "base", "a data collator (a callable: list of "
+                                            "examples -> batch)", described(type(base).__name__))))
         self.base = base
 
     def __call__(self, examples: list[dict[str, Any]]) -> dict[str, Any]:
@@ -173,11 +196,12 @@ class R2GTrainerMixin:
     """
 
     def __init__(self, *args, r2g_config: R2GConfig | None = None, **kwargs) -> None:
+        if r2g_config is not None and not isinstance(r2g_config, R2GConfig):  # before the parent's work
+            raise TypeError(str(input_error(type(self).__name__, "r2g_config", "an R2GConfig or None",
+                                            described(type(r2g_config).__name__))))
         super().__init__(*args, **kwargs)
         if r2g_config is None:
             r2g_config = self.args if isinstance(self.args, R2GConfig) else R2GConfig()
-        if not isinstance(r2g_config, R2GConfig):
-            raise TypeError(f"{type(self).__name__}: r2g_config: expected an R2GConfig, got {type(r2g_config).__name__}")
         if getattr(self.args, "packing", False) or getattr(self.args, "padding_free", False):
             # R2G pairs examples across the batch; packing puts the whole batch in one row.
             raise input_error(type(self).__name__, "args", "packing=False and padding_free=False",

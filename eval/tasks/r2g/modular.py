@@ -24,6 +24,7 @@ import torch
 
 from icml26.errors import described, input_error
 from icml26.utils import IGNORE_INDEX
+from icml26.validation import check_finite, check_int
 
 __all__ = ["ANCHOR_OPS", "OPS", "AnchorData", "anchor_dataset", "anchor_decoder", "anchor_init", "count_parameters",
            "modular_dataset", "small_decoder", "steps_to"]
@@ -78,6 +79,12 @@ def small_decoder(p: int = 31, *, d_model: int = 64, n_heads: int = 4, d_mlp: in
     """
     from transformers import GPT2Config, GPT2LMHeadModel
 
+    fn = "small_decoder"
+    check_int(fn, "p", p, low=2)
+    _check_sizes(fn, d_model, n_heads, n_layers)
+    check_int(fn, "d_mlp", d_mlp, low=1)
+    if initializer_range is not None:
+        check_finite(fn, "initializer_range", initializer_range, positive=True)
     config = GPT2Config(vocab_size=p + 1, n_positions=4, n_embd=d_model, n_layer=n_layers, n_head=n_heads,
                         n_inner=d_mlp, activation_function="relu", resid_pdrop=0.0, embd_pdrop=0.0,
                         attn_pdrop=0.0, tie_word_embeddings=False, initializer_range=initializer_range or 0.02,
@@ -103,8 +110,20 @@ def small_decoder(p: int = 31, *, d_model: int = 64, n_heads: int = 4, d_mlp: in
     return model
 
 
+def _check_sizes(function: str, d_model, n_heads, n_layers) -> None:
+    check_int(function, "d_model", d_model, low=1)
+    check_int(function, "n_heads", n_heads, low=1)
+    check_int(function, "n_layers", n_layers, low=1)
+    if d_model % n_heads:
+        raise input_error(function, "n_heads", f"a divisor of d_model={d_model}", n_heads)
+
+
 def steps_to(steps: Sequence[int], values: Sequence[float], threshold: float = 0.95) -> int | None:
     """The first step whose value reaches ``threshold`` (None if none does)."""
+    if len(values) != len(steps):
+        raise input_error("steps_to", "values", f"one value per step ({len(steps)})",
+                          described(f"{len(values)} values"))
+    check_finite("steps_to", "threshold", threshold)
     return next((s for s, v in zip(steps, values) if v >= threshold), None)
 
 
@@ -167,6 +186,13 @@ def _grokfast_layout(p: int, d: int, n_layers: int, n_heads: int) -> torch.nn.Mo
     return root
 
 
+def _check_anchor(function: str, p, op, d_model, n_layers, n_heads) -> None:
+    check_int(function, "p", p, low=3)
+    if op not in ANCHOR_OPS:
+        raise input_error(function, "op", f"one of {list(ANCHOR_OPS)}", op)
+    _check_sizes(function, d_model, n_heads, n_layers)
+
+
 def anchor_init(p: int = 97, op: str = "mul", seed: int = 0, *, d_model: int = 128, n_layers: int = 2,
                 n_heads: int = 4) -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor, torch.Tensor]:
     """What Grokfast's ``main.py`` draws after ``torch.manual_seed(seed)``, in its order, without touching
@@ -177,6 +203,7 @@ def anchor_init(p: int = 97, op: str = "mul", seed: int = 0, *, d_model: int = 1
     Returns ``(modules, perm, pairs, shuffle_state)``: ``pairs`` ``[N, 2]`` in its order (``a`` outer,
     ``b`` inner), and the RNG state its epoch shuffles continue from.
     """
+    _check_anchor("anchor_init", p, op, d_model, n_layers, n_heads)
     fn, low = ANCHOR_OPS[op]
     a, b = torch.cartesian_prod(torch.arange(p), torch.arange(low, p)).T
     with torch.random.fork_rng(devices=[]):
@@ -244,8 +271,7 @@ def anchor_decoder(p: int = 97, op: str = "mul", seed: int = 0, *, d_model: int 
     """
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    if op not in ANCHOR_OPS:
-        raise input_error("anchor_decoder", "op", f"one of {list(ANCHOR_OPS)}", op)
+    _check_anchor("anchor_decoder", p, op, d_model, n_layers, n_heads)
     if block not in ("grokfast", "gpt2"):
         raise input_error("anchor_decoder", "block", "'grokfast' or 'gpt2'", block)
     config = GPT2Config(vocab_size=p + 2, n_positions=5, n_embd=d_model, n_layer=n_layers, n_head=n_heads,

@@ -13,7 +13,9 @@ import random
 
 import torch
 
+from icml26.errors import described, input_error
 from icml26.utils import IGNORE_INDEX
+from icml26.validation import check_int
 
 __all__ = ["INTRANSITIVE", "NOUNS", "TENSE_PROMPT_SUFFIX", "TRANSITIVE", "tense_accuracy", "tense_dataset",
            "tense_tokenize"]
@@ -62,6 +64,9 @@ def tense_dataset(n_train: int = 2000, n_val: int = 200, n_ood: int = 200, seed:
     """
     from datasets import Dataset, DatasetDict
 
+    check_int("tense_dataset", "n_train", n_train, low=1)
+    check_int("tense_dataset", "n_val", n_val, low=0)
+    check_int("tense_dataset", "n_ood", n_ood, low=0)
     rng = random.Random(seed)
     in_dist = lambda n: [_sentence(rng, rng.choice([None, False])) for _ in range(n)]  # noqa: E731
     ood = [_sentence(rng, True) for _ in range(n_ood)]
@@ -72,7 +77,11 @@ def tense_dataset(n_train: int = 2000, n_val: int = 200, n_ood: int = 200, seed:
 def tense_tokenize(dataset, tokenizer, *, r2g_positions: int = 5):
     """Pre-tokenise prompt-completion rows: ``input_ids``, ``labels`` (completion and EOS only) and
     ``r2g_mask`` on the first ``r2g_positions`` tokens (positions 0-4, as in the authors' tense code)."""
-    eos = tokenizer.eos_token_id
+    check_int("tense_tokenize", "r2g_positions", r2g_positions, low=0)
+    eos = getattr(tokenizer, "eos_token_id", None)
+    if eos is None:
+        raise input_error("tense_tokenize", "tokenizer", "a tokenizer with an eos_token_id (the completion ends with it)",
+                          described(f"{type(tokenizer).__name__} without one"))
 
     def encode(example):
         prompt = tokenizer(example["prompt"], add_special_tokens=False)["input_ids"]
@@ -88,6 +97,8 @@ def tense_tokenize(dataset, tokenizer, *, r2g_positions: int = 5):
 def tense_accuracy(model, dataset, *, batch_size: int = 128, pad_token_id: int = 0) -> dict[str, float]:
     """Teacher-forced accuracy on a :func:`tense_tokenize` split: ``exact_match`` (every completion
     token is the argmax) and ``token_accuracy``."""
+    check_int("tense_accuracy", "batch_size", batch_size, low=1)
+    check_int("tense_accuracy", "pad_token_id", pad_token_id, low=0)
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
