@@ -318,8 +318,10 @@ def test_learner_respects_max_samples_and_defaults_to_a_sensible_oracle():
     mdp = rl.garnet(5, 2, rl.Contamination(0.1), seed=3)
     learner = rl.RobustHalpernIteration(mdp.uncertainty, None, epsilon=0.05, max_samples=20_000, random_state=0)
     learner.fit(mdp.generative_model(seed=0))
-    assert isinstance(learner.oracle, rl.PlugIn) and not learner.converged_ and learner.samples_used_ <= 20_000
-    assert isinstance(rl.RobustHalpernIteration(rl.KLBall(0.1)).oracle, rl.MLMC)
+    assert isinstance(learner.oracle_, rl.PlugIn) and not learner.converged_ and learner.samples_used_ <= 20_000
+    assert learner.oracle is None  # the parameter stays as given (scikit-learn's rule); oracle_ is the one used
+    kl = rl.RobustHalpernIteration(rl.KLBall(0.1), max_iter=1).fit(mdp.generative_model(seed=0))
+    assert isinstance(kl.oracle_, rl.MLMC) and kl.oracle_.uncertainty is kl.uncertainty
 
 
 # ----------------------------------------------------------------------------------------------
@@ -346,15 +348,15 @@ def test_clear_errors():
         rl.RobustMDP(P, np.zeros(3), rl.KLBall(0.1))
     with pytest.raises(InputError, match=r"expected an \(S, A, S\) array"):
         rl.RobustMDP(P[:, :, :2], np.zeros((3, 2)), rl.KLBall(0.1))
-    with pytest.raises(InputError, match="support: P, V: expected arrays ending in the same number of states"):
+    with pytest.raises(InputError, match="KLBall.support: V: expected values ending in P's number of states S = 3"):
         rl.KLBall(0.1).support(P, np.zeros(4))
     mdp = rl.RobustMDP(P, np.zeros((3, 2)), rl.KLBall(0.1))
     with pytest.raises(InputError, match=r"Q: expected shape \(S, A\)"):
         mdp.bellman(np.zeros((2, 3)))
     with pytest.raises(InputError, match="policy: expected 3 integer actions"):
         mdp.evaluate(np.array([0, 1]))
-    with pytest.raises(InputError, match="epsilon"):
-        rl.RobustHalpernIteration(rl.KLBall(0.1), epsilon=0)
+    with pytest.raises(InputError, match="epsilon"):  # parameters are checked by fit (scikit-learn's rule)
+        rl.RobustHalpernIteration(rl.KLBall(0.1), epsilon=0).fit(rl.GenerativeModel(P, rewards=np.zeros((3, 2))))
     with pytest.raises(InputError, match="MLMC: psi"):
         rl.MLMC(psi=0.4)
     with pytest.raises(InputError, match="gen_model.rewards is None"):
@@ -362,8 +364,8 @@ def test_clear_errors():
     with pytest.raises(InputError, match="PlugIn: uncertainty: expected an uncertainty set .*no uncertainty set"):
         rl.PlugIn().estimate(rl.GenerativeModel(P).batch(), np.zeros(3), 4, None)
     # wrong types are TypeErrors
-    with pytest.raises(TypeError, match="RobustHalpernIteration: uncertainty: expected"):
-        rl.RobustHalpernIteration("KL")
+    with pytest.raises(TypeError, match="RobustHalpernIteration.fit: uncertainty: expected"):
+        rl.RobustHalpernIteration("KL").fit(rl.GenerativeModel(P, rewards=np.zeros((3, 2))))
     with pytest.raises(TypeError, match="RobustHalpernIteration.fit: gen_model: expected a GenerativeModel"):
         rl.RobustHalpernIteration(rl.KLBall(0.1)).fit(P)
 

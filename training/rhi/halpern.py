@@ -24,8 +24,9 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from sklearn.base import BaseEstimator
 
-from icml26.errors import InputError
+from icml26.errors import InputError, InputTypeError, described
 from icml26.training.rhi.oracles import (
     MLMC,
     GenerativeModel,
@@ -92,34 +93,40 @@ class RobustMDP:
     """
 
     def __init__(self, P, r, uncertainty: UncertaintySet):
-        self.P = check_kernel(P)
+        self.P = check_kernel(P, function="RobustMDP")
         self.n_states, self.n_actions = self.P.shape[0], self.P.shape[1]
-        self.r = check_rewards(r, (self.n_states, self.n_actions))
-        if not isinstance(uncertainty, UncertaintySet):
-            raise TypeError(f"RobustMDP: uncertainty: expected Contamination, LpBall, KLBall or ChiSquareBall, "
-                             f"got {type(uncertainty).__name__}")
-        self.uncertainty = uncertainty
+        self.r = check_rewards(r, (self.n_states, self.n_actions), function="RobustMDP")
+        self.uncertainty = _check_set("RobustMDP", uncertainty)
 
     def with_uncertainty(self, uncertainty: UncertaintySet) -> RobustMDP:
-        return RobustMDP(self.P, self.r, uncertainty)
+        """The same kernel and rewards with another uncertainty set."""
+        return RobustMDP(self.P, self.r, _check_set("RobustMDP.with_uncertainty", uncertainty))
 
     def generative_model(self, seed=None) -> GenerativeModel:
-        """A sampler of the nominal kernel that also knows the rewards."""
+        """A sampler of the nominal kernel that also knows the rewards (``seed``: None, an int or a Generator)."""
         return GenerativeModel(self.P, seed, rewards=self.r)
 
-    def _check_Q(self, Q) -> np.ndarray:
-        Q = np.asarray(Q, dtype=float)
+    def _check_Q(self, Q, function: str = "RobustMDP", argument: str = "Q") -> np.ndarray:
+        try:
+            Q = np.asarray(Q, dtype=float)
+        except (TypeError, ValueError):
+            raise InputTypeError(function, argument, "an (S, A) array of numbers", described(type(Q).__name__)) from None
         if Q.shape != (self.n_states, self.n_actions):
-            raise InputError(f"RobustMDP: Q: expected shape (S, A) = {(self.n_states, self.n_actions)}, got {Q.shape}")
+            raise InputError(function, argument, f"shape (S, A) = {(self.n_states, self.n_actions)}",
+                             described(f"shape {Q.shape}"))
+        if not np.isfinite(Q).all():
+            raise InputError(function, argument, "finite values", described("NaN or inf"))
         return Q
 
     def bellman(self, Q) -> np.ndarray:
         """T(Q) = r + sigma_{U(P_sa)}(max_a Q)."""
-        Q = self._check_Q(Q)
+        Q = self._check_Q(Q, "RobustMDP.bellman")
         return self.r + self.uncertainty._support(self.P, Q.max(1))
 
     def solve(self, *, tol: float = 1e-10, max_iter: int = 200_000, tau: float = 0.5) -> RobustSolution:
         """Robust relative value iteration with the aperiodicity transform (Wang et al., AAAI 2023)."""
+        tol, max_iter, tau = _check_solver("RobustMDP.solve", tol, max_iter, tau)
+
         def operator(h):
             return (self.r + self.uncertainty._support(self.P, h)).max(1)
 
@@ -128,18 +135,19 @@ class RobustMDP:
         return RobustSolution(gain=0.5 * (lo + hi), gain_bounds=(lo, hi), bias=h, span=float(span(h)),
                               policy=Q.argmax(1), Q=Q, residual=hi - lo, n_iter=it, converged=hi - lo <= tol)
 
-    def _check_policy(self, policy) -> np.ndarray:
+    def _check_policy(self, policy, function: str = "RobustMDP.evaluate") -> np.ndarray:
         policy = np.asarray(policy)
         if policy.shape != (self.n_states,) or not np.issubdtype(policy.dtype, np.integer) \
                 or policy.min() < 0 or policy.max() >= self.n_actions:
-            raise InputError(f"RobustMDP: policy: expected {self.n_states} integer actions in [0, {self.n_actions}), "
-                             f"got {policy!r}")
+            raise InputError(function, "policy", f"{self.n_states} integer actions in [0, {self.n_actions}) (a "
+                             "deterministic policy, one action per state)", policy)
         return policy
 
     def evaluate(self, policy, *, tol: float = 1e-10, max_iter: int = 200_000, tau: float = 0.5,
                  return_bounds: bool = False):
         """Robust (worst-case) gain of the deterministic ``policy``: the same iteration on rows (s, pi(s))."""
         policy = self._check_policy(policy)
+        tol, max_iter, tau = _check_solver("RobustMDP.evaluate", tol, max_iter, tau)
         states = np.arange(self.n_states)
         P_pi, r_pi = self.P[states, policy], self.r[states, policy]
         h, lo, hi, _ = _relative_vi(lambda h: r_pi + self.uncertainty._support(P_pi, h), self.n_states,
@@ -153,6 +161,8 @@ class RobustMDP:
         bounds V + gamma / (1 - gamma) [min, max](V_new - V) on V_gamma are tol / (1 - gamma) apart.
         """
         gamma = check_finite("RobustMDP.discounted_values", "gamma", gamma, low=0, high=1, high_open=True)
+        tol = check_finite("RobustMDP.discounted_values", "tol", tol, positive=True)
+        max_iter = check_int("RobustMDP.discounted_values", "max_iter", max_iter, low=1)
         V = np.zeros(self.n_states)
         for _ in range(max_iter):
             new = (self.r + gamma * self.uncertainty._support(self.P, V)).max(1)
@@ -165,8 +175,20 @@ class RobustMDP:
         return f"RobustMDP(n_states={self.n_states}, n_actions={self.n_actions}, uncertainty={self.uncertainty!r})"
 
 
-def _default_set(uncertainty):
-    return Contamination(0.0) if uncertainty is None else uncertainty
+def _check_set(function: str, uncertainty, argument: str = "uncertainty") -> UncertaintySet:
+    if not isinstance(uncertainty, UncertaintySet):
+        raise InputTypeError(function, argument, "an uncertainty set (Contamination, LpBall, KLBall or ChiSquareBall)",
+                             described(type(uncertainty).__name__))
+    return uncertainty
+
+
+def _check_solver(function: str, tol, max_iter, tau) -> tuple[float, int, float]:
+    return (check_finite(function, "tol", tol, positive=True), check_int(function, "max_iter", max_iter, low=1),
+            check_finite(function, "tau", tau, low=0, high=1, low_open=True))
+
+
+def _default_set(function: str, uncertainty):
+    return Contamination(0.0) if uncertainty is None else _check_set(function, uncertainty)
 
 
 def garnet(n_states: int, n_actions: int, uncertainty: UncertaintySet | None = None, *, branching: int | None = None,
@@ -179,6 +201,7 @@ def garnet(n_states: int, n_actions: int, uncertainty: UncertaintySet | None = N
     cut an edge: KL needs delta >= -log(1 - min_prob), chi-square delta >= min_prob.
     ``uncertainty=None``: the nominal model (Contamination(0)). ``seed`` seeds a local NumPy generator.
     """
+    uncertainty = _default_set("garnet", uncertainty)
     S = check_int("garnet", "n_states", n_states, low=2)
     A = check_int("garnet", "n_actions", n_actions, low=1)
     b = max(2, round(0.3 * S)) if branching is None else branching
@@ -191,7 +214,7 @@ def garnet(n_states: int, n_actions: int, uncertainty: UncertaintySet | None = N
             others = np.setdiff1d(np.arange(S), [(s + 1) % S])
             targets = np.append(rng.choice(others, size=b - 1, replace=False), (s + 1) % S)
             P[s, a, targets] = min_prob + (1 - b * min_prob) * rng.dirichlet(np.ones(b))
-    return RobustMDP(P, rng.uniform(0, 1, (S, A)), _default_set(uncertainty))
+    return RobustMDP(P, rng.uniform(0, 1, (S, A)), uncertainty)
 
 
 def periodic_cycle(uncertainty: UncertaintySet | None = None) -> RobustMDP:
@@ -200,9 +223,10 @@ def periodic_cycle(uncertainty: UncertaintySet | None = None) -> RobustMDP:
     Every ball around a deterministic row that keeps q << P is that row, so KL and chi-square sets
     leave this model nominal. Plain relative value iteration oscillates here forever.
     """
+    uncertainty = _default_set("periodic_cycle", uncertainty)
     P = np.zeros((2, 1, 2))
     P[0, 0, 1] = P[1, 0, 0] = 1.0
-    return RobustMDP(P, np.array([[1.0], [0.0]]), _default_set(uncertainty))
+    return RobustMDP(P, np.array([[1.0], [0.0]]), uncertainty)
 
 
 def river_swim(n_states: int = 6, uncertainty: UncertaintySet | None = None, *, p_forward: float = 0.35,
@@ -215,6 +239,8 @@ def river_swim(n_states: int = 6, uncertainty: UncertaintySet | None = None, *, 
     S = check_int("river_swim", "n_states", n_states, low=2)
     pf = check_finite("river_swim", "p_forward", p_forward, low=0, high=1)
     pb = check_finite("river_swim", "p_backward", p_backward, low=0, high=1 - pf)
+    small_reward = check_finite("river_swim", "small_reward", small_reward)
+    uncertainty = _default_set("river_swim", uncertainty)
     P = np.zeros((S, 2, S))
     r = np.zeros((S, 2))
     for s in range(S):
@@ -223,7 +249,12 @@ def river_swim(n_states: int = 6, uncertainty: UncertaintySet | None = None, *, 
         P[s, 1, max(s - 1, 0)] += pb
         P[s, 1, s] += 1 - pf - pb
     r[0, 0], r[S - 1, 1] = small_reward, 1.0
-    return RobustMDP(P, r, _default_set(uncertainty))
+    return RobustMDP(P, r, uncertainty)
+
+
+def _check_mdp(function: str, mdp) -> None:
+    if not isinstance(mdp, RobustMDP):
+        raise InputTypeError(function, "mdp", "a RobustMDP", described(type(mdp).__name__))
 
 
 @dataclass
@@ -237,8 +268,9 @@ class IterationTrace:
 
 def halpern_iteration(mdp: RobustMDP, n_iter: int, *, Q0=None) -> IterationTrace:
     """Exact (model-based) Halpern iteration Q^k = (1 - b_k) Q^0 + b_k T(Q^{k-1}), b_k = k / (k + 2)."""
+    _check_mdp("halpern_iteration", mdp)
     n_iter = check_int("halpern_iteration", "n_iter", n_iter, low=0)
-    Q0 = np.zeros((mdp.n_states, mdp.n_actions)) if Q0 is None else mdp._check_Q(Q0)
+    Q0 = np.zeros((mdp.n_states, mdp.n_actions)) if Q0 is None else mdp._check_Q(Q0, "halpern_iteration", "Q0")
     Q, TQ = Q0, mdp.bellman(Q0)
     residuals = [span(TQ - Q)]
     for k in range(1, n_iter + 1):
@@ -251,9 +283,10 @@ def halpern_iteration(mdp: RobustMDP, n_iter: int, *, Q0=None) -> IterationTrace
 
 def relative_value_iteration(mdp: RobustMDP, n_iter: int, *, tau: float = 1.0, Q0=None) -> IterationTrace:
     """Relative value iteration on Q: Q <- T_tau(Q) - T_tau(Q)[0, 0]; tau = 1 is the plain method."""
+    _check_mdp("relative_value_iteration", mdp)
     n_iter = check_int("relative_value_iteration", "n_iter", n_iter, low=0)
     tau = check_finite("relative_value_iteration", "tau", tau, low=0, high=1, low_open=True)
-    Q = np.zeros((mdp.n_states, mdp.n_actions)) if Q0 is None else mdp._check_Q(Q0)
+    Q = np.zeros((mdp.n_states, mdp.n_actions)) if Q0 is None else mdp._check_Q(Q0, "relative_value_iteration", "Q0")
     TQ = mdp.bellman(Q)
     residuals = [span(TQ - Q)]
     for _ in range(n_iter):
@@ -267,8 +300,11 @@ def relative_value_iteration(mdp: RobustMDP, n_iter: int, *, tau: float = 1.0, Q
 # ==============================================================================================
 # Model-free Robust Halpern Iteration
 # ==============================================================================================
-class RobustHalpernIteration:
+class RobustHalpernIteration(BaseEstimator):
     """Model-free Robust Halpern Iteration with a recursive (SPIDER-style) operator estimate.
+
+    A scikit-learn estimator: the constructor stores its parameters, :meth:`fit` checks them, and ``clone``,
+    ``get_params`` and ``set_params`` work (``fit`` takes a generative model, not ``(X, y)``).
 
     Learns an epsilon-optimal robust policy from a :class:`GenerativeModel` alone::
 
@@ -287,7 +323,7 @@ class RobustHalpernIteration:
     bound over (s, a, k) replaces the unknown horizon; exact for averaging oracles, a nominal bound for
     MLMC ones). The stop reads only estimated quantities: no P, no g*, no span H.
 
-    Attributes after :meth:`fit`: ``policy_``, ``Q_``, ``samples_used_``, ``span_residual_``
+    Attributes after :meth:`fit`: ``oracle_`` (the oracle used, bound to the set), ``policy_``, ``Q_``, ``samples_used_``, ``span_residual_``
     (estimated ``Sp(T_hat - Q)``), ``margin_``, ``operator_estimate_`` (T_hat, the estimate of
     ``T(Q_)``), ``gain_estimate_``, ``n_iter_``, ``converged_``,
     ``history_`` (per-step arrays: budget m_k, residual, margin, cumulative samples).
@@ -306,24 +342,37 @@ class RobustHalpernIteration:
         max_iter: Cap on Halpern steps.
     """
 
-    def __init__(self, uncertainty, oracle=None, epsilon: float = 0.1, delta: float = 0.05, max_samples=None,
+    def __init__(self, uncertainty=None, oracle=None, epsilon: float = 0.1, delta: float = 0.05, max_samples=None,
                  random_state=None, *, schedule_scale: float = 1.0, max_iter: int = 100_000):
-        if not isinstance(uncertainty, UncertaintySet):
-            raise TypeError(f"RobustHalpernIteration: uncertainty: expected Contamination, LpBall, KLBall or "
-                             f"ChiSquareBall, got {type(uncertainty).__name__}")
-        if oracle is None:
-            oracle = MLMC() if uncertainty.nonlinear_in_P else PlugIn()
-        if not isinstance(oracle, SupportOracle):
-            raise TypeError(f"RobustHalpernIteration: oracle: expected PlugIn, MLMC, TruncatedMLMC or KOrderMLMC, "
-                             f"got {type(oracle).__name__}")
-        name = "RobustHalpernIteration"
-        self.uncertainty, self.oracle = uncertainty, oracle
-        self.epsilon = check_finite(name, "epsilon", epsilon, low=0, low_open=True)
-        self.delta = check_finite(name, "delta", delta, low=0, high=1, low_open=True, high_open=True)
-        self.max_samples = None if max_samples is None else check_finite(name, "max_samples", max_samples, low=1)
+        self.uncertainty = uncertainty
+        self.oracle = oracle
+        self.epsilon = epsilon
+        self.delta = delta
+        self.max_samples = max_samples
         self.random_state = random_state
-        self.schedule_scale = check_finite(name, "schedule_scale", schedule_scale, low=0, low_open=True)
-        self.max_iter = check_int(name, "max_iter", max_iter, low=1)
+        self.schedule_scale = schedule_scale
+        self.max_iter = max_iter
+
+    def _check_params(self, function: str) -> SupportOracle:
+        """scikit-learn's rule: ``__init__`` stores, ``fit`` validates; returns the oracle to use."""
+        _check_set(function, self.uncertainty)
+        oracle = self.oracle
+        if oracle is None:
+            oracle = MLMC() if self.uncertainty.nonlinear_in_P else PlugIn()
+        if not isinstance(oracle, SupportOracle):
+            raise InputTypeError(function, "oracle", "None or a support oracle (PlugIn, MLMC, TruncatedMLMC, "
+                                 "KOrderMLMC)", described(type(oracle).__name__))
+        check_finite(function, "epsilon", self.epsilon, low=0, low_open=True)
+        check_finite(function, "delta", self.delta, low=0, high=1, low_open=True, high_open=True)
+        if self.max_samples is not None:
+            check_finite(function, "max_samples", self.max_samples, low=1)
+        if self.random_state is not None and (isinstance(self.random_state, bool) or not isinstance(
+                self.random_state, (int, np.integer, np.random.Generator, np.random.SeedSequence))):
+            raise InputTypeError(function, "random_state", "None, an int, a SeedSequence or a numpy Generator",
+                                 described(type(self.random_state).__name__))
+        check_finite(function, "schedule_scale", self.schedule_scale, low=0, low_open=True)
+        check_int(function, "max_iter", self.max_iter, low=1)
+        return oracle
 
     def fit(self, gen_model) -> RobustHalpernIteration:
         """Run the iteration on samples drawn from ``gen_model`` until the stopping rule holds.
@@ -337,16 +386,17 @@ class RobustHalpernIteration:
         Returns:
             ``self``, with the fitted attributes listed in the class docstring.
         """
+        name = "RobustHalpernIteration.fit"
+        oracle = self._check_params(name)
         if not all(hasattr(gen_model, a) for a in ("n_states", "n_actions", "rewards", "batch", "samples_used")):
-            raise TypeError(f"RobustHalpernIteration.fit: gen_model: expected a GenerativeModel, got "
-                             f"{type(gen_model).__name__}")
+            raise InputTypeError(name, "gen_model", "a GenerativeModel", described(type(gen_model).__name__))
         if gen_model.rewards is None:
-            raise InputError("RobustHalpernIteration.fit: gen_model.rewards: expected rewards (build the model with "
-                             "GenerativeModel(P, seed, rewards=r) or RobustMDP.generative_model()), got None "
-                             "(gen_model.rewards is None)")
+            raise InputError(name, "gen_model.rewards", "rewards (build the model with GenerativeModel(P, seed, "
+                             "rewards=r) or RobustMDP.generative_model())", described("None (gen_model.rewards is None)"))
         S, A, r = gen_model.n_states, gen_model.n_actions, np.asarray(gen_model.rewards, dtype=float)
-        eps, rng = self.epsilon, np.random.default_rng(self.random_state)
-        oracle, rows = self.oracle.bind(self.uncertainty), gen_model.batch()
+        eps, rng = float(self.epsilon), np.random.default_rng(self.random_state)
+        self.oracle_ = oracle.bind(self.uncertainty)  # the oracle used, bound to the uncertainty set
+        oracle, rows = self.oracle_, gen_model.batch()
         start_samples = gen_model.samples_used
 
         Q0 = np.zeros((S, A))
@@ -386,7 +436,3 @@ class RobustHalpernIteration:
         self.n_iter_, self.converged_ = len(history["residual"]), converged
         self.history_ = {key: np.array(value) for key, value in history.items()}
         return self
-
-    def __repr__(self) -> str:
-        return (f"RobustHalpernIteration(uncertainty={self.uncertainty!r}, oracle={self.oracle!r}, "
-                f"epsilon={self.epsilon:g}, delta={self.delta:g})")

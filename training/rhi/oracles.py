@@ -33,7 +33,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from icml26.errors import InputError
+from icml26.errors import InputError, InputTypeError, describe, described
 from icml26.validation import check_finite, check_int
 
 # Untruncated MLMC still needs an array-safe cap: P(N > 30) = (1 - psi)^31 < 1e-12 for psi >= 0.6.
@@ -43,31 +43,43 @@ _LEVEL_CAP = 30
 # ----------------------------------------------------------------------------------------------
 # validation shared with halpern.py
 # ----------------------------------------------------------------------------------------------
-def check_kernel(P, name: str = "P", *, atol: float = 1e-8) -> np.ndarray:
-    """Validate an (S, A, S) transition kernel: finite, >= 0, every row P[s, a, :] sums to 1."""
-    P = np.asarray(P, dtype=float)
+def check_kernel(P, name: str = "P", *, atol: float = 1e-8, function: str = "check_kernel") -> np.ndarray:
+    """Validate an (S, A, S) transition kernel: finite, >= 0, every row P[s, a, :] sums to 1 (within ``atol``).
+
+    Errors read ``"<function>: <name>: expected ..., got ..."``."""
+    try:
+        P = np.asarray(P, dtype=float)
+    except (TypeError, ValueError):
+        raise InputTypeError(function, name, "an (S, A, S) array of transition probabilities",
+                             described(type(P).__name__)) from None
     if P.ndim != 3 or P.shape[0] != P.shape[2] or min(P.shape) == 0:
-        raise InputError(f"{name}: expected an (S, A, S) array of transition probabilities, got shape {P.shape}")
+        raise InputError(function, name, "an (S, A, S) array of transition probabilities",
+                         described(f"shape {P.shape}"))
     if not np.all(np.isfinite(P)):
-        raise InputError(f"{name}: expected finite probabilities, got NaN or inf")
+        raise InputError(function, name, "finite probabilities", described("NaN or inf"))
     if (P < 0).any():
         s, a, t = np.argwhere(P < 0)[0]
-        raise InputError(f"{name}: expected probabilities >= 0, got {name}[{s}, {a}, {t}] = {P[s, a, t]:.6g}")
+        raise InputError(function, name, "probabilities >= 0", described(f"{name}[{s}, {a}, {t}] = {P[s, a, t]:.6g}"))
     sums = P.sum(-1)
     bad = np.abs(sums - 1.0) > atol
     if bad.any():
         s, a = np.argwhere(bad)[0]
-        raise InputError(f"{name}: expected transition rows {name}[s, a, :] that sum to 1 (tolerance {atol:g}), "
-                         f"got {name}[{s}, {a}, :].sum() = {sums[s, a]:.10g}")
+        raise InputError(function, name, f"transition rows {name}[s, a, :] that sum to 1 (tolerance {atol:g})",
+                         described(f"{name}[{s}, {a}, :].sum() = {sums[s, a]:.10g}"))
     return P
 
 
-def check_rewards(r, shape: tuple[int, int], name: str = "r") -> np.ndarray:
-    r = np.asarray(r, dtype=float)
+def check_rewards(r, shape: tuple[int, int], name: str = "r", *, function: str = "check_rewards") -> np.ndarray:
+    """Validate rewards: a finite array of ``shape`` (S, A)."""
+    try:
+        r = np.asarray(r, dtype=float)
+    except (TypeError, ValueError):
+        raise InputTypeError(function, name, f"rewards of shape (S, A) = {tuple(shape)}",
+                             described(type(r).__name__)) from None
     if r.shape != tuple(shape):
-        raise InputError(f"{name}: expected rewards of shape (S, A) = {tuple(shape)}, got shape {r.shape}")
+        raise InputError(function, name, f"rewards of shape (S, A) = {tuple(shape)}", described(f"shape {r.shape}"))
     if not np.all(np.isfinite(r)):
-        raise InputError(f"{name}: expected finite rewards, got NaN or inf")
+        raise InputError(function, name, "finite rewards", described("NaN or inf"))
     return r
 
 
@@ -95,37 +107,49 @@ class GenerativeModel:
     """
 
     def __init__(self, P, seed=None, *, rewards=None):
-        P = check_kernel(P)
+        P = check_kernel(P, function="GenerativeModel")
         self.n_states, self.n_actions = P.shape[0], P.shape[1]
-        self.rewards = None if rewards is None else check_rewards(rewards, P.shape[:2], "rewards")
+        self.rewards = None if rewards is None else check_rewards(rewards, P.shape[:2], "rewards",
+                                                                  function="GenerativeModel")
+        if seed is not None and not isinstance(seed, (int, np.integer, np.random.Generator, np.random.SeedSequence)) \
+                or isinstance(seed, bool):
+            raise InputTypeError("GenerativeModel", "seed", "None, an int, a SeedSequence or a numpy Generator",
+                                 described(type(seed).__name__))
         self.__kernel = P / P.sum(-1, keepdims=True)  # exact normalisation keeps numpy's multinomial happy
         self._rng = np.random.default_rng(seed)
         self.samples_used = 0
 
-    def _rows(self, states, actions) -> np.ndarray:
-        states, actions = np.broadcast_arrays(np.asarray(states), np.asarray(actions))
-        if states.ndim != 1 or not np.issubdtype(states.dtype, np.integer) or not np.issubdtype(actions.dtype, np.integer):
-            raise InputError(f"GenerativeModel: states, actions: expected 1-D integer arrays, got shapes "
-                             f"{states.shape} and {actions.shape}")
-        if states.size and (states.min() < 0 or states.max() >= self.n_states or actions.min() < 0
-                            or actions.max() >= self.n_actions):
-            raise InputError(f"GenerativeModel: states, actions: expected states in [0, {self.n_states}) and actions "
-                             f"in [0, {self.n_actions}), got states in [{states.min()}, {states.max()}], "
-                             f"actions in [{actions.min()}, {actions.max()}]")
+    def _rows(self, states, actions, function: str = "GenerativeModel") -> np.ndarray:
+        states, actions = np.asarray(states), np.asarray(actions)
+        for name, x, top in (("states", states, self.n_states), ("actions", actions, self.n_actions)):
+            if x.ndim > 1 or not np.issubdtype(x.dtype, np.integer):
+                raise InputError(function, name, "an int or a 1-D integer array", describe(x))
+            if x.size and (x.min() < 0 or x.max() >= top):
+                raise InputError(function, name, f"values in [0, {top})",
+                                 described(f"values in [{x.min()}, {x.max()}]"))
+        try:
+            states, actions = np.broadcast_arrays(np.atleast_1d(states), np.atleast_1d(actions))
+        except ValueError:
+            raise InputError(function, "actions", f"an int or {states.size} actions (one per state)",
+                             describe(actions)) from None
         return self.__kernel[states, actions]
 
     def sample_counts(self, states, actions, n) -> np.ndarray:
         """Next-state counts (B, S) of ``n`` samples per pair (``n``: int or one int per pair)."""
-        pvals = self._rows(states, actions)
-        n = np.broadcast_to(np.asarray(n, dtype=np.int64), pvals.shape[:1])
+        f = "GenerativeModel.sample_counts"
+        pvals = self._rows(states, actions, f)
+        n = np.asarray(n)
+        if not np.issubdtype(n.dtype, np.integer) or n.ndim > 1 or (n.ndim == 1 and n.shape != pvals.shape[:1]):
+            raise InputError(f, "n", f"an int or {len(pvals)} ints (one per pair)", describe(n))
+        n = np.broadcast_to(n.astype(np.int64), pvals.shape[:1])
         if (n < 0).any():
-            raise InputError(f"GenerativeModel: n: expected sample sizes >= 0, got min {n.min()}")
+            raise InputError(f, "n", "sample sizes >= 0", described(f"min {n.min()}"))
         self.samples_used += int(n.sum())
         return self._rng.multinomial(n, pvals)
 
     def sample(self, states, actions, n: int) -> np.ndarray:
         """``n`` next states for each pair, shape (B, n) (inverse-CDF sampling, vectorised)."""
-        pvals = self._rows(states, actions)
+        pvals = self._rows(states, actions, "GenerativeModel.sample")
         n = check_int("GenerativeModel.sample", "n", n, low=0)
         self.samples_used += pvals.shape[0] * n
         u = self._rng.random((pvals.shape[0], n))
@@ -136,7 +160,11 @@ class GenerativeModel:
         """A handle on a fixed batch of (s, a) pairs: all pairs in (s, a) order by default."""
         if states is None and actions is None:
             states, actions = np.divmod(np.arange(self.n_states * self.n_actions), self.n_actions)
-        self._rows(states, actions)  # validate now
+        if (states is None) != (actions is None):
+            raise InputError("GenerativeModel.batch", "actions" if actions is None else "states",
+                             "both states and actions, or neither (all pairs)", None)
+        self._rows(states, actions, "GenerativeModel.batch")  # validate now
+        states, actions = np.broadcast_arrays(np.atleast_1d(states), np.atleast_1d(actions))
         return SampleBatch(self, np.asarray(states), np.asarray(actions))
 
     def __repr__(self) -> str:
@@ -153,6 +181,10 @@ class SampleBatch:
     def draw(self, n, rows=None) -> np.ndarray:
         """Counts (len(rows), S) of ``n`` samples for each chosen row (``n``: int or per row)."""
         rows = np.arange(self.size) if rows is None else np.asarray(rows)
+        if rows.ndim != 1 or not np.issubdtype(rows.dtype, np.integer) or (
+                rows.size and (rows.min() < 0 or rows.max() >= self.size)):
+            raise InputError("SampleBatch.draw", "rows", f"None or a 1-D array of row indices in [0, {self.size})",
+                             describe(rows))
         return self._model.sample_counts(self.states[rows], self.actions[rows], n)
 
 
@@ -174,7 +206,18 @@ def richardson_weights(order: int) -> np.ndarray:
 
 
 def level_probabilities(psi: float, n_max: int | None) -> np.ndarray:
-    """p_n = psi (1 - psi)^n for n < n_max and the tail (1 - psi)^n_max at n_max."""
+    """p_n = psi (1 - psi)^n for n < n_max and the tail (1 - psi)^n_max at n_max (``n_max=None``: capped at 30)."""
+    _check_levels("level_probabilities", psi, n_max)
+    return _level_probabilities(psi, n_max)
+
+
+def _check_levels(function: str, psi, n_max) -> None:
+    check_finite(function, "psi", psi, low=0, high=1, low_open=True, high_open=True)
+    if n_max is not None:
+        check_int(function, "n_max", n_max, low=0, high=_LEVEL_CAP)
+
+
+def _level_probabilities(psi: float, n_max: int | None) -> np.ndarray:
     top = _LEVEL_CAP if n_max is None else n_max
     p = psi * (1 - psi) ** np.arange(top + 1)
     p[top] = (1 - psi) ** top
@@ -183,7 +226,8 @@ def level_probabilities(psi: float, n_max: int | None) -> np.ndarray:
 
 def mlmc_cost_factor(psi: float, n_max: int | None) -> float:
     """Expected samples per unit of base size: 1 (base) + E[2^(N+1)] (the level's two halves)."""
-    p = level_probabilities(psi, n_max)
+    _check_levels("mlmc_cost_factor", psi, n_max)
+    p = _level_probabilities(psi, n_max)
     return float(1.0 + (p * 2.0 ** (np.arange(len(p)) + 1)).sum())
 
 
@@ -208,10 +252,23 @@ def mlmc_estimate(sample_fn: Callable, functional: Callable, V, *, base, order: 
     Averaging f over all dyadic sub-blocks (rather than nested prefixes) keeps every correction an
     average of antithetic differences, so its variance stays O(4^-N) for smooth functionals.
     """
+    f = "mlmc_estimate"
+    for name, fn in (("sample_fn", sample_fn), ("functional", functional)):
+        if not callable(fn):
+            raise InputTypeError(f, name, "a callable", described(type(fn).__name__))
     V = np.atleast_2d(np.asarray(V, dtype=float))
-    base = np.asarray(base, dtype=np.int64)
+    if V.ndim != 2 or not np.isfinite(V).all():
+        raise InputError(f, "V", "finite values of shape (S,) or (F, S)", describe(V))
+    base = np.asarray(base)
+    if base.ndim != 1 or len(base) == 0 or not np.issubdtype(base.dtype, np.integer) or (base < 1).any():
+        raise InputError(f, "base", "a non-empty 1-D integer array of base sample sizes >= 1", describe(base))
+    base = base.astype(np.int64)
+    order = check_int(f, "order", order, low=1)
+    _check_levels(f, psi, n_max)
+    if not isinstance(rng, np.random.Generator):
+        raise InputTypeError(f, "rng", "a numpy Generator", described(type(rng).__name__))
     B = base.shape[0]
-    p_levels = level_probabilities(psi, n_max)
+    p_levels = _level_probabilities(psi, n_max)
     levels = np.minimum(rng.geometric(psi, size=B) - 1, len(p_levels) - 1)
 
     # 1) draw every sample: the base sets, then per level group the finest dyadic blocks
@@ -283,12 +340,15 @@ class SupportOracle:
 
     def __init__(self, uncertainty=None):
         if uncertainty is not None and not callable(getattr(uncertainty, "_support", None)):
-            raise TypeError(f"{type(self).__name__}: uncertainty: expected an uncertainty set (Contamination, "
-                             f"LpBall, KLBall, ChiSquareBall), got {type(uncertainty).__name__}")
+            raise InputTypeError(type(self).__name__, "uncertainty", "None or an uncertainty set (Contamination, "
+                                 "LpBall, KLBall, ChiSquareBall)", described(type(uncertainty).__name__))
         self.uncertainty = uncertainty
 
     def bind(self, uncertainty) -> SupportOracle:
         """A copy of this oracle estimating the support function of ``uncertainty``."""
+        if not callable(getattr(uncertainty, "_support", None)):
+            raise InputTypeError(f"{type(self).__name__}.bind", "uncertainty", "an uncertainty set (Contamination, "
+                                 "LpBall, KLBall, ChiSquareBall)", described(type(uncertainty).__name__))
         bound = copy.copy(self)
         SupportOracle.__init__(bound, uncertainty)
         return bound
@@ -304,15 +364,18 @@ class SupportOracle:
     def _prepare(self, s_a_batch, V, budget):
         name = type(self).__name__
         if self.uncertainty is None:
-            raise InputError(f"{name}: uncertainty: expected an uncertainty set (construct the oracle with "
-                             f"uncertainty=... or call bind(...)), got None (no uncertainty set)")
-        if not hasattr(s_a_batch, "draw"):
-            raise TypeError(f"{name}.estimate: s_a_batch: expected a SampleBatch (gen_model.batch()), "
-                             f"got {type(s_a_batch).__name__}")
-        V = np.asarray(V, dtype=float)
+            raise InputError(name, "uncertainty", "an uncertainty set (construct the oracle with uncertainty=... "
+                             "or call bind(...))", described("None (no uncertainty set)"))
+        if not callable(getattr(s_a_batch, "draw", None)):  # duck-typed: wrappers and stubs of a SampleBatch pass
+            raise InputTypeError(f"{name}.estimate", "s_a_batch", "a SampleBatch (gen_model.batch())",
+                                 described(type(s_a_batch).__name__))
+        try:
+            V = np.asarray(V, dtype=float)
+        except (TypeError, ValueError):
+            raise InputTypeError(f"{name}.estimate", "V", "an array of values", described(type(V).__name__)) from None
         if V.ndim not in (1, 2) or V.shape[-1] != s_a_batch.n_states or not np.all(np.isfinite(V)):
-            raise InputError(f"{name}.estimate: V: expected finite values of shape (S,) or (F, S) with "
-                             f"S = {s_a_batch.n_states}, got shape {V.shape}")
+            raise InputError(f"{name}.estimate", "V", f"finite values of shape (S,) or (F, S) with "
+                             f"S = {s_a_batch.n_states}", described(f"shape {V.shape}"))
         check_finite(f"{name}.estimate", "budget", budget, low=0, low_open=True)
         return V
 
@@ -364,7 +427,8 @@ class KOrderMLMC(SupportOracle):
         """Base size n0 = budget / cost_factor (randomly rounded, >= 1): the expected samples equal the budget."""
         V = self._prepare(s_a_batch, V, budget)
         if not isinstance(rng, np.random.Generator):
-            raise TypeError(f"{type(self).__name__}.estimate: rng: expected a numpy Generator, got {type(rng).__name__}")
+            raise InputTypeError(f"{type(self).__name__}.estimate", "rng", "a numpy Generator",
+                                 described(type(rng).__name__))
         n0 = budget / self.cost_factor
         base = np.maximum(1, np.floor(n0) + (rng.random(s_a_batch.size) < n0 - np.floor(n0))).astype(np.int64)
         out = mlmc_estimate(lambda rows, n: s_a_batch.draw(n, rows), self._functional, V, base=base,

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from icml26.errors import InputError
+from icml26.errors import InputError, InputTypeError, describe, described
 from icml26.validation import check_finite
 
 __all__ = ["ChiSquareBall", "Contamination", "KLBall", "LpBall", "UncertaintySet"]
@@ -31,26 +31,34 @@ class UncertaintySet:
     nonlinear_in_P = False  # True: plug-in estimates are biased and need an MLMC oracle
 
     def support(self, P, V) -> np.ndarray:
-        P = np.asarray(P, dtype=float)
-        V = np.asarray(V, dtype=float)
-        name = type(self).__name__
-        if P.ndim == 0 or V.ndim == 0 or P.shape[-1] != V.shape[-1]:
-            raise InputError(f"{name}.support: P, V: expected arrays ending in the same number of states S, got "
-                             f"shapes {P.shape} and {V.shape}")
+        f = f"{type(self).__name__}.support"
+        arrays = []
+        for arg, x in (("P", P), ("V", V)):
+            try:
+                arrays.append(np.asarray(x, dtype=float))
+            except (TypeError, ValueError):
+                raise InputTypeError(f, arg, "an array of numbers", described(type(x).__name__)) from None
+        P, V = arrays
+        if P.ndim == 0:
+            raise InputError(f, "P", "rows of probabilities over S states (shape (..., S))", describe(P))
+        if V.ndim == 0 or P.shape[-1] != V.shape[-1]:
+            raise InputError(f, "V", f"values ending in P's number of states S = {P.shape[-1]}",
+                             described(f"shape {V.shape}"))
         try:
             np.broadcast_shapes(P.shape, V.shape)
         except ValueError:
-            raise InputError(f"{name}.support: V of shape {V.shape} does not broadcast against P of shape "
-                             f"{P.shape}") from None
-        if not (np.all(np.isfinite(P)) and np.all(np.isfinite(V))):
-            raise InputError(f"{name}.support: expected finite P and V, got NaN or inf")
+            raise InputError(f, "V", f"a shape that broadcasts against P's {P.shape}",
+                             described(f"shape {V.shape}")) from None
+        for arg, x in (("P", P), ("V", V)):
+            if not np.all(np.isfinite(x)):
+                raise InputError(f, arg, "finite values", described("NaN or inf"))
         if (P < 0).any():
-            raise InputError(f"{name}.support: P: expected probabilities >= 0, got min {P.min():.6g}")
+            raise InputError(f, "P", "probabilities >= 0", described(f"min {P.min():.6g}"))
         bad = np.abs(P.sum(-1) - 1) > 1e-8
         if bad.any():
-            idx = tuple(np.argwhere(bad)[0])
-            raise InputError(f"{name}.support: P: expected rows that sum to 1 (tolerance 1e-8), got row {idx} "
-                             f"summing to {P.sum(-1)[idx]:.10g}")
+            idx = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise InputError(f, "P", "rows that sum to 1 (tolerance 1e-8)",
+                             described(f"row {idx} summing to {P.sum(-1)[idx]:.10g}"))
         return self._support(P, V)
 
     def _support(self, P: np.ndarray, V: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
