@@ -20,7 +20,12 @@ from .errors import InputError, described
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that reports a bad command line in one line (no usage block) with exit code 2."""
+    """argparse that reports a bad command line in one line (no usage block) with exit code 2, and takes options
+    only as spelt: argparse's abbreviations would read ``--seed 3`` as ``--seeds 3`` (three seeds, not seed 3)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")

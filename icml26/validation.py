@@ -191,5 +191,9 @@ def check_output_file(function: str, argument: str, value: Any) -> Path:
     path = _path(function, argument, value)
     if path.is_dir():
         raise InputError(function, argument, "a file path (not a folder)", str(path))
-    check_output_dir(function, argument, path.parent if str(path.parent) else Path("."))
+    try:
+        check_output_dir(function, argument, path.parent)
+    except InputError as exc:
+        raise InputError(function, argument, "a file path whose folder can be created and written to",
+                         described(f"{str(path)!r} ({exc.got})")) from None
     return path
