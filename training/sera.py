@@ -38,8 +38,10 @@ Entry points: :func:`train_sera` (library), :func:`main_train` (``icml26 sera tr
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
+import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,9 +50,12 @@ from typing import TYPE_CHECKING, Any
 from trl import SFTConfig, SFTTrainer
 
 from icml26.agents.backends import to_template_messages
-from icml26.errors import InputError, described, input_error
+from icml26.errors import InputError, InputTypeError, described, input_error
 from icml26.training.distributed import is_main_process, mean_across_processes, use_cpu_when_launched_without_gpu
 from icml26.utils import IGNORE_INDEX
+from icml26.validation import check_choice, check_finite, check_int
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -67,7 +72,9 @@ __all__ = [
     "build_sft_trainer",
     "load_trajectories",
     "row_tools",
+    "load_tokenizer",
     "main_train",
+    "prepare_sft_dataset",
     "tokenize_trajectory",
     "tool_names",
     "train_sera",
@@ -76,6 +83,7 @@ __all__ = [
 ]
 
 OVERLONG = ("truncate", "drop")
+STAGES = ("T1", "T2")
 LOSS_IMPLS = ("fused", "model")
 #: The SFT hyperparameters of SERA's axolotl configs (SERA-32B / SERA-8B), for reference.
 PAPER_DEFAULTS = {
@@ -101,6 +109,9 @@ class SeraSFTConfig(SFTConfig):
     supports it (TRL's default turns it on everywhere, which is slow on CPU).
     """
 
+    output_dir: str | None = field(
+        default=None, metadata={"help": "Where the trained model, its tokenizer and checkpoints go (also spelt "
+                                         "--out).", "aliases": ["--out"]})
     learning_rate: float = field(default=1e-5, metadata={"help": "Peak learning rate (SERA: 1e-5)."})
     lr_scheduler_type: str = field(default="cosine", metadata={"help": "Learning-rate schedule (SERA: cosine)."})
     num_train_epochs: float = field(default=3.0, metadata={"help": "Epochs (SERA: 3)."})
@@ -144,24 +155,44 @@ class SeraSFTConfig(SFTConfig):
         default=True, metadata={"help": "Save LoRA runs merged into the base weights (a plain checkpoint)."})
 
     def __post_init__(self) -> None:
-        if self.loss_impl not in LOSS_IMPLS:
-            raise input_error("SeraSFTConfig", "loss_impl", f"one of {list(LOSS_IMPLS)}", self.loss_impl)
-        if self.overlong not in OVERLONG:
-            raise input_error("SeraSFTConfig", "overlong", f"one of {list(OVERLONG)}", self.overlong)
-        if self.overlong == "drop" and self.max_length is None:
-            raise input_error("SeraSFTConfig", "max_length", "a length with overlong='drop' (the length above which "
-                              "trajectories are dropped)", None)
-        if self.use_peft:
-            if isinstance(self.lora_r, bool) or not isinstance(self.lora_r, int) or self.lora_r < 1:
-                raise input_error("SeraSFTConfig", "lora_r", "a positive int", self.lora_r)
-            if not 0.0 <= self.lora_dropout < 1.0:
-                raise input_error("SeraSFTConfig", "lora_dropout", "a number in [0, 1)", self.lora_dropout)
+        self._check()
         use_cpu_when_launched_without_gpu(self)  # a 2-process launch on a CPU box is DDP over gloo, not 2 copies
         if self.activation_checkpointing is None and self.gradient_checkpointing is None:
             self.activation_checkpointing = True
         if self.bf16 is None:
             self.bf16 = bool(not self.fp16 and not self.use_cpu and _cuda_bf16())
         super().__post_init__()
+
+    def _check(self) -> None:
+        """The fields a user sets most, checked before any work (TrainingArguments checks few of them)."""
+        name = "SeraSFTConfig"
+        check_choice(name, "loss_impl", self.loss_impl, LOSS_IMPLS)
+        check_choice(name, "overlong", self.overlong, OVERLONG)
+        from transformers.trainer_utils import SchedulerType
+
+        check_choice(name, "lr_scheduler_type", getattr(self.lr_scheduler_type, "value", self.lr_scheduler_type),
+                     [kind.value for kind in SchedulerType])
+        check_finite(name, "learning_rate", self.learning_rate, positive=True)
+        check_finite(name, "num_train_epochs", self.num_train_epochs, positive=True)
+        check_finite(name, "warmup_steps", self.warmup_steps, non_negative=True)
+        check_finite(name, "weight_decay", self.weight_decay, non_negative=True)
+        for beta in ("adam_beta1", "adam_beta2"):
+            check_finite(name, beta, getattr(self, beta), low=0, high=1, high_open=True)
+        if self.max_steps != -1:  # -1: TrainingArguments' "run num_train_epochs"
+            check_int(name, "max_steps", self.max_steps, low=1)
+        for count in ("per_device_train_batch_size", "gradient_accumulation_steps"):
+            check_int(name, count, getattr(self, count), low=1)
+        if self.max_length is not None:
+            check_int(name, "max_length", self.max_length, low=1)
+        elif self.overlong == "drop":
+            raise input_error(name, "max_length", "a length with overlong='drop' (the length above which "
+                              "trajectories are dropped)", None)
+        if self.sera_stages is not None:
+            for stage in self.sera_stages:
+                check_choice(name, "sera_stages", stage, STAGES)
+        check_int(name, "lora_r", self.lora_r, low=1)
+        check_finite(name, "lora_alpha", self.lora_alpha, positive=True)
+        check_finite(name, "lora_dropout", self.lora_dropout, low=0, high=1, high_open=True)
 
     def get_peft_config(self):
         """The ``peft.LoraConfig`` for ``use_peft=True`` runs, else None (as ``trl.get_peft_config(ModelConfig)``)."""
@@ -229,7 +260,7 @@ def load_trajectories(source: Any, *, stages: Sequence[str] | None = None) -> li
                     if line.strip():
                         try:
                             rows.append(json.loads(line))
-                        except json.JSONDecodeError as exc:
+                        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
                             raise input_error("load_trajectories", f"{path}:{n}", "a JSON line", described(str(exc))) from None
         elif path.is_dir():
             from datasets import load_from_disk
@@ -244,15 +275,20 @@ def load_trajectories(source: Any, *, stages: Sequence[str] | None = None) -> li
             else:
                 rows = [dict(r) for r in data]
         else:
-            raise FileNotFoundError(f"no trajectories at {str(path)!r} (expected a folder with trajectories.jsonl "
-                                    "or dataset/, a .jsonl file, or a saved dataset folder)")
+            raise input_error("load_trajectories", "source", "a pipeline output folder (with trajectories.jsonl or "
+                              "dataset/), a .jsonl file or a saved dataset folder",
+                              described(f"{str(path)!r}, which does not exist"))
     elif hasattr(source, "column_names"):
         rows = [dict(r) for r in source]
     elif isinstance(source, (list, tuple)):
         rows = [dict(r) for r in source]
     else:
-        raise TypeError(f"trajectories must be a path, a datasets.Dataset or a list of dicts, got "
-                        f"{type(source).__name__}")
+        raise InputTypeError("load_trajectories", "source", "a path, a datasets.Dataset or a list of dicts",
+                             described(type(source).__name__))
+    if not all(isinstance(r, dict) for r in rows):
+        bad = next(r for r in rows if not isinstance(r, dict))
+        raise input_error("load_trajectories", "source", "trajectory rows that are JSON objects",
+                          described(f"a {type(bad).__name__} row"))
     if stages:
         rows = [r for r in rows if r.get("stage") in set(stages)]
     return rows
@@ -392,6 +428,34 @@ class SeraSFTTrainer(SFTTrainer):
         return super().compute_loss(model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)
 
 
+def prepare_sft_dataset(train: Any, tokenizer: PreTrainedTokenizerBase, config: SeraSFTConfig
+                        ) -> tuple[Dataset, int]:
+    """``(dataset, dropped)``: ``train`` (any :func:`load_trajectories` source) as the conversational dataset
+    ``SFTTrainer`` takes, after the checks that need a tokenizer but no model, so bad data or a bad length fails
+    before a model loads: the tokenizer has a chat template, ``overlong="drop"`` removes (and counts) the
+    trajectories over ``max_length``, and at least one trajectory has an assistant token within ``max_length``."""
+    if not isinstance(config, SeraSFTConfig):
+        raise InputTypeError("prepare_sft_dataset", "config", "a SeraSFTConfig", described(type(config).__name__))
+    train = train if _is_sft_dataset(train) else trajectories_to_dataset(train, stages=config.sera_stages)
+    template = training_chat_template(tokenizer)
+    dropped = 0
+    if config.overlong == "drop":
+        train, dropped = _drop_overlong(train, tokenizer, config.max_length)
+        if len(train) == 0:
+            raise input_error("prepare_sft_dataset", "config.max_length", "a length that keeps some trajectory with "
+                              "overlong='drop' (raise max_length or use overlong='truncate')",
+                              described(f"max_length={config.max_length}: every trajectory is longer"))
+    elif config.max_length is not None:
+        # Usually the first row answers; TRL drops rows without an assistant token within max_length.
+        if not any(any(label != IGNORE_INDEX for label in tokenize_trajectory(
+                tokenizer, row["messages"], row["tools"], chat_template=template, max_length=config.max_length)["labels"])
+                for row in train):
+            raise input_error("prepare_sft_dataset", "config.max_length", "room for an assistant token after the "
+                              "system prompt, tool schemas and task (raise max_length)",
+                              described(f"max_length={config.max_length}: no trajectory has one"))
+    return train, dropped
+
+
 def build_sft_trainer(model: Any, tokenizer: PreTrainedTokenizerBase, train: Any, config: SeraSFTConfig, *,
                       eval_dataset: Any = None, callbacks: list | None = None, peft_config: Any = None
                       ) -> SeraSFTTrainer:
@@ -402,27 +466,23 @@ def build_sft_trainer(model: Any, tokenizer: PreTrainedTokenizerBase, train: Any
 
     The trainer's ``sera_dropped_overlong`` attribute counts trajectories removed by ``overlong="drop"``.
     """
-    if not isinstance(config, SeraSFTConfig):
-        raise TypeError(f"config must be a SeraSFTConfig, got {type(config).__name__}")
-    stages = config.sera_stages
-    train = train if _is_sft_dataset(train) else trajectories_to_dataset(train, stages=stages)
+    train, dropped = prepare_sft_dataset(train, tokenizer, config)
+    return _sft_trainer(model, tokenizer, train, dropped, config, eval_dataset=eval_dataset, callbacks=callbacks,
+                        peft_config=peft_config)
+
+
+def _sft_trainer(model, tokenizer, train, dropped, config, *, eval_dataset=None, callbacks=None, peft_config=None):
     if eval_dataset is not None and not _is_sft_dataset(eval_dataset):
         eval_dataset = trajectories_to_dataset(eval_dataset)
-    dropped = 0
-    if config.overlong == "drop":
-        train, dropped = _drop_overlong(train, tokenizer, config.max_length)
-        if len(train) == 0:
-            raise input_error("build_sft_trainer", "config.max_length", "a length that keeps some trajectory with "
-                              "overlong='drop' (raise max_length or use overlong='truncate')",
-                              described(f"max_length={config.max_length}: every trajectory is longer"))
     trainer = SeraSFTTrainer(model=model, args=config, train_dataset=train, eval_dataset=eval_dataset,
                              processing_class=tokenizer,
                              peft_config=peft_config if peft_config is not None else config.get_peft_config(),
                              callbacks=callbacks)
-    if len(trainer.train_dataset) == 0:
-        raise input_error("build_sft_trainer", "config.max_length", "room for an assistant token after the system "
-                          "prompt, tool schemas and task (raise max_length)",
-                          described(f"max_length={config.max_length}: no trajectory has one"))
+    left_out = len(train) - len(trainer.train_dataset)
+    if left_out:
+        logger.warning("%d of %d trajectories have no assistant token within max_length=%s and train on nothing; "
+                       "they are left out (raise max_length, or use overlong='drop')", left_out, len(train),
+                       config.max_length)
     trainer.sera_dropped_overlong = dropped
     return trainer
 
@@ -454,26 +514,44 @@ def train_sera(data: Any, model: Any, output_dir: str | os.PathLike, *, config: 
                **overrides: Any) -> SeraTrainOutput:
     """Fine-tune ``model`` (a path, hub id or loaded model) on SERA trajectories and save it to ``output_dir``.
 
-    ``config`` defaults to ``SeraSFTConfig(output_dir=output_dir, **overrides)``. The result is saved with
+    ``config`` defaults to ``SeraSFTConfig(output_dir=output_dir, **overrides)``. The data, the tokenizer and
+    ``max_length`` are checked (:func:`prepare_sft_dataset`) before the model loads. The result is saved with
     ``save_pretrained`` (LoRA adapters merged unless ``merge_lora=False``) next to the tokenizer with
     its original chat template, so ``from_pretrained(output_dir)`` and ``transformers serve`` load it.
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     if config is None:
         config = SeraSFTConfig(output_dir=str(output_dir), **overrides)
     elif overrides:
-        raise TypeError(f"pass either config or keyword overrides, not both (got {sorted(overrides)})")
+        raise TypeError(f"train_sera: overrides: expected either config or keyword overrides, got both "
+                        f"(config and {sorted(overrides)})")
+    elif not isinstance(config, SeraSFTConfig):
+        raise InputTypeError("train_sera", "config", "a SeraSFTConfig", described(type(config).__name__))
+    if not isinstance(output_dir, (str, os.PathLike)):
+        raise InputTypeError("train_sera", "output_dir", "a folder path", described(type(output_dir).__name__))
+    dataset = trajectories_to_dataset(data, stages=config.sera_stages)  # bad data fails before anything loads
     if isinstance(model, (str, os.PathLike)):
         if tokenizer is None:
-            tokenizer = AutoTokenizer.from_pretrained(model)
-        model = AutoModelForCausalLM.from_pretrained(model, dtype="auto")
+            tokenizer = load_tokenizer(model, function="train_sera")
+    elif not hasattr(model, "forward"):
+        raise InputTypeError("train_sera", "model", "a model path, a hub id or a loaded model",
+                             described(type(model).__name__))
     elif tokenizer is None:
         raise input_error("train_sera", "tokenizer", "a tokenizer with a loaded model", None)
-    dataset = trajectories_to_dataset(data, stages=config.sera_stages)
-    trainer = build_sft_trainer(model, tokenizer, dataset, config, peft_config=peft_config)
+    dataset, dropped = prepare_sft_dataset(dataset, tokenizer, config)
+    return _train(dataset, dropped, model, tokenizer, Path(output_dir), config, save=save, peft_config=peft_config)
+
+
+def _train(dataset, dropped: int, model: Any, tokenizer, output_dir: Path, config: SeraSFTConfig, *, save: bool = True,
+           peft_config: Any = None) -> SeraTrainOutput:
+    """Load the model (when a path), train on the prepared ``dataset`` and save: the checks are done."""
+    if isinstance(model, (str, os.PathLike)):
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained(model, dtype="auto")
+    trainer = _sft_trainer(model, tokenizer, dataset, dropped, config, peft_config=peft_config)
+    logger.info("SERA SFT: %d trajectories (%d dropped as over max_length=%s)", len(trainer.train_dataset), dropped,
+                config.max_length)
     result = trainer.train()
-    output_dir = Path(output_dir)
     trained = trainer.model
     if (config.use_peft or peft_config is not None) and config.merge_lora:
         trained = trained.merge_and_unload()
@@ -490,44 +568,59 @@ def train_sera(data: Any, model: Any, output_dir: str | os.PathLike, *, config: 
                            global_step=trainer.state.global_step, train_loss=loss)
 
 
-def main_train(args: Any) -> dict[str, Any]:
-    """``icml26 sera train --data DIR --model PATH --out DIR [--epochs --lr --max-length --max-steps --batch-size
-    --gradient-accumulation-steps --use-peft --lora-r --lora-alpha --lora-dropout --lora-target-modules]``.
+def load_tokenizer(model: str | os.PathLike, *, function: str = "load_tokenizer") -> PreTrainedTokenizerBase:
+    """The tokenizer of ``model`` (a folder or a hub id), loaded before the model so that a wrong path fails fast.
+
+    A path-like name that does not exist (``./m``, ``/m``, ``~/m`` or one holding more than one ``/``) is refused
+    without a hub lookup; one that does not load raises :class:`~icml26.errors.InputError` naming ``model``.
+    """
+    from transformers import AutoTokenizer
+
+    text = os.fspath(model)
+    local = Path(text).expanduser()
+    if not local.exists() and (text.startswith((".", "/", "~")) or text.count("/") > 1 or os.sep != "/" and os.sep in text):
+        raise input_error(function, "model", "a model folder or a hub id", described(f"{text!r}: no such folder"))
+    try:
+        return AutoTokenizer.from_pretrained(str(local) if local.exists() else text)
+    except (OSError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise input_error(function, "model", "a model folder or a hub id whose tokenizer loads",
+                          described(f"{text!r} ({first[:200]})")) from None
+
+
+def main_train(args: Sequence[str] | Any) -> dict[str, Any]:
+    """``icml26 sera train``: ``args`` is its command line (``["--data", DIR, "--model", M, "--out", DIR, ...]``).
+
+    Every :class:`SeraSFTConfig` field is an option (``--learning_rate``, ``--max_length``, ``--use_peft``, ...;
+    ``--out`` is ``--output_dir``), with ``--data`` and ``--model``, and ``--config sft.yaml`` sets any of them
+    as in TRL's scripts (:func:`icml26.agents.sera.cli.parse_train_args`). The data, the model's tokenizer and
+    the output folder are checked before the model loads. Writes the model, the tokenizer and ``sera_train.json``
+    (counts, final loss, log history) into the output folder and returns that summary.
 
     Under ``accelerate launch`` / ``torchrun`` every process trains its share of each batch and rank 0
     alone writes the model and ``sera_train.json`` (whose ``train_loss`` is the mean over processes).
 
-    ``args`` has the attributes ``data``, ``model``, ``out``, ``epochs``, ``lr``, ``max_length``, ``max_steps``,
-    ``batch_size``, ``gradient_accumulation_steps``,
-    ``use_peft`` and ``lora_*`` (None or missing: the :class:`SeraSFTConfig` default; the LoRA names are TRL's
-    ``ModelConfig``'s). Writes the model, the tokenizer and
-    ``sera_train.json`` (counts, final loss, log history) into ``out``; returns that summary.
+    An ``argparse.Namespace`` with the attributes of the former hand-picked flags (``data``, ``model``, ``out``,
+    ``epochs``, ``lr``, ``max_length``, ``max_steps``, ``batch_size``, ``gradient_accumulation_steps``,
+    ``use_peft``, ``lora_*``) is still accepted and turned into that command line (deprecated).
     """
+    from icml26.agents.sera.cli import parse_train_args
     from icml26.results import to_jsonable
     from icml26.utils import atomic_write_json
 
-    for name in ("data", "model", "out"):
-        if not getattr(args, name, None):
-            raise InputError(f"train: --{name} is required")
-    overrides: dict[str, Any] = {}
-    for attr, key in (("epochs", "num_train_epochs"), ("lr", "learning_rate"), ("max_length", "max_length"),
-                      ("max_steps", "max_steps"), ("batch_size", "per_device_train_batch_size"),
-                      ("gradient_accumulation_steps", "gradient_accumulation_steps")):
-        value = getattr(args, attr, None)
-        if value is not None:
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise input_error("train", f"--{attr.replace('_', '-')}", "a positive number", value)
-            overrides[key] = value
-    if getattr(args, "use_peft", False):
-        overrides["use_peft"] = True
-    for key in ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules"):
-        if getattr(args, key, None) is not None:
-            overrides[key] = getattr(args, key)
-    model = args.model
-    if isinstance(model, str) and not Path(model).exists() and model.startswith((".", "/", "~")):
-        raise FileNotFoundError(f"--model {model!r}: no such folder")
-    config = SeraSFTConfig(output_dir=str(args.out), save_strategy="no", logging_first_step=True, **overrides)
-    output = train_sera(args.data, model, args.out, config=config)
+    if not isinstance(args, (list, tuple)):
+        args = _namespace_argv(args)
+    script, config = parse_train_args(args)
+    with _as_option("--data"):
+        dataset = trajectories_to_dataset(script.data, stages=config.sera_stages)
+    with _as_option("--model"):
+        tokenizer = load_tokenizer(script.model, function="sera train")
+        training_chat_template(tokenizer)
+    with _as_option("--max_length"):
+        dataset, dropped = prepare_sft_dataset(dataset, tokenizer, config)
+    out = _writable_folder(config.output_dir)
+    model = Path(script.model).expanduser()
+    output = _train(dataset, dropped, str(model) if model.exists() else script.model, tokenizer, out, config)
     summary = output.to_dict()
     logged = [e["loss"] for e in output.log_history if "loss" in e]
     summary["final_loss"] = logged[-1] if logged else None
@@ -536,5 +629,63 @@ def main_train(args: Any) -> dict[str, Any]:
         "assistant_only_loss", "per_device_train_batch_size", "gradient_accumulation_steps", "overlong")}
     summary["config"]["lr_scheduler_type"] = str(getattr(config.lr_scheduler_type, "value", config.lr_scheduler_type))
     if is_main_process():
-        atomic_write_json(Path(args.out) / "sera_train.json", to_jsonable(summary))
+        atomic_write_json(out / "sera_train.json", to_jsonable(summary))
     return summary
+
+
+class _as_option:
+    """Re-raise an :class:`~icml26.errors.InputError` of a library call as one naming the CLI option."""
+
+    def __init__(self, flag: str):
+        self.flag = flag
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, tb):
+        if not isinstance(exc, InputError) or (exc.function == "sera train" and exc.argument == self.flag):
+            return False
+        if exc.expected is None:
+            raise InputError(f"sera train: {self.flag}: {exc}") from None
+        inner = exc.argument or ""
+        plain = inner in ("", "source", "rows", "model", "tokenizer", "config.max_length", "max_length")
+        raise InputError("sera train", self.flag if plain else f"{self.flag}: {inner}", exc.expected,
+                         exc.got) from None
+
+
+def _writable_folder(path: str | None) -> Path:
+    """``--out`` as a folder that exists (created) and can be written, checked before the model loads."""
+    if not path:
+        raise input_error("sera train", "--out", "an output folder (--out or --output_dir)", described("none"))
+    folder = Path(path).expanduser()
+    if folder.exists() and not folder.is_dir():
+        raise input_error("sera train", "--out", "a folder", described(f"{path!r}, which is a file"))
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=folder).close()  # unique per process: every rank of a launch checks at once
+    except OSError as exc:
+        raise input_error("sera train", "--out", "a folder that can be created and written",
+                          described(f"{path!r} ({exc.strerror or exc})")) from None
+    return folder
+
+
+def _namespace_argv(args: Any) -> list[str]:
+    """The command line of a Namespace of the former hand-picked flags (see :func:`main_train`)."""
+    import warnings
+
+    warnings.warn("main_train(Namespace) is deprecated: pass the command line of `icml26 sera train` as a list of "
+                  "strings", FutureWarning, stacklevel=3)
+    names = {"data": "data", "model": "model", "out": "output_dir", "epochs": "num_train_epochs",
+             "lr": "learning_rate", "max_length": "max_length", "max_steps": "max_steps",
+             "batch_size": "per_device_train_batch_size", "gradient_accumulation_steps": "gradient_accumulation_steps",
+             "lora_r": "lora_r", "lora_alpha": "lora_alpha", "lora_dropout": "lora_dropout"}
+    argv = []
+    for attr, flag in names.items():
+        value = getattr(args, attr, None)
+        if value is not None:
+            argv += [f"--{flag}", str(value)]
+    if getattr(args, "use_peft", False):
+        argv.append("--use_peft")
+    if getattr(args, "lora_target_modules", None):
+        argv += ["--lora_target_modules", *map(str, args.lora_target_modules)]
+    return argv

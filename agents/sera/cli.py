@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from icml26.agents.backends import add_backend_arguments
 from icml26.argtypes import number, positive_float, positive_int
+from icml26.errors import described
 
 _threshold = number(float, "a threshold in [0, 1] (1 = hard verification)", lambda v: 0 <= v <= 1)
-_dropout = number(float, "a dropout probability in [0, 1)", lambda v: 0 <= v < 1)
 
 
 def _q(text: str):
@@ -41,14 +43,34 @@ def _add_filter_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tokenizer", metavar="PATH", help="tokenizer for token counts (default: whitespace words)")
 
 
+def _parser_class(base: type) -> type:
+    """``base`` (the parser class of ``icml26``) whose instances made with ``passthrough=True`` keep their words
+    unparsed in ``args.train_argv``: argparse's own ``REMAINDER`` refuses a first word that looks like an option."""
+
+    class SeraParser(base):
+        def __init__(self, *args, passthrough: bool = False, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.passthrough = passthrough
+
+        def parse_known_args(self, args=None, namespace=None):
+            if not self.passthrough:
+                return super().parse_known_args(args, namespace)
+            namespace = argparse.Namespace() if namespace is None else namespace
+            namespace.train_argv = list(sys.argv[1:] if args is None else args)
+            return namespace, []
+
+    return SeraParser
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="sera_command", metavar="SUBCOMMAND", required=True)
+    sub = parser.add_subparsers(dest="sera_command", metavar="SUBCOMMAND", required=True,
+                                parser_class=_parser_class(type(parser)))
 
     p = sub.add_parser("generate", help="generate soft-verified trajectories from a git repository (resumable)")
     p.add_argument("--repo", required=True, help="git repository of Python code")
     add_backend_arguments(p, scripted="the offline scripted teacher", temperature=0.6)
-    p.add_argument("--out", required=True, help="output folder: ledger.jsonl, dataset/, trajectories.jsonl, "
-                                                "summary.json; rerunning resumes")
+    p.add_argument("--out", required=True, help="output folder: ledger.jsonl, dataset/, trajectories.jsonl (for TRL), "
+                                                "trajectories.openai.jsonl, summary.json; rerunning resumes")
     p.add_argument("--workers", type=positive_int, default=1, help="instances in parallel (default 1)")
     p.add_argument("--limit", type=positive_int, help="number of instances (default: one per seed function)")
     p.add_argument("--seed", type=int, default=0, help="seed of the instance plan and the scripted teacher (0)")
@@ -69,30 +91,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _add_filter_options(p)
     p.add_argument("--no-progress", dest="progress", action="store_false", help="hide the progress bar")
 
-    p = sub.add_parser("export", help="rebuild dataset/, trajectories.jsonl and summary.json from a ledger "
-                                      "(another threshold or filter, no generation)")
+    p = sub.add_parser("export", help="rebuild dataset/, trajectories.jsonl, trajectories.openai.jsonl and "
+                                      "summary.json from a ledger (another threshold or filter, no generation)")
     p.add_argument("--out", required=True, help="folder of a generate run")
     _add_filter_options(p)
 
-    p = sub.add_parser("train", help="SFT a model on generated trajectories (assistant-only loss)")
-    p.add_argument("--data", required=True, help="a generate output folder, a trajectories .jsonl or a saved dataset")
-    p.add_argument("--model", required=True, help="model folder or name to fine-tune")
-    p.add_argument("--out", required=True, help="output folder for the fine-tuned model")
-    p.add_argument("--epochs", type=positive_float, help="training epochs (default: the recipe's, 3)")
-    p.add_argument("--lr", type=positive_float, help="learning rate (default: the recipe's, 1e-5)")
-    p.add_argument("--use-peft", "--use_peft", dest="use_peft", action="store_true",
-                   help="train LoRA adapters instead of all weights (TRL's ModelConfig spelling)")
-    p.add_argument("--lora-r", "--lora_r", dest="lora_r", type=positive_int, help="LoRA rank (16)")
-    p.add_argument("--lora-alpha", "--lora_alpha", dest="lora_alpha", type=positive_int, help="LoRA alpha (32)")
-    p.add_argument("--lora-dropout", "--lora_dropout", dest="lora_dropout", type=_dropout, help="LoRA dropout (0.05)")
-    p.add_argument("--lora-target-modules", "--lora_target_modules", dest="lora_target_modules", nargs="+",
-                   metavar="NAME", help="modules LoRA adapts (default: every linear layer except the head)")
-    p.add_argument("--max-length", type=positive_int, help="sequence length (default: the recipe's, 32768)")
-    p.add_argument("--max-steps", type=positive_int, help="stop after this many optimizer steps")
-    p.add_argument("--batch-size", type=positive_int, help="sequences per device per micro-batch (default: 1)")
-    p.add_argument("--gradient-accumulation-steps", type=positive_int,
-                   help="micro-batches per optimizer step (default: the recipe's, 8); the global batch is "
-                        "batch size x this x the number of processes")
+    # `train` parses its own command line with TRL's parser (every SeraSFTConfig field is an option), so argparse
+    # here passes the words after `train` through untouched (see parse_train_args).
+    sub.add_parser("train", passthrough=True, add_help=False,
+                   help="SFT a model on generated trajectories (assistant-only loss); every SeraSFTConfig field is "
+                        "an option, --config sft.yaml sets them as in TRL's scripts")
 
 
 def _filters(args):
@@ -110,28 +118,44 @@ def _print_summary(summary) -> None:
         print(f"  threshold {key:>4}: {row['T2_verified']} T2 verified, {row['kept']} kept in total, "
               f"{per} tokens per kept trajectory")
     out = summary.out_dir
-    print(f"dataset: {out}/dataset  jsonl: {out}/trajectories.jsonl  summary: {out}/summary.json")
+    print(f"dataset: {out}/dataset  for TRL: {out}/trajectories.jsonl  OpenAI wire format: "
+          f"{out}/trajectories.openai.jsonl  summary: {out}/summary.json")
+
+
+#: The library's argument names -> the options of ``icml26 sera generate|export`` that carry them.
+FLAGS = {"repo": "--repo", "out_dir": "--out", "demonstrations": "--demonstrations", "threshold": "--threshold",
+         "tokenizer": "--tokenizer", "workers": "--workers", "limit": "--limit", "seed": "--seed",
+         "insts_per_fn": "--insts-per-fn", "max_steps": "--max-steps", "memory_limit_mb": "--memory-mb",
+         "time_limit": "--exec-timeout", "q": "--teacher-q", "backend": "--backend", "model": "--model",
+         "max_changed_lines": "--max-changed-lines", "max_avg_tool_tokens": "--max-avg-tool-tokens",
+         "max_tokens": "--max-trajectory-tokens"}
+
+
+def _as_flag(exc, command: str):
+    """``exc`` (an InputError of the library) naming the command-line option of its argument."""
+    from icml26.errors import InputError
+
+    flag = FLAGS.get(exc.argument or "")
+    if flag is None or exc.expected is None:
+        return exc
+    return InputError(f"sera {command}", flag, exc.expected, exc.got)
 
 
 def run(args: argparse.Namespace) -> int:
     from icml26.errors import InputError
 
     if args.sera_command == "train":
+        from icml26.training.distributed import is_main_process
         from icml26.training.sera import main_train
 
-        try:
-            summary = main_train(args)
-        except (FileNotFoundError, ValueError) as exc:
-            raise InputError(str(exc)) from None
-        from icml26.training.distributed import is_main_process
-
+        summary = main_train(args.train_argv)
         if is_main_process():  # one report under accelerate launch / torchrun
-            print(f"trained model written to {args.out}")
-            if isinstance(summary, dict) and summary.get("final_loss") is not None:
+            print(f"trained model written to {summary['output_dir']}")
+            if summary.get("final_loss") is not None:
                 print(f"final loss: {summary['final_loss']}")
         return 0
 
-    from .pipeline import RepoError, export, generate
+    from .pipeline import export, generate
 
     try:
         if args.sera_command == "export":
@@ -151,8 +175,8 @@ def run(args: argparse.Namespace) -> int:
                            sandbox_kwargs={"time_limit": args.exec_timeout, "memory_limit_mb": args.memory_mb,
                                            "allow_unisolated": args.allow_unisolated},
                            teacher_q=args.teacher_q, progress=args.progress, review_submit=args.review_submit)
-    except (RepoError, FileNotFoundError, ValueError) as exc:
-        raise InputError(str(exc)) from None
+    except InputError as exc:
+        raise _as_flag(exc, args.sera_command) from None
     except RuntimeError as exc:
         print(f"icml26 sera {args.sera_command}: error: {exc}", file=sys.stderr)
         return 1
@@ -161,3 +185,119 @@ def run(args: argparse.Namespace) -> int:
         print("icml26 sera generate: every instance failed; see the 'error' field in ledger.jsonl", file=sys.stderr)
         return 1
     return 0
+
+
+# ----------------------------------------------------------------------------------------- train
+
+@dataclass
+class SeraTrainArguments:
+    """``icml26 sera train``'s own options; every other option is a field of
+    :class:`~icml26.training.sera.SeraSFTConfig` (``--out`` is its ``output_dir``)."""
+
+    data: str = field(metadata={"help": "A generate output folder (trajectories.jsonl or dataset/), a trajectories "
+                                        ".jsonl file or a saved dataset folder."})
+    model: str = field(metadata={"help": "The model to fine-tune: a folder or a hub id (TRL's model_name_or_path).",
+                                 "aliases": ["--model_name_or_path", "--model-name-or-path"]})
+
+
+def train_parser(prog: str = "icml26 sera train"):
+    """TRL's ``TrlParser`` over :class:`SeraTrainArguments` and ``SeraSFTConfig``, reporting errors in one line."""
+    from trl import TrlParser
+
+    from icml26.training.sera import SeraSFTConfig
+
+    class TrainParser(TrlParser):
+        def error(self, message: str):  # the full usage line lists ~150 options: name the problem only
+            self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+    parser = TrainParser((SeraTrainArguments, SeraSFTConfig), prog=prog,
+                         usage=f"{prog} --data PATH --model MODEL --out DIR [--config FILE.yaml] [OPTION ...]",
+                         description="Fine-tune a model on SERA trajectories with SERA's SFT recipe (TRL's SFTTrainer, "
+                                     "loss on assistant turns only). Every option below is a SeraSFTConfig field "
+                                     "(TRL's SFTConfig with SERA's defaults) or --data / --model; --config FILE.yaml "
+                                     "sets any of them (command-line options win), as in TRL's scripts.")
+    parser.add_argument("--config", metavar="FILE.yaml", help="a YAML mapping of option names to values (and an "
+                                                              "optional `env` mapping of environment variables)")
+    parser.set_defaults(save_strategy="no", logging_first_step=True)  # the CLI saves the final model itself
+    return parser
+
+
+def parse_train_args(argv: Sequence[str], prog: str = "icml26 sera train"):
+    """``(SeraTrainArguments, SeraSFTConfig)`` from ``icml26 sera train``'s command line (``--config`` as TRL's).
+
+    Exits 2 with one line for an unknown or malformed option (argparse); raises
+    :class:`~icml26.errors.InputError` naming the option for a bad value or a bad ``--config`` file.
+    """
+    import dataclasses
+
+    from icml26.errors import InputError
+    from icml26.training.sera import SeraSFTConfig
+
+    parser = train_parser(prog)
+    argv = list(argv)
+    config_path = _pop_config(argv)
+    if config_path is not None:
+        remaining = parser.set_defaults_with_config(**_read_config(config_path))
+        if remaining:
+            raise InputError("sera train", "--config", "keys that name options of icml26 sera train",
+                             described(f"unknown keys {remaining[::2]} in {config_path!r}"))
+    namespace, unknown = parser.parse_known_args(argv)
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    values = vars(namespace)
+    script = SeraTrainArguments(**{f.name: values[f.name] for f in dataclasses.fields(SeraTrainArguments)})
+    try:
+        config = SeraSFTConfig(**{f.name: values[f.name] for f in dataclasses.fields(SeraSFTConfig) if f.init})
+    except InputError as exc:
+        if exc.function != "SeraSFTConfig" or exc.expected is None:
+            raise
+        raise InputError("sera train", f"--{exc.argument}", exc.expected, exc.got) from None
+    except ValueError as exc:  # TrainingArguments' own checks of option combinations
+        raise InputError(f"sera train: {exc}") from None
+    if not config.output_dir:
+        raise InputError("sera train", "--out", "an output folder (--out or --output_dir)", described("none"))
+    return script, config
+
+
+def _pop_config(argv: list[str]) -> str | None:
+    for i, word in enumerate(argv):
+        if word == "--config":
+            if i + 1 >= len(argv) or argv[i + 1].startswith("--"):
+                from icml26.errors import InputError
+
+                raise InputError("sera train", "--config", "a YAML file after --config", described("nothing"))
+            del argv[i]
+            return argv.pop(i)
+        if word.startswith("--config="):
+            del argv[i]
+            return word.split("=", 1)[1]
+    return None
+
+
+def _read_config(path: str) -> dict:
+    """``--config``'s mapping, its ``env`` entries applied to ``os.environ`` (as TRL's scripts do)."""
+    import os
+
+    import yaml
+
+    from icml26.errors import InputError
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            values = yaml.safe_load(handle)
+    except OSError as exc:
+        raise InputError("sera train", "--config", "a readable YAML file",
+                         described(f"{path!r} ({exc.strerror or exc})")) from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise InputError("sera train", "--config", "a YAML file",
+                         described(f"{path!r}, which does not parse ({str(exc).splitlines()[0]})")) from None
+    if not isinstance(values, dict):
+        raise InputError("sera train", "--config", "a YAML mapping of option names to values",
+                         described(f"{path!r}, holding a {type(values).__name__}"))
+    env = values.pop("env", {}) or {}
+    if not isinstance(env, dict):
+        raise InputError("sera train", "--config", "an `env` mapping of environment variables",
+                         described(f"a {type(env).__name__} in {path!r}"))
+    for key, value in env.items():
+        os.environ[str(key)] = str(value)
+    return values

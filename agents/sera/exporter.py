@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import threading
@@ -29,10 +30,12 @@ from pathlib import Path
 from typing import Any
 
 from icml26.agents.backends import to_template_messages
+from icml26.errors import InputTypeError, described, input_error
 from icml26.utils import atomic_write_json, atomic_write_text
 
 from .verification import FilterConfig, changed_lines, check_threshold, filter_trajectory, is_verified, token_counter
 
+logger = logging.getLogger(__name__)
 REPORT_THRESHOLDS = (0.0, 0.5, 1.0)
 #: The JSONL export for TRL (``messages`` with tool-call arguments as objects).
 TRL_JSONL = "trajectories.jsonl"
@@ -336,13 +339,22 @@ def export(out_dir: str | os.PathLike, *, threshold: float = 0.5, filters: Filte
     Duplicate P1s are settled here (:func:`resolve_duplicates`), so the export does not depend on the
     number of workers or on thread timing.
     """
+    threshold = check_threshold(threshold, function="export")
+    if filters is not None and not isinstance(filters, FilterConfig):
+        raise InputTypeError("export", "filters", "None or a FilterConfig", described(type(filters).__name__))
+    if not isinstance(out_dir, (str, os.PathLike)):
+        raise InputTypeError("export", "out_dir", "the folder of a generate run", described(type(out_dir).__name__))
     out_dir = Path(out_dir)
     ledger = Ledger(out_dir / "ledger.jsonl")
-    if not ledger.path.exists():
-        raise FileNotFoundError(f"no ledger at {ledger.path} (run generate first)")
+    if not ledger.path.is_file():
+        raise input_error("export", "out_dir", "the folder of a generate run (holding ledger.jsonl)",
+                          described(f"{str(out_dir)!r}, which has no ledger.jsonl"))
+    count_tokens = token_counter(tokenizer, function="export")
     records = resolve_duplicates(sorted(ledger.records().values(), key=lambda r: (r.get("index", 0), r["id"])))
     rows, details, drops1, drops2 = rows_from_records(records, threshold=threshold, filters=filters,
-                                                      count_tokens=token_counter(tokenizer))
+                                                      count_tokens=count_tokens)
+    logger.info("SERA export: %d of %d instances give %d rows at threshold %g in %s", len({r["instance_id"] for r in rows}),
+                len(records), len(rows), threshold, out_dir)
     rows.sort(key=lambda r: (r["id"]))
     atomic_write_text(out_dir / TRL_JSONL, _jsonl({**r, "messages": trl_messages(r["messages"], r["id"])} for r in rows))
     atomic_write_text(out_dir / OPENAI_JSONL, _jsonl(rows))

@@ -30,9 +30,11 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import logging
 import os
 import random
 import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -41,7 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from icml26.errors import described, input_error
+from icml26.errors import InputError, InputTypeError, described, input_error
+from icml26.validation import check_int
 
 from .exporter import GenerateSummary, Ledger, export
 from .prompts import (
@@ -72,6 +75,7 @@ from .verification import (
     count_changed_lines,
     filter_trajectory,
     patch_recall,
+    token_counter,
     verify,
 )
 
@@ -80,6 +84,7 @@ __all__ = ["Instance", "GenerateSummary", "FilterConfig", "ScriptedTeacher", "Re
            "make_git_repo_from_package", "patch_recall", "plan_instances", "resolve_backend", "run_instance", "verify"]
 
 FAIL_FAST_ERRORS = 3
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -108,11 +113,12 @@ def plan_instances(repo: str | os.PathLike, *, seed: int = 0, limit: int | None 
         raise input_error("plan_instances", "limit", "a positive integer or None", limit)
     if isinstance(insts_per_fn, bool) or not isinstance(insts_per_fn, int) or insts_per_fn < 1:
         raise input_error("plan_instances", "insts_per_fn", "a positive integer", insts_per_fn)
-    root = check_git_repo(repo)
+    root = check_git_repo(repo, function="plan_instances")
     functions = find_seed_functions(root, max_folder_depth=max_folder_depth, max_functions=max_functions)
     if not functions:
-        raise RepoError(f"no Python functions found in {root} (only tracked .py files outside tests/docs, at most "
-                        f"{max_folder_depth} folders deep, are used)")
+        raise RepoError("plan_instances", "repo", f"a repository with Python functions (tracked .py files outside "
+                        f"tests/docs, at most {max_folder_depth} folders deep)",
+                        described(f"{str(root)!r}, which has none"))
     key = _repo_key(root)
     order = list(functions)
     random.Random(f"order|{seed}").shuffle(order)
@@ -141,8 +147,8 @@ def resolve_backend(backend: Any, model: str | None = None, *, seed: int = 0, q=
         from icml26.agents.backends import backend_from_spec
 
         return backend_from_spec(backend, model, **kw)
-    raise TypeError(f"backend must be a ChatBackend, a ScriptedTeacher, 'scripted', a URL or a model path; "
-                    f"got {type(backend).__name__}")
+    raise InputTypeError("resolve_backend", "backend", "a ChatBackend, a ScriptedTeacher, 'scripted', a URL or a "
+                         "model path", described(type(backend).__name__))
 
 
 def _usage(usage) -> dict:
@@ -266,25 +272,45 @@ def generate(repo: str | os.PathLike, backend: Any, out_dir: str | os.PathLike, 
     With ``dedupe``, of several instances whose P1 is identical the one with the lowest index keeps
     it (the others become ``"duplicate"``), whatever the number of workers and the thread timing.
     """
-    threshold = check_threshold(threshold)
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise input_error("generate", "workers", "a positive integer", workers)
-    if not isinstance(review_submit, bool):
-        raise TypeError(f"generate: review_submit: expected True or False, got {type(review_submit).__name__} "
-                        f"{review_submit!r}")
-    root = check_git_repo(repo)
-    demos = list(demonstrations) if isinstance(demonstrations, (list, tuple)) else load_demonstrations(demonstrations)
+    name = "generate"
+    threshold = check_threshold(threshold, function=name)
+    workers = check_int(name, "workers", workers, low=1)
+    limit = None if limit is None else check_int(name, "limit", limit, low=1)
+    seed = check_int(name, "seed", seed)
+    insts_per_fn = check_int(name, "insts_per_fn", insts_per_fn, low=1)
+    max_steps = check_int(name, "max_steps", max_steps, low=1)
+    max_functions = check_int(name, "max_functions", max_functions, low=1)
+    for flag, value in (("judge", judge), ("dedupe", dedupe), ("progress", progress), ("review_submit", review_submit)):
+        if not isinstance(value, bool):
+            raise InputTypeError(name, flag, "True or False", described(f"{type(value).__name__} {value!r}"))
+    for option, value, kind in (("sampling", sampling, dict), ("sandbox_kwargs", sandbox_kwargs, dict),
+                                ("filters", filters, FilterConfig)):
+        if value is not None and not isinstance(value, kind):
+            raise InputTypeError(name, option, f"None or a {kind.__name__}", described(type(value).__name__))
+    _check_backend(backend, name)
+    root = check_git_repo(repo, function=name)
+    if isinstance(demonstrations, (list, tuple)):
+        demos = list(demonstrations)
+    else:
+        try:
+            demos = load_demonstrations(demonstrations)
+        except InputError as exc:
+            raise InputError(name, "demonstrations", exc.expected, exc.got) from None
     if not demos or not all(isinstance(d, str) and d.strip() for d in demos):
-        raise input_error("generate", "demonstrations", "non-empty issue texts", described(f"{demos!r:.80}"))
+        raise input_error(name, "demonstrations", "non-empty issue texts", described(f"{demos!r:.80}"))
     from icml26.agents.sandbox import check_limits
 
     check_limits(**{k: v for k, v in (sandbox_kwargs or {}).items()  # before any work: every instance would fail
                     if k in ("memory_limit_mb", "pids_limit", "disk_limit_mb", "cpu_time_limit", "open_files")},
-                 function="generate")
+                 function=name)
+    if isinstance(backend, str) and backend == "scripted":
+        ScriptedTeacher(seed=seed, q=teacher_q)  # teacher_q is checked here, before any work
+    count_tokens = token_counter(tokenizer, function=name)  # loads a tokenizer path once, and fails early
+    out = _checked_out_dir(out_dir, name)
     instances = plan_instances(root, seed=seed, limit=limit, insts_per_fn=insts_per_fn, max_functions=max_functions,
                                n_demos=len(demos))
+    logger.info("SERA generate: %d instances planned from %s", len(instances), root)
     chat = resolve_backend(backend, model, seed=seed, q=teacher_q)
-    out = Path(out_dir)
     lock = _OutDirLock(out)
     try:
         scratch = out / ".scratch"
@@ -302,6 +328,8 @@ def generate(repo: str | os.PathLike, backend: Any, out_dir: str | os.PathLike, 
                 digest = _digest(r["t1"]["patch"])
                 held[digest] = min(held.get(digest, r["index"]), r["index"])
         todo = [i for i in instances if i.id not in done or done[i.id]["status"] == "error"]
+        if len(todo) < len(instances):
+            logger.info("SERA generate: resuming %s; %d of %d instances left to run", out, len(todo), len(instances))
         claims = _FirstByIndex(held)
 
         def work(inst: Instance) -> dict:
@@ -314,12 +342,40 @@ def generate(repo: str | os.PathLike, backend: Any, out_dir: str | os.PathLike, 
         extra = {"repo_path": str(root), "model": model or (backend if isinstance(backend, str) else type(chat).__name__),
                  "seed": seed, "workers": workers, "limit": limit, "judge": judge, "review_submit": review_submit,
                  "filters": vars(filters or FilterConfig())}
-        summary = export(out, threshold=threshold, filters=filters, tokenizer=tokenizer, planned=len(instances),
+        summary = export(out, threshold=threshold, filters=filters, tokenizer=count_tokens, planned=len(instances),
                          extra=extra)
         shutil.rmtree(scratch, ignore_errors=True)
         return summary
     finally:
         lock.release()
+
+
+def _check_backend(backend: Any, function: str) -> None:
+    """Refuse a teacher that cannot be one before any work (a local model path is loaded only later)."""
+    if hasattr(backend, "chat") or isinstance(backend, ScriptedTeacher):
+        return
+    if not isinstance(backend, (str, os.PathLike)):
+        raise InputTypeError(function, "backend", "a ChatBackend, a ScriptedTeacher, 'scripted', an http(s) URL or a "
+                             "local model path", described(type(backend).__name__))
+    text = os.fspath(backend)
+    if text != "scripted" and not text.startswith(("http://", "https://")) and not Path(text).expanduser().exists():
+        raise input_error(function, "backend", "'scripted', an http(s) URL or an existing local model path", text)
+
+
+def _checked_out_dir(out_dir: Any, function: str) -> Path:
+    """``out_dir`` as a folder that exists (created here) and can be written: checked before any work."""
+    if not isinstance(out_dir, (str, os.PathLike)):
+        raise InputTypeError(function, "out_dir", "a folder path", described(type(out_dir).__name__))
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise input_error(function, "out_dir", "a folder", described(f"{str(out)!r}, which is a file"))
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=out).close()
+    except OSError as exc:
+        raise input_error(function, "out_dir", "a folder that can be created and written",
+                          described(f"{str(out)!r} ({exc.strerror or exc})")) from None
+    return out
 
 
 def _digest(patch: str) -> str:
@@ -385,6 +441,8 @@ def _record(record: dict, ledger: Ledger, bars, errors: int, successes: int, fir
     bar.update(1)
     tracker.update()
     if record["status"] == "error":
+        logger.warning("SERA instance %s (%s in %s) failed: %s", record["id"], record.get("function"),
+                       record.get("file"), record.get("error"))
         errors += 1
         first_error = first_error or record["error"]
         if successes == 0 and errors >= FAIL_FAST_ERRORS:

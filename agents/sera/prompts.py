@@ -12,10 +12,11 @@ issues written for this toolkit; users pass their own repository's issues instea
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
-from icml26.errors import described, input_error
+from icml26.errors import InputTypeError, described, input_error
 
 SYSTEM_PROMPT = ("You are a software engineering agent working in a code repository. You act only through the "
                  "tools you are given: run shell commands with `bash`, read and edit files with "
@@ -249,6 +250,36 @@ def summarize_steps(messages: list[dict], max_chars: int = 600) -> str:
 DATA_DIR = Path(__file__).resolve().parent / "data"
 
 
+def _json_demonstrations(path: Path) -> list[str]:
+    """The issue texts of a ``.json`` list or a ``.jsonl`` file (strings or objects with a text field)."""
+    name = "load_demonstrations"
+    raw = path.read_text(encoding="utf-8")
+    try:
+        if path.suffix == ".json":
+            items = json.loads(raw)
+        else:
+            items = []
+            for n, line in enumerate(raw.splitlines(), 1):
+                if line.strip():
+                    where = n
+                    items.append(json.loads(line))
+    except json.JSONDecodeError as exc:
+        at = f"line {where}" if path.suffix == ".jsonl" else f"line {exc.lineno}"
+        raise input_error(name, "source", "valid JSON" if path.suffix == ".json" else "one JSON value a line",
+                          described(f"{str(path)!r}, {at}: {exc.msg}")) from None
+    if not isinstance(items, list):
+        raise input_error(name, "source", "a JSON list of issues", described(f"a {type(items).__name__} in {str(path)!r}"))
+    texts = []
+    for item in items:
+        if isinstance(item, dict):
+            item = next((item[k] for k in ("problem_statement", "body", "text") if item.get(k)), None)
+        if not isinstance(item, str):
+            raise input_error(name, "source", "issues as strings or objects with problem_statement, body or text",
+                              described(f"{item!r:.80} in {str(path)!r}"))
+        texts.append(item)
+    return texts
+
+
 def load_demonstrations(source: str | Path | None = None) -> list[str]:
     """Issue texts used as style demonstrations.
 
@@ -256,29 +287,25 @@ def load_demonstrations(source: str | Path | None = None) -> list[str]:
     ``.txt``/``.md`` (one issue), ``.json`` (a list of strings or of objects with
     ``problem_statement``/``body``/``text``) or ``.jsonl`` (one such object or string a line).
     """
+    name = "load_demonstrations"
+    if source is not None and not isinstance(source, (str, os.PathLike)):
+        raise InputTypeError(name, "source", "None or a path", described(type(source).__name__))
     path = Path(source) if source is not None else DATA_DIR
+    expected = "a folder of .txt/.md issues or a .txt, .md, .json or .jsonl file"
     if not path.exists():
-        raise FileNotFoundError(f"demonstrations not found: {path} (expected a folder of .txt/.md issues or a "
-                                ".json/.jsonl/.txt file)")
-    if path.is_dir():
-        texts = [p.read_text(encoding="utf-8") for p in sorted(path.iterdir()) if p.suffix in (".txt", ".md")]
-    elif path.suffix in (".txt", ".md"):
-        texts = [path.read_text(encoding="utf-8")]
-    elif path.suffix in (".json", ".jsonl"):
-        raw = path.read_text(encoding="utf-8")
-        items = json.loads(raw) if path.suffix == ".json" else [json.loads(l) for l in raw.splitlines() if l.strip()]
-        if not isinstance(items, list):
-            raise input_error("load_demonstrations", str(path), "a JSON list of issues", described(type(items).__name__))
-        texts = []
-        for item in items:
-            if isinstance(item, dict):
-                item = next((item[k] for k in ("problem_statement", "body", "text") if item.get(k)), None)
-            if not isinstance(item, str):
-                raise input_error("load_demonstrations", str(path), "issues as strings or objects with "
-                                  "problem_statement, body or text", described(f"{item!r:.80}"))
-            texts.append(item)
-    else:
-        raise input_error("load_demonstrations", "source", "a folder or a .txt, .md, .json or .jsonl file", str(path))
+        raise input_error(name, "source", expected, described(f"{str(path)!r}, which does not exist"))
+    try:
+        if path.is_dir():
+            texts = [p.read_text(encoding="utf-8") for p in sorted(path.iterdir()) if p.suffix in (".txt", ".md")]
+        elif path.suffix in (".txt", ".md"):
+            texts = [path.read_text(encoding="utf-8")]
+        elif path.suffix in (".json", ".jsonl"):
+            texts = _json_demonstrations(path)
+        else:
+            raise input_error(name, "source", expected, described(repr(str(path))))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise input_error(name, "source", "readable UTF-8 text files",
+                          described(f"{str(path)!r} ({getattr(exc, 'strerror', None) or exc})")) from None
     texts = [t.strip() for t in texts if t.strip()]
     if not texts:
         raise input_error("load_demonstrations", "source", "a source holding demonstration issues",

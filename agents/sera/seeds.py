@@ -18,11 +18,15 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from icml26.errors import InputError, InputTypeError, described
+from icml26.validation import check_int
+
 SKIP_DIRS = {"tests", "test", "testing", "docs", "doc", "examples", "build", "dist", "node_modules", "__pycache__"}
 
 
-class RepoError(ValueError):
-    """The repository argument is unusable (missing, not a git repository, no Python functions)."""
+class RepoError(InputError):
+    """The repository argument is unusable (missing, not a git repository, no Python functions): an
+    :class:`~icml26.errors.InputError` (so a ``ValueError``) naming the function and its argument."""
 
 
 @dataclass
@@ -46,22 +50,25 @@ def _git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProc
     return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=check)
 
 
-def check_git_repo(repo: str | os.PathLike) -> Path:
+def check_git_repo(repo: str | os.PathLike, *, function: str = "check_git_repo") -> Path:
     """Resolve ``repo`` and make sure it is the top of a git work tree with at least one commit."""
+    if not isinstance(repo, (str, os.PathLike)):
+        raise InputTypeError(function, "repo", "a path to a git repository", described(type(repo).__name__))
     path = Path(repo).expanduser()
+    expected = "the root of a git repository of Python code, with at least one commit"
     if not path.is_dir():
-        raise RepoError(f"repository folder not found: {path} (expected a git repository of Python code)")
+        raise RepoError(function, "repo", expected, described(f"{str(path)!r}, which is not a folder"))
     path = path.resolve()
     top = _git(path, "rev-parse", "--show-toplevel", check=False)
     if top.returncode != 0:
-        raise RepoError(f"{path} is not a git repository (expected a folder under git with at least one commit; "
-                        "run `git init && git add -A && git commit -m init` there, or build one from an installed "
-                        "package with make_git_repo_from_package)")
+        raise RepoError(function, "repo", expected + " (run `git init && git add -A && git commit -m init` there, or "
+                        "build one from an installed package with make_git_repo_from_package)",
+                        described(f"{str(path)!r}, which is not under git"))
     if Path(top.stdout.strip()).resolve() != path:
-        raise RepoError(f"{path} is inside the git repository {top.stdout.strip()} but is not its root "
-                        "(pass the repository root)")
+        raise RepoError(function, "repo", expected, described(f"{str(path)!r}, inside the git repository "
+                                                              f"{top.stdout.strip()!r} but not its root"))
     if _git(path, "rev-parse", "--verify", "HEAD", check=False).returncode != 0:
-        raise RepoError(f"{path} is a git repository without commits (commit the code first)")
+        raise RepoError(function, "repo", expected, described(f"{str(path)!r}, a git repository without commits"))
     return path
 
 
@@ -113,7 +120,10 @@ def find_seed_functions(repo: str | os.PathLike, *, max_folder_depth: int = 3, m
     files deeper than ``max_folder_depth`` folders and functions shorter than ``min_lines`` lines or
     without a real body are skipped. The list is sorted by file and line; at most ``max_functions``.
     """
-    root = check_git_repo(repo)
+    root = check_git_repo(repo, function="find_seed_functions")
+    max_folder_depth = check_int("find_seed_functions", "max_folder_depth", max_folder_depth, low=0)
+    max_functions = check_int("find_seed_functions", "max_functions", max_functions, low=1)
+    min_lines = check_int("find_seed_functions", "min_lines", min_lines, low=1)
     found: list[tuple[SeedFunction, set]] = []
     for rel in tracked_python_files(root, max_folder_depth):
         try:
@@ -153,25 +163,40 @@ def make_git_repo_from_package(name: str, dest: str | os.PathLike, *, allow_bina
     version gives the same commit id (and so the same SERA instance ids). Compiled extension files
     make it raise unless ``allow_binary`` (they are then left out).
     """
-    spec = importlib.util.find_spec(name)
+    function = "make_git_repo_from_package"
+    if not isinstance(name, str):
+        raise InputTypeError(function, "name", "the import name of an installed package", described(type(name).__name__))
+    try:
+        spec = importlib.util.find_spec(name) if name and not name.startswith(".") else None
+    except (ImportError, ValueError):  # a parent package that does not exist ("nope.sub")
+        spec = None
     if spec is None or spec.origin is None and not spec.submodule_search_locations:
-        raise RepoError(f"no installed package or module named {name!r} (pip install it first)")
+        raise RepoError(function, "name", "the import name of an installed pure-Python package or module",
+                        described(f"{name!r}, which is not installed (pip install it first)"))
+    if not isinstance(dest, (str, os.PathLike)):
+        raise InputTypeError(function, "dest", "a folder path", described(type(dest).__name__))
     dest = Path(dest)
-    if dest.exists() and any(dest.iterdir()):
-        raise RepoError(f"destination {dest} exists and is not empty")
-    dest.mkdir(parents=True, exist_ok=True)
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise RepoError(function, "dest", "a folder that does not exist or is empty",
+                        described(f"{str(dest)!r}, which is " + ("a file" if not dest.is_dir() else "not empty")))
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RepoError(function, "dest", "a folder that can be created",
+                        described(f"{str(dest)!r} ({exc.strerror or exc})")) from None
     binary = (".so", ".pyd", ".dll", ".dylib")
     if spec.submodule_search_locations:
         src = Path(list(spec.submodule_search_locations)[0])
         compiled = [p for p in src.rglob("*") if p.suffix in binary]
         if compiled and not allow_binary:
-            raise RepoError(f"{name} is not pure Python (it ships {compiled[0].name}); pass allow_binary=True "
-                            "to copy only its Python files")
+            raise RepoError(function, "name", "a pure-Python package (or allow_binary=True to copy only its Python "
+                            "files)", described(f"{name!r}, which ships {compiled[0].name}"))
         shutil.copytree(src, dest / src.name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", *("*" + b for b in binary)))
     else:
         src = Path(spec.origin)
         if src.suffix != ".py":
-            raise RepoError(f"{name} is a compiled module ({src.name}), not pure Python")
+            raise RepoError(function, "name", "a pure-Python package or module",
+                            described(f"{name!r}, a compiled module ({src.name})"))
         shutil.copy2(src, dest / src.name)
     env = dict(os.environ, GIT_AUTHOR_NAME="icml26", GIT_AUTHOR_EMAIL="icml26@localhost",
                GIT_COMMITTER_NAME="icml26", GIT_COMMITTER_EMAIL="icml26@localhost",

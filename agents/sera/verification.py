@@ -17,22 +17,24 @@ first normalise away.
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from icml26.errors import input_error
+from icml26.errors import InputTypeError, described, input_error
+from icml26.validation import check_finite, check_int
 
 HEADER_PREFIXES = ("diff", "---", "+++", "@@")
 TokenCounter = Callable[[str], int]
 
 
-def _check_patch(patch: Any, name: str) -> str:
+def _check_patch(patch: Any, name: str, function: str = "changed_lines") -> str:
     if patch is None:
         return ""
     if not isinstance(patch, str):
-        raise TypeError(f"{name} must be a unified diff as str (or None), got {type(patch).__name__}")
+        raise InputTypeError(function, name, "a unified diff as str (or None)", described(type(patch).__name__))
     return patch
 
 
@@ -63,10 +65,10 @@ def count_changed_lines(patch: str | None) -> int:
 
 def patch_recall(p1: str | None, p2: str | None) -> float | None:
     """Share of P1's changed lines found in P2's (multiset matching); None when P1 changes nothing."""
-    target = changed_lines(_check_patch(p1, "p1"))
+    target = changed_lines(_check_patch(p1, "p1", "patch_recall"))
     if not target:
         return None
-    produced = Counter(changed_lines(_check_patch(p2, "p2")))
+    produced = Counter(changed_lines(_check_patch(p2, "p2", "patch_recall")))
     matched = 0
     for line in target:
         if produced[line] > 0:
@@ -75,11 +77,9 @@ def patch_recall(p1: str | None, p2: str | None) -> float | None:
     return matched / len(target)
 
 
-def check_threshold(threshold: Any) -> float:
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0.0 <= threshold <= 1.0:
-        raise input_error("check_threshold", "threshold", "a number in [0, 1] (1 = hard verification, 0 = none)",
-                          threshold)
-    return float(threshold)
+def check_threshold(threshold: Any, *, function: str = "check_threshold") -> float:
+    """``threshold`` as a float in [0, 1] (1 = hard verification, 0 = none), else an InputError naming ``function``."""
+    return check_finite(function, "threshold", threshold, low=0, high=1)
 
 
 def is_verified(recall: float | None, threshold: float, *, p2_nonempty: bool = True) -> bool:
@@ -88,12 +88,13 @@ def is_verified(recall: float | None, threshold: float, *, p2_nonempty: bool = T
     ``recall`` None (P1 empty) is never kept; an empty P2 is never kept, so t = 0 keeps every
     rollout that changed something; otherwise ``recall >= threshold``.
     """
-    threshold = check_threshold(threshold)
+    threshold = check_threshold(threshold, function="is_verified")
     return recall is not None and p2_nonempty and recall >= threshold
 
 
 def verify(p1: str | None, p2: str | None, threshold: float) -> bool:
     """:func:`is_verified` of :func:`patch_recall` (P2 must change at least one line)."""
+    threshold = check_threshold(threshold, function="verify")
     return is_verified(patch_recall(p1, p2), threshold, p2_nonempty=bool(changed_lines(p2)))
 
 
@@ -119,10 +120,15 @@ class FilterConfig:
     truncate: bool = True
 
     def __post_init__(self):
-        for name in ("max_changed_lines", "max_avg_tool_tokens", "max_tokens"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0):
-                raise input_error("FilterConfig", name, "a non-negative number or None", value)
+        if self.max_changed_lines is not None:
+            check_int("FilterConfig", "max_changed_lines", self.max_changed_lines, low=0)
+        if self.max_avg_tool_tokens is not None:
+            check_finite("FilterConfig", "max_avg_tool_tokens", self.max_avg_tool_tokens, non_negative=True)
+        if self.max_tokens is not None:
+            check_int("FilterConfig", "max_tokens", self.max_tokens, low=1)
+        for flag in ("enforce_submit", "truncate"):
+            if not isinstance(getattr(self, flag), bool):
+                raise InputTypeError("FilterConfig", flag, "True or False", described(repr(getattr(self, flag))))
 
 
 @dataclass
@@ -146,19 +152,29 @@ def whitespace_tokens(text: str) -> int:
     return len(text.split())
 
 
-def token_counter(tokenizer: Any = None) -> TokenCounter:
+def token_counter(tokenizer: Any = None, *, function: str = "token_counter") -> TokenCounter:
     """A ``str -> int`` counter from None (whitespace words), a callable, a tokenizer or a tokenizer path."""
     if tokenizer is None:
         return whitespace_tokens
-    if isinstance(tokenizer, str):
+    if isinstance(tokenizer, (str, os.PathLike)):
+        path = os.fspath(tokenizer)
+        if not os.path.exists(os.path.expanduser(path)):
+            raise input_error(function, "tokenizer", "None, a tokenizer, a callable or an existing tokenizer folder",
+                              described(f"{path!r}, which does not exist"))
         from transformers import AutoTokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(tokenizer)
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(os.path.expanduser(path))
+        except (OSError, ValueError) as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise input_error(function, "tokenizer", "a folder holding a tokenizer",
+                              described(f"{path!r} ({first[:160]})")) from None
     if hasattr(tokenizer, "encode"):
         return lambda text: len(tokenizer.encode(text, add_special_tokens=False))
     if callable(tokenizer):
         return tokenizer
-    raise TypeError(f"tokenizer must be None, a path, a tokenizer with .encode or a callable, got {tokenizer!r}")
+    raise InputTypeError(function, "tokenizer", "None, a path, a tokenizer with .encode or a callable",
+                         described(type(tokenizer).__name__))
 
 
 def message_text(message: dict) -> str:
@@ -214,7 +230,10 @@ def filter_trajectory(messages: list[dict], patch: str | None, submitted: bool, 
                       count_tokens: TokenCounter | None = None) -> FilterResult:
     """Apply SERA's filters to one trajectory; ``reasons`` names every filter that failed."""
     if not isinstance(messages, list):
-        raise TypeError(f"messages must be a list of chat messages, got {type(messages).__name__}")
+        raise InputTypeError("filter_trajectory", "messages", "a list of chat messages",
+                             described(type(messages).__name__))
+    if config is not None and not isinstance(config, FilterConfig):
+        raise InputTypeError("filter_trajectory", "config", "None or a FilterConfig", described(type(config).__name__))
     config = config or FilterConfig()
     count = count_tokens or whitespace_tokens
     reasons = []
