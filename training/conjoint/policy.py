@@ -129,7 +129,9 @@ def closed_form_system(model: PairedConjointLogit, lam: float, coef: torch.Tenso
 def _check_model(function: str, model) -> None:
     if not isinstance(model, PairedConjointLogit):
         raise InputTypeError(function, "model", "a fitted PairedConjointLogit", described(type(model).__name__))
-    model._check_fitted(function)
+    if not hasattr(model, "coef_"):
+        raise input_error(function, "model", "a fitted PairedConjointLogit (call fit first)",
+                          described("an unfitted one"))
 
 
 def _closed_form_system(model: PairedConjointLogit, lam: float, coef: torch.Tensor):
