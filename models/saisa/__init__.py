@@ -17,13 +17,13 @@ if TYPE_CHECKING:
         SaisaProjectors,
         flops,
     )
-    from icml26.models.saisa.processing import SaisaImageProcessor, SaisaProcessor
+    from icml26.models.saisa.processing import SaisaImageProcessor, SaisaProcessor, chat_template_for
 
 # Names whose modules import transformers or TRL load on first use, so importing this package
 # stays a torch-only import.
 _LAZY = {
     **dict.fromkeys(("ARCHITECTURES", "SaisaConfig", "SaisaForConditionalGeneration", "SaisaPatchEncoder", "SaisaPatchEncoderConfig", "SaisaProjector", "SaisaProjectors", "flops"), "modeling"),
-    **dict.fromkeys(("SaisaImageProcessor", "SaisaProcessor"), "processing"),
+    **dict.fromkeys(("SaisaImageProcessor", "SaisaProcessor", "chat_template_for"), "processing"),
 }
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY)
@@ -31,5 +31,5 @@ __getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 __all__ = [
     "ARCHITECTURES", "SaisaConfig", "SaisaForConditionalGeneration", "SaisaImageProcessor", "SaisaPatchEncoder",
-    "SaisaPatchEncoderConfig", "SaisaProcessor", "SaisaProjector", "SaisaProjectors", "flops",
+    "SaisaPatchEncoderConfig", "SaisaProcessor", "SaisaProjector", "SaisaProjectors", "chat_template_for", "flops",
 ]
