@@ -117,7 +117,7 @@ class FactorialDesign:
                               describe(arr))
         if (arr < 0).any() or (arr >= np.asarray(self.n_levels)).any():
             raise input_error(function, argument, f"level indices below {self.n_levels}",
-                              f"values from {arr.min()} to {arr.max()}")
+                              described(f"values from {arr.min()} to {arr.max()}"))
         return arr.astype(np.int64)
 
     def features(self, profiles, pairs) -> np.ndarray:
