@@ -21,6 +21,7 @@ from pathlib import Path
 
 from icml26.errors import described, input_error
 
+from .retrieval import MissingPathError
 from .scorer import Scorer, parse_answer
 
 ENV_FOLDER = "ICML26_OPTBENCH"
@@ -83,7 +84,8 @@ def load_benchmark(path: str | os.PathLike, *, question_field: str = "en_questio
         raise input_error("load_benchmark", path.name, f"a file ending in one of {SUFFIXES} (JSON records with "
                           f"{question_field!r} and {answer_field!r})", path.suffix or described("no suffix"))
     if not path.is_file():
-        raise FileNotFoundError(f"benchmark file {str(path)!r} does not exist")
+        raise MissingPathError("load_benchmark", "path", "an existing benchmark file",
+                               described(f"{str(path)!r}, which does not exist"))
     name = name or path.stem
     items = []
     for number, record in _records(path):
@@ -112,7 +114,8 @@ def discover(folder: str | os.PathLike) -> dict[str, Path]:
     """Benchmark files (``*.jsonl``, ``*.json``) in ``folder``, by name (the file stem)."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise FileNotFoundError(f"benchmark folder {str(folder)!r} does not exist")
+        raise MissingPathError("discover", "folder", "an existing folder of benchmark files",
+                               described(f"{str(folder)!r}, which does not exist"))
     found = {p.stem: p for p in sorted(folder.iterdir()) if p.suffix.lower() in SUFFIXES and p.is_file()}
     if not found:
         raise input_error("discover", "folder", f"a folder with benchmark files ({', '.join(SUFFIXES)})", str(folder))

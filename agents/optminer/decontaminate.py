@@ -16,7 +16,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from icml26.errors import input_error
+from icml26.errors import InputTypeError, described, input_error
 
 NGRAM = 13
 DEFAULT_THRESHOLD = 0.5
@@ -76,6 +76,12 @@ def contaminated(train: Sequence[str], benchmarks: dict, threshold: float = DEFA
     """Training texts whose overlap with some question of ``benchmarks`` (name -> list of
     :class:`~.bench.BenchItem`) exceeds ``threshold``, each with its most-overlapping question."""
     threshold = _check_threshold(threshold)
+    if isinstance(train, (str, bytes)) or not all(isinstance(t, str) for t in train):
+        raise InputTypeError("contaminated", "train", "a sequence of training texts (strings)",
+                             described(f"a {type(train).__name__}"))
+    if not hasattr(benchmarks, "items"):
+        raise InputTypeError("contaminated", "benchmarks", "a dict name -> list of BenchItem",
+                             described(type(benchmarks).__name__))
     hits = []
     for name, items in benchmarks.items():
         index = NgramIndex([i.question for i in items])

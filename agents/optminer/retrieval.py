@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from icml26.errors import described, input_error
+from icml26.errors import InputError, InputTypeError, described, input_error
 
 DOCUMENT_SUFFIXES = (".txt", ".md")
 
@@ -46,24 +46,44 @@ class Document:
         return cls(str(data["id"]), str(data["title"]), str(data["text"]))
 
 
-def _check_documents(documents: Iterable[Document]) -> list[Document]:
+class MissingPathError(InputError, FileNotFoundError):
+    """A file or folder the user named does not exist: an :class:`~icml26.errors.InputError` (the CLIs' exit 2
+    with one line) that ``except FileNotFoundError`` still catches."""
+
+
+class ExistingPathError(InputError, FileExistsError):
+    """An output path that is in the way (an existing file or folder): an :class:`~icml26.errors.InputError`
+    that ``except FileExistsError`` still catches."""
+
+
+def _check_documents(documents: Iterable[Document], function: str = "corpus") -> list[Document]:
+    if isinstance(documents, (str, bytes, Document)) or not hasattr(documents, "__iter__"):
+        raise InputTypeError(function, "documents", "an iterable of Document(id, title, text)",
+                             described(type(documents).__name__))
     documents = list(documents)
     if not documents:
-        raise input_error("corpus", "documents", "at least one document", described("none"))
+        raise input_error(function, "documents", "at least one document", described("none"))
     for doc in documents:
         if not isinstance(doc, Document):
-            raise TypeError(f"corpus entries must be Document(id, title, text), got {type(doc).__name__}")
+            raise InputTypeError(function, "documents", "Document(id, title, text) entries",
+                                 described(f"a {type(doc).__name__} entry"))
     ids = [d.id for d in documents]
     if len(set(ids)) != len(ids):
         dupes = sorted({i for i in ids if ids.count(i) > 1})
-        raise input_error("corpus", "documents", "unique document ids", described(f"repeated ids {dupes[:5]}"))
+        raise input_error(function, "documents", "unique document ids", described(f"repeated ids {dupes[:5]}"))
     return documents
 
 
-def _check_k(k) -> int:
+def _check_k(k, function: str = "corpus") -> int:
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise input_error("corpus", "k", "a positive int", k)
+        raise input_error(function, "k", "a positive int", k)
     return k
+
+
+def _check_query(function: str, query) -> str:
+    if not isinstance(query, str):
+        raise InputTypeError(function, "query", "a string", described(type(query).__name__))
+    return query
 
 
 def read_folder(path: str | Path, suffixes: Sequence[str] = DOCUMENT_SUFFIXES) -> list[Document]:
@@ -74,7 +94,8 @@ def read_folder(path: str | Path, suffixes: Sequence[str] = DOCUMENT_SUFFIXES) -
     """
     root = Path(path)
     if not root.is_dir():
-        raise FileNotFoundError(f"document folder {str(root)!r} does not exist or is not a folder")
+        raise MissingPathError("read_folder", "path", "an existing folder of .txt/.md documents",
+                               described(f"{str(root)!r}, which does not exist or is not a folder"))
     documents = []
     for file in sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in suffixes):
         text = file.read_text(encoding="utf-8", errors="replace").strip()
@@ -112,8 +133,8 @@ class BM25Corpus:
                  stemmer: str | None = "english"):
         import bm25s
 
-        self.documents = _check_documents(documents)
-        self.k = _check_k(k)
+        self.documents = _check_documents(documents, "BM25Corpus")
+        self.k = _check_k(k, "BM25Corpus")
         self._stopwords = stopwords
         self._stemmer = snowball_stemmer(stemmer)
         tokens = bm25s.tokenize([f"{d.title}\n{d.text}" for d in self.documents], stopwords=stopwords,
@@ -138,9 +159,8 @@ class BM25Corpus:
         """
         import bm25s
 
-        if not isinstance(query, str):
-            raise TypeError(f"query must be a string, got {type(query).__name__}")
-        k = min(_check_k(self.k if k is None else k), len(self.documents))
+        _check_query("BM25Corpus.search", query)
+        k = min(_check_k(self.k if k is None else k, "BM25Corpus.search"), len(self.documents))
         terms = [t for t in bm25s.tokenize([query], stopwords=self._stopwords, stemmer=self._stemmer,
                                            return_ids=False, show_progress=False)[0] if t in self._vocab]
         if not terms:
@@ -177,10 +197,11 @@ class EmbeddingCorpus:
             except ImportError as exc:  # pragma: no cover - optional dependency
                 raise ImportError("EmbeddingCorpus needs `pip install sentence-transformers`") from exc
             if not Path(model).is_dir():
-                raise FileNotFoundError(f"embedding model folder {str(model)!r} does not exist")
+                raise MissingPathError("EmbeddingCorpus", "model", "an existing sentence-transformers model folder",
+                                       described(f"{str(model)!r}, which does not exist"))
             model = SentenceTransformer(str(model), device=device, local_files_only=True)
-        self.documents = _check_documents(documents)
-        self.k = _check_k(k)
+        self.documents = _check_documents(documents, "EmbeddingCorpus")
+        self.k = _check_k(k, "EmbeddingCorpus")
         self.model = model
         self._emb = np.asarray(model.encode([f"{d.title}\n{d.text}" for d in self.documents],
                                             normalize_embeddings=True, show_progress_bar=False))
@@ -195,7 +216,8 @@ class EmbeddingCorpus:
     def search(self, query: str, k: int | None = None) -> list[Document]:
         import numpy as np
 
-        k = min(_check_k(self.k if k is None else k), len(self.documents))
+        _check_query("EmbeddingCorpus.search", query)
+        k = min(_check_k(self.k if k is None else k, "EmbeddingCorpus.search"), len(self.documents))
         q = np.asarray(self.model.encode([query], normalize_embeddings=True, show_progress_bar=False))[0]
         order = np.argsort(-(self._emb @ q), kind="stable")[:k]
         return [self.documents[int(i)] for i in order]
@@ -210,9 +232,10 @@ def format_documents(documents: Sequence[Document]) -> str:
 
 def make_search_tool(corpus, k: int = 3) -> Callable[[str], str]:
     """A plain ``search(query) -> str`` function over ``corpus`` for tool-calling agents and TRL."""
-    k = _check_k(k)
+    k = _check_k(k, "make_search_tool")
     if not callable(getattr(corpus, "search", None)):
-        raise TypeError(f"corpus must have a .search(query, k) method, got {type(corpus).__name__}")
+        raise InputTypeError("make_search_tool", "corpus", "a corpus with a .search(query, k) method (BM25Corpus)",
+                             described(type(corpus).__name__))
 
     def search(query: str) -> str:
         """Search the technical document library for modelling techniques, standards and parameters.

@@ -33,7 +33,8 @@ import secrets
 from dataclasses import asdict, dataclass
 from decimal import Decimal, InvalidOperation
 
-from icml26.errors import input_error
+from icml26.errors import InputTypeError, described, input_error
+from icml26.validation import check_finite, check_int
 
 DEFAULT_RTOL = 1e-6
 DEFAULT_RULE = "rel-1e-6-or-printed-decimals"
@@ -206,10 +207,12 @@ class Tolerance:
     printed_decimals: bool = True
 
     def __post_init__(self) -> None:
-        if isinstance(self.rtol, bool) or not isinstance(self.rtol, (int, float)) or not self.rtol > 0:
+        if isinstance(self.rtol, bool) or not isinstance(self.rtol, (int, float)) or not 0 < self.rtol < math.inf:
             raise input_error("Tolerance", "rtol", "a number > 0", self.rtol)
-        if isinstance(self.atol, bool) or not isinstance(self.atol, (int, float)) or not self.atol >= 0:
+        if isinstance(self.atol, bool) or not isinstance(self.atol, (int, float)) or not 0 <= self.atol < math.inf:
             raise input_error("Tolerance", "atol", "a number >= 0", self.atol)
+        if not isinstance(self.printed_decimals, bool):
+            raise InputTypeError("Tolerance", "printed_decimals", "a bool", described(repr(self.printed_decimals)))
 
     @property
     def name(self) -> str:
@@ -283,13 +286,16 @@ class Scorer:
     def __init__(self, rtol: float | None = None, *, atol: float | None = None, tolerance: Tolerance | None = None,
                  time_limit: float = 20.0, memory_limit_mb: int = 2048, format_weight: float = 0.0,
                  require_think: bool = False, max_output_chars: int = 4000, **sandbox_kwargs):
-        if rtol is not None and not (isinstance(rtol, (int, float)) and rtol > 0):
+        if rtol is not None and (isinstance(rtol, bool) or not (isinstance(rtol, (int, float)) and rtol > 0)):
             raise input_error("Scorer", "rtol", "a number > 0", rtol)
-        if atol is not None and not (isinstance(atol, (int, float)) and atol >= 0):
+        if atol is not None and (isinstance(atol, bool) or not (isinstance(atol, (int, float)) and atol >= 0)):
             raise input_error("Scorer", "atol", "a number >= 0", atol)
         self.tolerance = _tolerance(rtol, atol, tolerance)
-        if not format_weight >= 0:
-            raise input_error("Scorer", "format_weight", "a number >= 0", format_weight)
+        format_weight = check_finite("Scorer", "format_weight", format_weight, non_negative=True)
+        time_limit = check_finite("Scorer", "time_limit", time_limit, positive=True)
+        max_output_chars = check_int("Scorer", "max_output_chars", max_output_chars, low=1)
+        if not isinstance(require_think, bool):
+            raise InputTypeError("Scorer", "require_think", "a bool", described(repr(require_think)))
         self.format_weight, self.require_think = float(format_weight), require_think
         from icml26.agents.sandbox import check_limits
 
@@ -391,7 +397,7 @@ class Scorer:
     def score(self, completion: str, reference) -> Score:
         """Score a model's completion: extract its code block, run it, compare the answer."""
         if not isinstance(completion, str):
-            raise TypeError(f"completion must be a string, got {type(completion).__name__}")
+            raise InputTypeError("Scorer.score", "completion", "a string", described(type(completion).__name__))
         code = extract_code(completion)
         if code is None:
             ref = reference if reference is None else parse_answer(reference)

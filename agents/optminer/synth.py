@@ -28,10 +28,11 @@ from pathlib import Path
 
 import numpy as np
 
-from icml26.errors import input_error
+from icml26.errors import InputTypeError, described, input_error
+from icml26.validation import check_finite, check_int
 
 from .operators import fog, transfer, union
-from .retrieval import Document
+from .retrieval import Document, ExistingPathError
 from .solve import agree, bounds_bind
 from .templates import SCENARIOS, TECHNIQUES, apply_technique, distractor_documents, new_scenario
 from .tree import ProblemTree, read_param
@@ -182,8 +183,11 @@ def synthesize(n: int, seed: int = 0, *, union_prob: float = 0.3, transfer_prob:
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise input_error("synthesize", "workers", "a positive int", workers)
     for name, p in (("union_prob", union_prob), ("transfer_prob", transfer_prob), ("fog_prob", fog_prob)):
-        if not 0.0 <= p <= 1.0:
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
             raise input_error("synthesize", name, "a probability in [0, 1]", p)
+    seed = check_int("synthesize", "seed", seed, low=0)
+    rtol = check_finite("synthesize", "rtol", rtol, positive=True)
+    max_attempts = check_int("synthesize", "max_attempts", max_attempts, low=1)
     from tqdm.auto import tqdm
 
     probs = {"union_prob": union_prob, "transfer_prob": transfer_prob, "fog_prob": fog_prob}
@@ -216,6 +220,11 @@ def synthesize(n: int, seed: int = 0, *, union_prob: float = 0.3, transfer_prob:
 
 def build_corpus(instances: Sequence[Instance], seed: int = 0, distractors_per_doc: int = 2) -> list[Document]:
     """Every instance's knowledge documents plus ``distractors_per_doc`` distractors per document."""
+    seed = check_int("build_corpus", "seed", seed, low=0)
+    distractors_per_doc = check_int("build_corpus", "distractors_per_doc", distractors_per_doc, low=0)
+    if isinstance(instances, (str, bytes)) or not all(isinstance(i, Instance) for i in instances):
+        raise InputTypeError("build_corpus", "instances", "a sequence of Instance (from synthesize)",
+                             described(type(instances).__name__))
     docs: dict[str, Document] = {}
     for inst in instances:
         for d in inst.documents:
@@ -249,11 +258,14 @@ def save(instances: Sequence[Instance], corpus: Sequence[Document], out_dir: str
     import shutil
 
     out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ExistingPathError("save", "out_dir", "a folder to write into (or a path to create)",
+                                described(f"{str(out)!r}, an existing file"))
     folder = out / "corpus"
     existing = [p for p in (out / "dataset", folder) if p.exists()]
     if existing and not overwrite:
-        raise FileExistsError(f"{', '.join(map(str, existing))} already exist(s); choose another output folder "
-                              "or overwrite")
+        raise ExistingPathError("save", "out_dir", "a folder whose dataset/ and corpus/ do not already exist "
+                                "(or overwrite=True)", described(", ".join(p.name for p in existing) + f" in {out}"))
     for path in existing:
         shutil.rmtree(path)
     out.mkdir(parents=True, exist_ok=True)
@@ -280,6 +292,11 @@ def scripted_modeller(tree: ProblemTree, text: str, documents: Sequence[Document
     Unreadable numbers become 0. ``correct`` compares with ``reference`` (default: the tree's own
     optimum) using SIRL's relative error.
     """
+    if not isinstance(tree, ProblemTree):
+        raise InputTypeError("scripted_modeller", "tree", "a ProblemTree", described(type(tree).__name__))
+    if not isinstance(text, str):
+        raise InputTypeError("scripted_modeller", "text", "a string", described(type(text).__name__))
+    rtol = check_finite("scripted_modeller", "rtol", rtol, positive=True)
     sources = [text] + [d.text if isinstance(d, Document) else str(d) for d in documents]
     values, missing = {}, []
     for key, param in tree.params.items():

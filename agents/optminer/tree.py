@@ -346,7 +346,16 @@ class ProblemTree:
 
     @classmethod
     def from_json(cls, text: str) -> ProblemTree:
-        return cls.from_dict(json.loads(text))
+        """The tree :meth:`to_json` wrote."""
+        try:
+            data = json.loads(text)
+        except (TypeError, ValueError) as exc:
+            raise input_error("ProblemTree.from_json", "text", "the JSON of a problem tree (ProblemTree.to_json)",
+                              described(f"text failing to parse: {exc}")) from None
+        if not isinstance(data, dict):
+            raise input_error("ProblemTree.from_json", "text", "the JSON of a problem tree (ProblemTree.to_json)",
+                              described(f"JSON of a {type(data).__name__}"))
+        return cls.from_dict(data)
 
 
 def _coef(coef: float, param: str | None, params: dict[str, Param], values: dict[str, float] | None) -> float:

@@ -22,7 +22,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from icml26.errors import input_error
+from icml26.errors import InputError, InputTypeError, described, input_error
+from icml26.validation import check_finite
 
 NUM = r"-?\d+(?:\.\d+)?"
 V = rf"(?P<v>{NUM})"
@@ -506,7 +507,20 @@ def validate_instance(row: dict, rtol: float = RTOL) -> Check:
     label the report."""
     from .solve import agree
 
-    ident, stored = str(row["id"]), float(row["objective"])
+    fn = "validate_instance"
+    if not hasattr(row, "keys"):
+        raise InputTypeError(fn, "row", "a dict (a dataset row or dataclasses.asdict(Instance))",
+                             described(type(row).__name__))
+    missing = [k for k in ("id", "objective", "text", "documents") if k not in row]
+    if missing:
+        raise input_error(fn, "row", "a dict with id, objective, text and documents",
+                          described(f"keys {sorted(row.keys())} (missing {missing})"))
+    try:
+        stored = check_finite(fn, "row['objective']", row["objective"])
+    except InputError as exc:
+        raise input_error(fn, "row['objective']", "a finite number (the stored optimum)", exc.got) from None
+    rtol = check_finite(fn, "rtol", rtol, positive=True)
+    ident = str(row["id"])
     labels = (list(row.get("scenarios", [])), list(row.get("techniques", [])))
     try:
         status, value = build_and_solve(str(row["text"]), list(row["documents"]))

@@ -44,7 +44,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from icml26.errors import input_error
+from icml26.errors import InputTypeError, described, input_error
+from icml26.validation import check_finite, check_int
 
 __all__ = [
     "COMPACT_TOOL_TEMPLATE", "MODES", "SYSTEM_PROMPT", "TEACHER_QUERIES", "ToyRecipe", "ToyTask",
@@ -149,6 +150,16 @@ class ToyRecipe:
     num_layers: int = 2
     search_k: int = 1
 
+    def __post_init__(self) -> None:
+        fn = "ToyRecipe"
+        for name in ("n_plants", "n_eval", "n_sft", "sft_worlds", "sft_steps", "sft_batch", "grpo_steps",
+                     "grpo_prompts_per_step", "max_completion_length", "hidden_size", "num_layers", "search_k"):
+            check_int(fn, name, getattr(self, name), low=1)
+        check_int(fn, "num_generations", self.num_generations, low=2)  # GRPO compares completions within a group
+        for name in ("sft_lr", "grpo_lr", "temperature"):
+            check_finite(fn, name, getattr(self, name), positive=True)
+        check_finite(fn, "retrieval_bonus", self.retrieval_bonus, non_negative=True)
+
 
 #: ``full`` runs the same recipe as ``quick`` (the toy's sizes are fixed); the experiment's full mode runs it
 #: over three seeds.
@@ -173,6 +184,10 @@ def make_toy_world(seed: int, n_plants: int = 160, world: int = 0) -> tuple[list
     """
     from icml26.agents.optminer.retrieval import Document
 
+    n_plants = check_int("make_toy_world", "n_plants", n_plants, low=1)
+    world = check_int("make_toy_world", "world", world, low=0)
+    if isinstance(seed, bool) or not isinstance(seed, (int, str)):
+        raise InputTypeError("make_toy_world", "seed", "an int", described(repr(seed)))
     rng = random.Random(seed)
     codes = _plant_codes(n_plants, rng)
     if world:
@@ -190,6 +205,15 @@ def make_toy_world(seed: int, n_plants: int = 160, world: int = 0) -> tuple[list
 
 def make_tasks(capacities: dict[str, int], plants: list[str], rng: random.Random, n: int) -> list[ToyTask]:
     """``n`` tasks over ``plants`` (cycled, shuffled), each with a random number of shifts."""
+    n = check_int("make_tasks", "n", n, low=0)
+    if isinstance(plants, str) or not plants:
+        raise input_error("make_tasks", "plants", "a non-empty list of plant codes", plants)
+    unknown = [p for p in plants if p not in capacities]
+    if unknown:
+        raise input_error("make_tasks", "plants", "plants of the world's capacities",
+                          described(f"plants without a capacity {unknown[:5]}"))
+    if not isinstance(rng, random.Random):
+        raise InputTypeError("make_tasks", "rng", "a random.Random", described(type(rng).__name__))
     tasks = []
     for i in range(n):
         plant = plants[i % len(plants)]
@@ -231,6 +255,11 @@ def make_toy_search(corpus, k: int = 3) -> Callable[[str], str]:
     the tool schema is rendered into every prompt, and a tiny model pays for each token of it.
     """
     from icml26.agents.optminer.retrieval import format_documents
+
+    k = check_int("make_toy_search", "k", k, low=1)
+    if corpus is not None and not callable(getattr(corpus, "search", None)):
+        raise InputTypeError("make_toy_search", "corpus", "a corpus with a .search(query, k) method, or None",
+                             described(type(corpus).__name__))
 
     def search(query: str) -> str:
         """Search the plant documents.

@@ -37,8 +37,9 @@ from typing import Any
 import torch
 from trl import GRPOConfig, GRPOTrainer
 
-from icml26.errors import described, input_error
+from icml26.errors import InputTypeError, described, input_error
 from icml26.training.distributed import use_cpu_when_launched_without_gpu
+from icml26.validation import check_finite
 
 __all__ = [
     "GENERATION_BACKENDS", "TOOL_MASK_MISMATCH",
@@ -163,6 +164,12 @@ def make_answer_reward(scorer: Callable[[str, Any], float] | None = None, *, tol
     """
     if isinstance(tolerance, bool) or not (isinstance(tolerance, (int, float)) and tolerance > 0):
         raise input_error("make_answer_reward", "tolerance", "a number > 0", tolerance)
+    if scorer is not None and not callable(scorer):
+        raise InputTypeError("make_answer_reward", "scorer", "a callable scorer(model_text, target) -> float or None",
+                             described(type(scorer).__name__))
+    if not isinstance(answer_column, str) or not answer_column:
+        raise input_error("make_answer_reward", "answer_column", "a dataset column name", answer_column)
+    format_weight = check_finite("make_answer_reward", "format_weight", format_weight, non_negative=True)
 
     def default_scorer(text: str, target: Any) -> float:
         return float(numeric_match(extract_answer(text), float(target), tolerance))
@@ -193,6 +200,8 @@ def make_retrieval_bonus(bonus: float, gold_column: str = "gold_doc") -> Callabl
     """
     if not (isinstance(bonus, (int, float)) and math.isfinite(bonus) and bonus >= 0):
         raise input_error("make_retrieval_bonus", "bonus", "a finite number >= 0", bonus)
+    if not isinstance(gold_column, str) or not gold_column:
+        raise input_error("make_retrieval_bonus", "gold_column", "a dataset column name", gold_column)
 
     def retrieval_bonus(prompts=None, completions=None, **kwargs) -> list[float]:
         if gold_column not in kwargs:
@@ -219,7 +228,8 @@ def group_advantages(rewards: torch.Tensor | Sequence[float], num_generations: i
     scale = {True: "group", False: "none"}.get(scale_rewards, scale_rewards)
     if scale not in ("group", "batch", "none"):
         raise input_error("group_advantages", "scale_rewards", "'group', 'batch' or 'none'", scale_rewards)
-    if num_generations < 1 or rewards.numel() % num_generations:
+    if isinstance(num_generations, bool) or not isinstance(num_generations, int) or num_generations < 1 \
+            or rewards.numel() % num_generations:
         raise input_error("group_advantages", "num_generations", f"a group size dividing the {rewards.numel()} rewards",
                           num_generations)
     grouped = rewards.view(-1, num_generations)
@@ -263,10 +273,12 @@ def align_tool_mask(completion_ids: Sequence[Sequence[int]], tool_mask: Sequence
         mask = list(mask)
         if len(mask) != len(ids):
             if policy == "raise":
-                raise ValueError(
-                    f"tool_mask of completion {i} has {len(mask)} entries but the completion has {len(ids)} tokens "
-                    "(the misalignment of TRL issue #5144, e.g. after re-tokenising a tool turn); the loss mask "
-                    "would not line up with the tokens. Set tool_mask_mismatch='repair' to truncate/zero-pad it.")
+                raise input_error(
+                    "align_tool_mask", "tool_mask",
+                    f"one entry per token of completion {i} ({len(ids)}); with tool_mask_mismatch='repair' a longer "
+                    "mask is truncated and a shorter one zero-padded",
+                    described(f"completion {i} has {len(mask)} entries but {len(ids)} tokens (the misalignment of "
+                              "TRL issue #5144, e.g. after re-tokenising a tool turn)"))
             mask = mask[: len(ids)] + [0] * max(0, len(ids) - len(mask))
         fixed.append(mask)
     return fixed
