@@ -58,7 +58,7 @@ class UncertaintySet:
         if bad.any():
             idx = tuple(int(i) for i in np.argwhere(bad)[0])
             raise InputError(f, "P", "rows that sum to 1 (tolerance 1e-8)",
-                             described(f"row {idx} summing to {P.sum(-1)[idx]:.10g}"))
+                             described(f"{f'row {idx}' if idx else 'a row'} summing to {P.sum(-1)[idx]:.10g}"))
         return self._support(P, V)
 
     def _support(self, P: np.ndarray, V: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
