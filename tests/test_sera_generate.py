@@ -92,7 +92,7 @@ def test_templates_and_demonstrations(tmp_path):
     (tmp_path / "issues.jsonl").write_text(json.dumps({"problem_statement": "A"}) + "\n" + json.dumps("B") + "\n")
     assert load_demonstrations(tmp_path / "one.md") == ["My issue"]
     assert load_demonstrations(tmp_path / "issues.jsonl") == ["A", "B"]
-    with pytest.raises(FileNotFoundError, match="demonstrations not found"):
+    with pytest.raises(ValueError, match="load_demonstrations: source: .* which does not exist"):
         load_demonstrations(tmp_path / "nope")
     (tmp_path / "bad.json").write_text(json.dumps([{"title": "x"}]))
     with pytest.raises(ValueError, match="problem_statement"):
@@ -296,7 +296,7 @@ def test_generate_rejects_bad_options_before_any_work(tmp_path, make_git_repo):
     from icml26.agents.sera import generate
 
     repo = make_git_repo(tmp_path, SMALL)
-    with pytest.raises(ValueError, match="generate: workers: expected a positive integer, got 0"):
+    with pytest.raises(ValueError, match="generate: workers: expected an int >= 1, got 0"):
         generate(repo, "scripted", tmp_path / "out", workers=0, progress=False)
     with pytest.raises(TypeError, match="review_submit: expected True or False, got str 'no'"):
         generate(repo, "scripted", tmp_path / "out", review_submit="no", progress=False)
