@@ -256,8 +256,12 @@ def simplex_qp(K: np.ndarray, C: np.ndarray, solver: str = "clarabel") -> np.nda
 
 
 def z_gradient(Z: np.ndarray, beta: np.ndarray, X: np.ndarray, gamma: float, reference: bool = False) -> np.ndarray:
-    """Gradient of MMD^2 in the reduced set ``Z`` (``beta`` fixed; see :func:`_z_gradient` for the formula and
-    ``reference``): ``Z`` (m, d), ``beta`` m weights, ``X`` (n, d) data in the same space."""
+    """Gradient of MMD^2 in the reduced set ``Z`` (m, d) with ``beta`` (m weights) fixed, against data ``X`` (n, d).
+
+    ``-4 gamma beta_j [sum_l beta_l k(z_j, z_l)(z_j - z_l) - (1/n) sum_i k(z_j, x_i)(z_j - x_i)]``.
+    ``reference=True`` returns learnware's ``_update_z`` direction,
+    ``-2 gamma beta_j [sum_l beta_l k(z_j, z_l)(z_j - z_l) - 2 (1/n) sum_i k(z_j, x_i)(z_j - x_i)]``.
+    """
     f = "z_gradient"
     Z = _finite_matrix(f, "Z", Z)
     beta = np.asarray(beta, dtype=np.float64)
