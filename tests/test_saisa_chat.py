@@ -202,3 +202,24 @@ def test_pipeline_loads_a_saved_folder_through_the_auto_classes(rgb, tmp_path):
     out = pipe(text=[messages, _chat({"type": "image", "image": torch.rand(3, 8, 8)}, {"type": "text", "text": "hi"})],
                max_new_tokens=2)
     assert [chat[0]["generated_text"][-1]["role"] for chat in out] == ["assistant", "assistant"]
+
+
+def test_message_objects_and_openai_image_url_parts(grey, tmp_path):
+    """Messages as dataclasses and OpenAI-style ``image_url`` parts (here a local file) go through transformers'
+    normalisation before the processor checks them."""
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Message:
+        role: str
+        content: list
+
+    model, processor = grey
+    _pil("L").save(tmp_path / "digit.png")
+    url_part = {"type": "image_url", "image_url": {"url": str(tmp_path / "digit.png")}}
+    as_objects = [Message("user", [url_part, {"type": "text", "text": "which digit?"}])]
+    as_dicts = _chat({"type": "image", "image": _pil("L")}, {"type": "text", "text": "which digit?"})
+    first = _generate_from_chat(model, processor, as_objects)
+    second = _generate_from_chat(model, processor, as_dicts)
+    assert torch.equal(first["input_ids"], second["input_ids"])
+    assert torch.equal(first["pixel_values"], second["pixel_values"])

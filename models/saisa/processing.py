@@ -377,35 +377,29 @@ def chat_template_for(conversation_template: str | None, image_token: str = "<im
     return CHAT_TEMPLATE_MARK + flatten + body
 
 
-def _check_conversation(conversation: Any) -> None:
-    """Messages are mappings with a ``role`` and a ``content`` that is text or a list of image / text parts."""
-    name = "SaisaProcessor.apply_chat_template"
-    if isinstance(conversation, (str, bytes)) or not isinstance(conversation, (list, tuple)) or not conversation:
-        raise InputTypeError(name, "conversation", "a non-empty list of messages (or a list of such lists)",
-                             described(type(conversation).__name__ if conversation else repr(conversation)))
-    batch = conversation if isinstance(conversation[0], (list, tuple)) else [conversation]
-    for messages in batch:
-        if not isinstance(messages, (list, tuple)) or not messages:
-            raise input_error(name, "conversation", "non-empty lists of messages", messages)
-        for message in messages:
-            if not isinstance(message, Mapping):
-                raise InputTypeError(name, "conversation", "messages as dicts with 'role' and 'content'",
-                                     described(type(message).__name__))
-            if "role" not in message:
-                raise input_error(name, "conversation", "messages with a 'role'", described(f"keys {sorted(message)}"))
-            content = message.get("content")
-            if content is None or isinstance(content, str):
-                continue
-            if not isinstance(content, (list, tuple)):
-                raise InputTypeError(name, "conversation", "a message content that is a string or a list of parts",
-                                     described(type(content).__name__))
-            for part in content:
-                kind = part.get("type") if isinstance(part, Mapping) else None
-                if kind not in ("image", "image_url", "text"):
-                    raise input_error(name, "conversation",
-                                      "content parts {'type': 'image', ...} or {'type': 'text', 'text': ...}", part)
-                if kind == "text" and not isinstance(part.get("text"), str):
-                    raise input_error(name, "conversation", "a string 'text' in every text part", part)
+_CHAT = "SaisaProcessor.apply_chat_template"
+
+
+def _check_messages(messages: list[dict]) -> None:
+    """Normalised messages (dicts) have a ``role`` and a ``content`` that is text or a list of image / text parts."""
+    if not messages:
+        raise input_error(_CHAT, "conversation", "non-empty lists of messages", messages)
+    for message in messages:
+        if "role" not in message:
+            raise input_error(_CHAT, "conversation", "messages with a 'role'", described(f"keys {sorted(message)}"))
+        content = message.get("content")
+        if content is None or isinstance(content, str):
+            continue
+        if not isinstance(content, (list, tuple)):
+            raise InputTypeError(_CHAT, "conversation", "a message content that is a string or a list of parts",
+                                 described(type(content).__name__))
+        for part in content:
+            kind = part.get("type") if isinstance(part, Mapping) else None
+            if kind not in ("image", "text"):  # OpenAI "image_url" parts are "image" parts by now
+                raise input_error(_CHAT, "conversation",
+                                  "content parts {'type': 'image', ...} or {'type': 'text', 'text': ...}", part)
+            if kind == "text" and not isinstance(part.get("text"), str):
+                raise input_error(_CHAT, "conversation", "a string 'text' in every text part", part)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -513,8 +507,23 @@ class SaisaProcessor(ProcessorMixin):
             **kwargs: as transformers' (``add_generation_prompt``, ``tokenize``, ``return_dict``,
                 ``return_tensors``, ``processor_kwargs``, ...).
         """
-        _check_conversation(conversation)
+        if isinstance(conversation, (str, bytes)) or not (
+                (isinstance(conversation, (list, tuple)) and conversation) or hasattr(conversation, "messages")):
+            raise InputTypeError(_CHAT, "conversation", "a non-empty list of messages (or a list of such lists)",
+                                 described(repr(conversation) if not conversation else type(conversation).__name__))
         return super().apply_chat_template(conversation, chat_template=chat_template, **kwargs)
+
+    def _normalize_conversations(self, conversation) -> tuple[list, bool]:
+        # transformers' normalisation (message objects to dicts, batching, OpenAI image_url parts), then our checks,
+        # so a wrong message reads as a wrong argument rather than as an error deep inside the template
+        try:
+            conversations, is_batched = super()._normalize_conversations(conversation)
+        except (TypeError, AttributeError) as exc:
+            raise InputTypeError(_CHAT, "conversation", "messages as dicts (or dataclasses, pydantic models) with "
+                                 "'role' and 'content'", described(str(exc))) from None
+        for messages in conversations:
+            _check_messages(messages)
+        return conversations, is_batched
 
     def check_model(self, model) -> None:
         """Raise if ``model`` would not fill the slots this processor writes (image token id, slot count)."""
