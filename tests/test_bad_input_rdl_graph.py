@@ -16,6 +16,7 @@ import torch
 
 from icml26.eval.tasks.rdl_graph import (
     Database,
+    column_stats,
     load_relbench_directory,
     load_relbench_task,
     make_pkey_fkey_graph,
@@ -33,6 +34,7 @@ from icml26.models.rdl_graph import (
     RDLGraphModel,
     add_templates,
     candidate_templates,
+    count_messages,
     parse_template,
     template_edges,
 )
@@ -121,6 +123,7 @@ PROBES = [
           "path"),
     Probe("write_relbench_directory-db-dict", lambda: write_relbench_directory(_db().tables, "/tmp/icml26-probe-x"),
           "db"),
+    Probe("column_stats-db-dict", lambda: column_stats(_db().tables), "db"),
     Probe("load_relbench_directory-missing", lambda: load_relbench_directory("/nonexistent-icml26"), "path"),
     # templates
     Probe("parse_template-unknown-path", lambda: parse_template("2hop::user->product->category", _graph()), "name"),
@@ -129,6 +132,7 @@ PROBES = [
     Probe("template_edges-k-zero", lambda: template_edges(_graph(), "knn::product", k=0), "k"),
     Probe("template_edges-max_edges-zero",
           lambda: template_edges(_graph(), "2hop::category->product->order", max_edges=0), "max_edges"),
+    Probe("count_messages-data-dict", lambda: count_messages({"user": torch.zeros(3, 2)}), "data"),
     Probe("add_templates-names-str", lambda: add_templates(_graph(), "knn::product"), "names"),
     # the model
     Probe("HardConcreteGate-n-negative", lambda: HardConcreteGate(-1), "n"),
@@ -146,6 +150,7 @@ PROBES = [
     Probe("RDLGraphModel.forward-data-tensor", lambda: _model()(torch.zeros(3, 4)), "data"),
     Probe("RDLGraphModel.forward-x-wrong-columns", lambda: _model()(_graph_with_x(torch.zeros(30, 2))), "x"),
     Probe("RDLGraphModel.forward-labels-wrong-length", lambda: _model()(_graph(), labels=torch.zeros(3)), "labels"),
+    Probe("RDLGraphPlan.apply-data-Database", lambda: _model().optimized_plan().apply(_db()), "data"),
     # training
     Probe("RDLTrainConfig-epochs-zero", lambda: RDLTrainConfig(epochs=0), "epochs"),
     Probe("RDLTrainConfig-lr-nan", lambda: RDLTrainConfig(lr=float("nan")), "lr"),

@@ -19,6 +19,7 @@ exists in the graph at all (full batch per snapshot, as the CPU plan of the meth
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 from collections.abc import Callable, Iterable
@@ -40,30 +41,27 @@ __all__ = ["Table", "Database", "EntityTask", "ColumnStats", "column_stats", "ma
 CONST_COLUMN = "__const__"
 
 
+_A_TIME, _A_DELTA = "a time (a pandas Timestamp, datetime or ISO date string)", "a positive pandas Timedelta"
+
+
 def _timestamp(function: str, argument: str, value) -> pd.Timestamp:
     """``pd.Timestamp(value)``, or :class:`InputError` naming ``argument`` when it is not a point in time."""
-    if isinstance(value, bool) or value is None or (isinstance(value, float) and math.isnan(value)):
-        raise input_error(function, argument, "a time (a pandas Timestamp, datetime or ISO date string)", value)
     try:
-        t = pd.Timestamp(value)
+        t = None if isinstance(value, bool) or value is None else pd.Timestamp(value)
     except (TypeError, ValueError) as exc:
-        raise input_error(function, argument, "a time (a pandas Timestamp, datetime or ISO date string)",
-                          described(f"{value!r} ({exc})")) from None
-    if pd.isna(t):
-        raise input_error(function, argument, "a time (a pandas Timestamp, datetime or ISO date string)", value)
+        raise input_error(function, argument, _A_TIME, described(f"{value!r} ({exc})")) from None
+    if t is None or pd.isna(t):
+        raise input_error(function, argument, _A_TIME, value)
     return t
 
 
 def _timedelta(function: str, argument: str, value) -> pd.Timedelta:
     """A positive ``pd.Timedelta`` (from a Timedelta, ``datetime.timedelta`` or ``numpy.timedelta64``)."""
-    import datetime
-
     if not isinstance(value, (pd.Timedelta, datetime.timedelta, np.timedelta64)):
-        raise TypeError(str(input_error(function, argument, "a positive pandas Timedelta (e.g. pd.Timedelta(days=90))",
-                                        described(f"{type(value).__name__} {value!r}"))))
+        raise TypeError(str(input_error(function, argument, _A_DELTA, described(f"{type(value).__name__} {value!r}"))))
     delta = pd.Timedelta(value)
     if pd.isna(delta) or delta <= pd.Timedelta(0):
-        raise input_error(function, argument, "a positive pandas Timedelta (e.g. pd.Timedelta(days=90))", value)
+        raise input_error(function, argument, _A_DELTA, value)
     return delta
 
 
@@ -134,8 +132,7 @@ class Database:
         if val is not None and test is not None and not val < test:
             # RelBench's order: train before val, val before test; the reverse leaks the test window into training
             raise input_error(fn, "val_timestamp", f"a time before test_timestamp {test}", val)
-        self.tables = tables
-        self.val_timestamp, self.test_timestamp = val, test
+        self.tables, self.val_timestamp, self.test_timestamp = tables, val, test
 
     def __repr__(self) -> str:
         sizes = ", ".join(f"{n}: {len(t.df)}" for n, t in self.tables.items())
@@ -179,6 +176,7 @@ class ColumnStats:
 
 def column_stats(db: Database) -> ColumnStats:
     """Statistics of every feature column from the rows of ``db`` (pass ``db.upto(t)`` to avoid the future)."""
+    _check_db("column_stats", db)
     out: dict[str, dict[str, tuple]] = {}
     for name, table in db.tables.items():
         cols: dict[str, tuple] = {}
@@ -326,8 +324,6 @@ def snapshot(db: Database, task: EntityTask, seed_time, *, stats: ColumnStats | 
 
 def snapshots(db: Database, task: EntityTask, seed_times, *, stats: ColumnStats | None = None) -> list:
     """:func:`snapshot` at each seed time, with one set of column statistics (default: from the first)."""
-    import datetime
-
     if isinstance(seed_times, (str, pd.Timestamp, datetime.date, np.datetime64)) or not isinstance(seed_times, Iterable):
         raise input_error("snapshots", "seed_times", "a list of times", seed_times)
     seed_times = [_timestamp("snapshots", "seed_times", t) for t in seed_times]
@@ -383,19 +379,16 @@ def synthetic_ecommerce(seed: int = 0, *, n_users: int = 1500, n_products: int =
     The signal sits three hops from a user (user <- order -> product -> category), out of reach of a
     two-layer GNN on the raw schema; ``page_view`` only adds fan-out noise.
 
-    The validation and test windows are the last 9 and 5 months, so ``months`` is at least 10; at least one
-    category is premium and one is not, and ``n_products > n_premium`` (a product per premium category and at
-    least one more).
+    The validation and test windows are the last 9 and 5 months (so ``months >= 10``); some category is premium
+    and some is not; ``n_products > n_premium`` (a product per premium category, and one more).
     """
     fn = "synthetic_ecommerce"
-    seed = check_int(fn, "seed", seed, low=0)
-    n_users = check_int(fn, "n_users", n_users, low=1)
-    n_categories = check_int(fn, "n_categories", n_categories, low=2)
-    n_premium = check_int(fn, "n_premium", n_premium, low=1, high=n_categories - 1)
-    n_products = check_int(fn, "n_products", n_products, low=n_premium + 1)
-    orders_per_user = check_finite(fn, "orders_per_user", orders_per_user, positive=True)
-    page_views_per_user = check_int(fn, "page_views_per_user", page_views_per_user, low=0)
-    months = check_int(fn, "months", months, low=10)
+    for name, value, low in (("seed", seed, 0), ("n_users", n_users, 1), ("n_categories", n_categories, 2),
+                             ("page_views_per_user", page_views_per_user, 0), ("months", months, 10)):
+        check_int(fn, name, value, low=low)
+    check_int(fn, "n_premium", n_premium, low=1, high=n_categories - 1)
+    check_int(fn, "n_products", n_products, low=n_premium + 1)
+    check_finite(fn, "orders_per_user", orders_per_user, positive=True)
     for name, value in (("premium_affinity", premium_affinity), ("base_premium", base_premium),
                         ("affinity_rate", affinity_rate)):
         check_finite(fn, name, value, low=0, high=1)

@@ -197,11 +197,10 @@ class RDLGraphConfig(PretrainedConfig):
             raise input_error(fn, "column_gating", f"one of {COLUMN_GATINGS}", self.column_gating)
         for name in ("beta_vib", "lambda_table", "lambda_column", "lambda_template"):
             setattr(self, name, check_finite(fn, name, getattr(self, name), non_negative=True))
-        # the gates' constants, checked here as HardConcreteGate checks them, so a bad config fails when made
-        self.gate_beta = check_finite(fn, "gate_beta", self.gate_beta, positive=True)
-        self.gate_gamma = check_finite(fn, "gate_gamma", self.gate_gamma, high=0, high_open=True)
-        self.gate_zeta = check_finite(fn, "gate_zeta", self.gate_zeta, low=1, low_open=True)
-        self.gate_init_log_alpha = check_finite(fn, "gate_init_log_alpha", self.gate_init_log_alpha)
+        # the gates' constants as HardConcreteGate checks them, so a bad config fails when made, not in the model
+        for name, bounds in (("gate_beta", {"positive": True}), ("gate_gamma", {"high": 0, "high_open": True}),
+                             ("gate_zeta", {"low": 1, "low_open": True}), ("gate_init_log_alpha", {})):
+            setattr(self, name, check_finite(fn, name, getattr(self, name), **bounds))
         for e in self.edge_types:
             if len(e) != 3 or e[0] not in self.node_columns or e[2] not in self.node_columns:
                 raise input_error(fn, "edge_types", "[src, relation, dst] between tables of node_columns", e)
@@ -366,6 +365,10 @@ class RDLGraphPlan:
         """``data`` without the closed tables, every edge type that touches them, and the closed templates."""
         from torch_geometric.data import HeteroData
 
+        if not isinstance(data, HeteroData):
+            raise TypeError(str(input_error("RDLGraphPlan.apply", "data", "a torch_geometric HeteroData",
+                                            described(type(data).__name__))))
+
         keep = set(self.tables)
         out = HeteroData()
         for key, value in data._global_store.items():
@@ -422,8 +425,7 @@ class RDLGraphModel(RDLGraphPreTrainedModel):
 
     def __init__(self, config: RDLGraphConfig):
         if not isinstance(config, RDLGraphConfig):
-            raise TypeError(str(input_error("RDLGraphModel", "config", "an RDLGraphConfig",
-                                            described(type(config).__name__))))
+            raise TypeError(str(input_error("RDLGraphModel", "config", "an RDLGraphConfig", described(type(config).__name__))))
         super().__init__(config)
         from torch_geometric.nn import HeteroConv
 
@@ -553,10 +555,9 @@ class RDLGraphModel(RDLGraphPreTrainedModel):
         if labels is None and "y" in data[target]:
             labels = data[target].y
         loss = task_loss = penalty = None
-        if labels is not None and (not isinstance(labels, torch.Tensor) or labels.shape != logits.shape):
-            raise input_error(fn, "labels", f"a tensor of shape {tuple(logits.shape)} (one per row of {target!r})",
-                              describe(labels))
         if labels is not None:
+            if not isinstance(labels, torch.Tensor) or labels.shape != logits.shape:
+                raise input_error(fn, "labels", f"a tensor of shape {tuple(logits.shape)}", describe(labels))
             mask = data[target].label_mask if "label_mask" in data[target] else torch.ones_like(labels, dtype=torch.bool)
             task_loss = F.binary_cross_entropy_with_logits(logits[mask], labels[mask].float())
             penalty, _ = self.penalty()

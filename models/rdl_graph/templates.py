@@ -210,6 +210,9 @@ def _shallow_copy(data):
 
 def count_messages(data) -> int:
     """Edges a forward pass sends messages along (each edge type whose two tables are in ``data``), per layer."""
+    if not hasattr(data, "node_types") or not hasattr(data, "edge_types"):
+        raise TypeError(str(input_error("count_messages", "data", "a torch_geometric HeteroData",
+                                        described(type(data).__name__))))
     nodes = set(data.node_types)
     return int(sum(data[e].edge_index.shape[1] for e in data.edge_types if e[0] in nodes and e[2] in nodes))
 
