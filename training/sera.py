@@ -179,7 +179,9 @@ class SeraSFTConfig(SFTConfig):
         for beta in ("adam_beta1", "adam_beta2"):
             check_finite(name, beta, getattr(self, beta), low=0, high=1, high_open=True)
         if self.max_steps != -1:  # -1: TrainingArguments' "run num_train_epochs"
-            check_int(name, "max_steps", self.max_steps, low=1)
+            check_int(name, "max_steps", self.max_steps)
+            if self.max_steps < 1:
+                raise input_error(name, "max_steps", "an int >= 1, or -1 to run num_train_epochs", self.max_steps)
         for count in ("per_device_train_batch_size", "gradient_accumulation_steps"):
             check_int(name, count, getattr(self, count), low=1)
         if self.max_length is not None:
@@ -261,7 +263,8 @@ def load_trajectories(source: Any, *, stages: Sequence[str] | None = None) -> li
                         try:
                             rows.append(json.loads(line))
                         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                            raise input_error("load_trajectories", f"{path}:{n}", "a JSON line", described(str(exc))) from None
+                            raise input_error("load_trajectories", f"source {str(path)!r}, line {n}", "a JSON object a "
+                                              "line", described(str(exc))) from None
         elif path.is_dir():
             from datasets import load_from_disk
 
@@ -528,7 +531,14 @@ def train_sera(data: Any, model: Any, output_dir: str | os.PathLike, *, config: 
         raise InputTypeError("train_sera", "config", "a SeraSFTConfig", described(type(config).__name__))
     if not isinstance(output_dir, (str, os.PathLike)):
         raise InputTypeError("train_sera", "output_dir", "a folder path", described(type(output_dir).__name__))
-    dataset = trajectories_to_dataset(data, stages=config.sera_stages)  # bad data fails before anything loads
+    try:
+        dataset = trajectories_to_dataset(data, stages=config.sera_stages)  # bad data fails before anything loads
+    except InputError as exc:
+        if exc.expected is None:
+            raise
+        inner = exc.argument or ""
+        raise InputError("train_sera", "data" if inner in ("", "source", "rows") else f"data: {inner}", exc.expected,
+                         exc.got) from None
     if isinstance(model, (str, os.PathLike)):
         if tokenizer is None:
             tokenizer = load_tokenizer(model, function="train_sera")
@@ -614,7 +624,7 @@ def main_train(args: Sequence[str] | Any) -> dict[str, Any]:
     with _as_option("--data"):
         dataset = trajectories_to_dataset(script.data, stages=config.sera_stages)
     with _as_option("--model"):
-        tokenizer = load_tokenizer(script.model, function="sera train")
+        tokenizer = load_tokenizer(script.model, function="train")
         training_chat_template(tokenizer)
     with _as_option("--max_length"):
         dataset, dropped = prepare_sft_dataset(dataset, tokenizer, config)
@@ -643,28 +653,28 @@ class _as_option:
         return self
 
     def __exit__(self, kind, exc, tb):
-        if not isinstance(exc, InputError) or (exc.function == "sera train" and exc.argument == self.flag):
+        if not isinstance(exc, InputError) or (exc.function == "train" and exc.argument == self.flag):
             return False
         if exc.expected is None:
-            raise InputError(f"sera train: {self.flag}: {exc}") from None
+            raise InputError(f"train: {self.flag}: {exc}") from None
         inner = exc.argument or ""
         plain = inner in ("", "source", "rows", "model", "tokenizer", "config.max_length", "max_length")
-        raise InputError("sera train", self.flag if plain else f"{self.flag}: {inner}", exc.expected,
+        raise InputError("train", self.flag if plain else f"{self.flag}: {inner}", exc.expected,
                          exc.got) from None
 
 
 def _writable_folder(path: str | None) -> Path:
     """``--out`` as a folder that exists (created) and can be written, checked before the model loads."""
     if not path:
-        raise input_error("sera train", "--out", "an output folder (--out or --output_dir)", described("none"))
+        raise input_error("train", "--out", "an output folder (--out or --output_dir)", described("none"))
     folder = Path(path).expanduser()
     if folder.exists() and not folder.is_dir():
-        raise input_error("sera train", "--out", "a folder", described(f"{path!r}, which is a file"))
+        raise input_error("train", "--out", "a folder", described(f"{path!r}, which is a file"))
     try:
         folder.mkdir(parents=True, exist_ok=True)
         tempfile.TemporaryFile(dir=folder).close()  # unique per process: every rank of a launch checks at once
     except OSError as exc:
-        raise input_error("sera train", "--out", "a folder that can be created and written",
+        raise input_error("train", "--out", "a folder that can be created and written",
                           described(f"{path!r} ({exc.strerror or exc})")) from None
     return folder
 

@@ -126,7 +126,7 @@ def _print_summary(summary) -> None:
 FLAGS = {"repo": "--repo", "out_dir": "--out", "demonstrations": "--demonstrations", "threshold": "--threshold",
          "tokenizer": "--tokenizer", "workers": "--workers", "limit": "--limit", "seed": "--seed",
          "insts_per_fn": "--insts-per-fn", "max_steps": "--max-steps", "memory_limit_mb": "--memory-mb",
-         "time_limit": "--exec-timeout", "q": "--teacher-q", "backend": "--backend", "model": "--model",
+         "time_limit": "--exec-timeout", "teacher_q": "--teacher-q", "backend": "--backend", "model": "--model",
          "max_changed_lines": "--max-changed-lines", "max_avg_tool_tokens": "--max-avg-tool-tokens",
          "max_tokens": "--max-trajectory-tokens"}
 
@@ -138,7 +138,7 @@ def _as_flag(exc, command: str):
     flag = FLAGS.get(exc.argument or "")
     if flag is None or exc.expected is None:
         return exc
-    return InputError(f"sera {command}", flag, exc.expected, exc.got)
+    return InputError(command, flag, exc.expected, exc.got)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -239,8 +239,9 @@ def parse_train_args(argv: Sequence[str], prog: str = "icml26 sera train"):
     if config_path is not None:
         remaining = parser.set_defaults_with_config(**_read_config(config_path))
         if remaining:
-            raise InputError("sera train", "--config", "keys that name options of icml26 sera train",
-                             described(f"unknown keys {remaining[::2]} in {config_path!r}"))
+            raise InputError("train", "--config", "keys that name options of icml26 sera train",
+                             described(f"unknown keys {[k.removeprefix('--') for k in remaining[::2]]} in "
+                                       f"{config_path!r}"))
     namespace, unknown = parser.parse_known_args(argv)
     if unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
@@ -251,11 +252,11 @@ def parse_train_args(argv: Sequence[str], prog: str = "icml26 sera train"):
     except InputError as exc:
         if exc.function != "SeraSFTConfig" or exc.expected is None:
             raise
-        raise InputError("sera train", f"--{exc.argument}", exc.expected, exc.got) from None
+        raise InputError("train", f"--{exc.argument}", exc.expected, exc.got) from None
     except ValueError as exc:  # TrainingArguments' own checks of option combinations
-        raise InputError(f"sera train: {exc}") from None
+        raise InputError(f"train: {exc}") from None
     if not config.output_dir:
-        raise InputError("sera train", "--out", "an output folder (--out or --output_dir)", described("none"))
+        raise InputError("train", "--out", "an output folder (--out or --output_dir)", described("none"))
     return script, config
 
 
@@ -265,7 +266,7 @@ def _pop_config(argv: list[str]) -> str | None:
             if i + 1 >= len(argv) or argv[i + 1].startswith("--"):
                 from icml26.errors import InputError
 
-                raise InputError("sera train", "--config", "a YAML file after --config", described("nothing"))
+                raise InputError("train", "--config", "a YAML file after --config", described("nothing"))
             del argv[i]
             return argv.pop(i)
         if word.startswith("--config="):
@@ -286,17 +287,17 @@ def _read_config(path: str) -> dict:
         with open(path, encoding="utf-8") as handle:
             values = yaml.safe_load(handle)
     except OSError as exc:
-        raise InputError("sera train", "--config", "a readable YAML file",
+        raise InputError("train", "--config", "a readable YAML file",
                          described(f"{path!r} ({exc.strerror or exc})")) from None
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise InputError("sera train", "--config", "a YAML file",
+        raise InputError("train", "--config", "a YAML file",
                          described(f"{path!r}, which does not parse ({str(exc).splitlines()[0]})")) from None
     if not isinstance(values, dict):
-        raise InputError("sera train", "--config", "a YAML mapping of option names to values",
+        raise InputError("train", "--config", "a YAML mapping of option names to values",
                          described(f"{path!r}, holding a {type(values).__name__}"))
     env = values.pop("env", {}) or {}
     if not isinstance(env, dict):
-        raise InputError("sera train", "--config", "an `env` mapping of environment variables",
+        raise InputError("train", "--config", "an `env` mapping of environment variables",
                          described(f"a {type(env).__name__} in {path!r}"))
     for key, value in env.items():
         os.environ[str(key)] = str(value)

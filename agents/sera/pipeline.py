@@ -304,7 +304,10 @@ def generate(repo: str | os.PathLike, backend: Any, out_dir: str | os.PathLike, 
                     if k in ("memory_limit_mb", "pids_limit", "disk_limit_mb", "cpu_time_limit", "open_files")},
                  function=name)
     if isinstance(backend, str) and backend == "scripted":
-        ScriptedTeacher(seed=seed, q=teacher_q)  # teacher_q is checked here, before any work
+        try:
+            ScriptedTeacher(seed=seed, q=teacher_q)  # teacher_q is checked here, before any work
+        except InputError as exc:
+            raise InputError(name, "teacher_q", exc.expected, exc.got) from None
     count_tokens = token_counter(tokenizer, function=name)  # loads a tokenizer path once, and fails early
     out = _checked_out_dir(out_dir, name)
     instances = plan_instances(root, seed=seed, limit=limit, insts_per_fn=insts_per_fn, max_functions=max_functions,

@@ -20,6 +20,7 @@ from typing import Any
 from icml26.agents.backends import to_template_messages
 from icml26.errors import described, input_error
 from icml26.training.sera import assistant_token_loss, load_trajectories, row_tools, tool_names
+from icml26.validation import check_int
 
 __all__ = ["assistant_token_loss", "heldout_prompts", "reply_tokens", "tool_call_validity"]
 
@@ -33,6 +34,11 @@ def heldout_prompts(rows: Any, *, n: int | None = 20, tokenizer: Any = None, max
     prompts longer than that (with the generation prompt) are left out. ``n`` candidates are drawn
     with ``seed``, spread over the rows as evenly as possible (None: all).
     """
+    name = "heldout_prompts"
+    n = None if n is None else check_int(name, "n", n, low=1)
+    max_prompt_tokens = None if max_prompt_tokens is None else check_int(name, "max_prompt_tokens", max_prompt_tokens,
+                                                                         low=1)
+    seed = check_int(name, "seed", seed)
     by_row: list[list[dict]] = []
     for k, row in enumerate(load_trajectories(rows)):
         row_id = row.get("id", k)
@@ -103,6 +109,9 @@ def tool_call_validity(model: Any, tokenizer: Any, prompts: Sequence[dict], *, m
 
     if not prompts:
         raise input_error("tool_call_validity", "prompts", "prompts to decode", described("none"))
+    max_new_tokens = check_int("tool_call_validity", "max_new_tokens", max_new_tokens, low=1)
+    batch_size = check_int("tool_call_validity", "batch_size", batch_size, low=1)
+    keep_examples = check_int("tool_call_validity", "keep_examples", keep_examples, low=0)
     device = next(model.parameters()).device
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     vocab = tokenizer.get_vocab()
