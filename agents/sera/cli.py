@@ -246,6 +246,8 @@ def parse_train_args(argv: Sequence[str], prog: str = "icml26 sera train"):
     if unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     values = vars(namespace)
+    if not values.get("output_dir"):  # TrainingArguments would pick ./trainer_output
+        raise InputError("train", "--out", "an output folder (--out or --output_dir)", described("none"))
     script = SeraTrainArguments(**{f.name: values[f.name] for f in dataclasses.fields(SeraTrainArguments)})
     try:
         config = SeraSFTConfig(**{f.name: values[f.name] for f in dataclasses.fields(SeraSFTConfig) if f.init})
@@ -255,8 +257,6 @@ def parse_train_args(argv: Sequence[str], prog: str = "icml26 sera train"):
         raise InputError("train", f"--{exc.argument}", exc.expected, exc.got) from None
     except ValueError as exc:  # TrainingArguments' own checks of option combinations
         raise InputError(f"train: {exc}") from None
-    if not config.output_dir:
-        raise InputError("train", "--out", "an output folder (--out or --output_dir)", described("none"))
     return script, config
 
 
