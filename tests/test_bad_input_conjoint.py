@@ -76,7 +76,7 @@ PROBES = [
     Probe("win_prob-unfitted-model", lambda: PairedConjointLogit().win_prob(P), "self"),
     Probe("utility-pi-not-summing-to-1", lambda: MODEL.utility([P[0], np.array([0.2, 0.2])]), "pi[1]"),
     Probe("win_matrix-strength-negative", lambda: MODEL.win_matrix(strength=-1.0), "strength"),
-    Probe("amce-level-above-1", lambda: MODEL.amce(level=1.5), "level"),
+    Probe("amce-conf_level-above-1", lambda: MODEL.amce(conf_level=1.5), "conf_level"),
     Probe("marginal_means-h0-nan", lambda: MODEL.marginal_means(h0=float("nan")), "h0"),
     Probe("penalty-kind-unknown", lambda: penalty("L3", P, P), "kind"),
     Probe("penalty-pi-not-summing-to-1", lambda: penalty("KL", [np.array([0.9, 0.9]), P[1]], P), "pi[0]"),

@@ -39,7 +39,7 @@ def test_tables_have_cregg_columns_and_reference_rows():
     row = mm.iloc[1]
     assert row.upper - row.estimate == pytest.approx(1.959964 * row.std_error, rel=1e-6)
     assert row.z == pytest.approx((row.estimate - 0.5) / row.std_error)
-    narrow = model.marginal_means(level=0.5)
+    narrow = model.marginal_means(conf_level=0.5)
     assert (narrow.upper - narrow.lower < mm.upper - mm.lower).all()
     # marginal means average to 1/2 over p in a forced choice: sum_l p_l mm_l = P(u ~ p beats u' ~ p)
     for f in design.factors:

@@ -492,14 +492,14 @@ class PairedConjointLogit(BaseEstimator):
             out.append((probs * against_p) @ hits / torch.as_tensor(q, dtype=DTYPE))
         return torch.cat(out)
 
-    def _effects_table(self, function, level, h0, amce: bool):
+    def _effects_table(self, function, conf_level, h0, amce: bool):
         import pandas as pd
         from scipy.stats import norm
         from torch.func import jacrev
 
         self._check_fitted(function)
         self._check_size(function)
-        level = check_finite(function, "level", level, low=0, high=1, low_open=True, high_open=True)
+        conf_level = check_finite(function, "conf_level", conf_level, low=0, high=1, low_open=True, high_open=True)
         h0 = check_finite(function, "h0", h0)
         design, coef = self.design_, self.coef_tensor()
         with torch.no_grad():
@@ -516,30 +516,30 @@ class PairedConjointLogit(BaseEstimator):
             se[np.cumsum([0] + design.n_levels[:-1])] = np.nan
         with np.errstate(divide="ignore", invalid="ignore"):
             z = np.where(se > 0, (estimate - h0) / se, np.nan)
-        crit = float(norm.ppf(0.5 + level / 2))
+        crit = float(norm.ppf(0.5 + conf_level / 2))
         return pd.DataFrame({
             "feature": [f for f in design.factors for _ in design.levels[f]],
             "level": [lv for f in design.factors for lv in design.levels[f]],
             "estimate": estimate, "std_error": se, "z": z, "p": 2 * norm.sf(np.abs(z)),
             "lower": estimate - crit * se, "upper": estimate + crit * se}, columns=list(EFFECT_COLUMNS))
 
-    def marginal_means(self, level: float = 0.95, h0: float = 0.5):
+    def marginal_means(self, conf_level: float = 0.95, h0: float = 0.5):
         """Per factor and level, P(a profile with that level is chosen) when the other factors and the
         opponent follow p: the marginal means ``cregg`` reports, from the fitted model.
 
         Returns a pandas DataFrame, one row per level, with columns ``feature``, ``level``, ``estimate``,
         ``std_error`` (delta method, J Sigma J^T with ``vcov_``, respondent-clustered when the model was), ``z``
         and ``p`` (the normal test of ``estimate = h0``; 0.5 is no effect in a forced choice, ``cregg``'s
-        default is 0) and the ``level`` normal interval ``lower``, ``upper``.
+        default is 0) and the ``conf_level`` normal interval ``lower``, ``upper``.
         """
-        return self._effects_table("PairedConjointLogit.marginal_means", level, h0, amce=False)
+        return self._effects_table("PairedConjointLogit.marginal_means", conf_level, h0, amce=False)
 
-    def amce(self, level: float = 0.95):
+    def amce(self, conf_level: float = 0.95):
         """Average marginal component effects on the probability scale: each level's marginal mean minus
         its factor's reference level's (level 0), as a DataFrame with the columns of :meth:`marginal_means`
         (``z`` and ``p`` test AMCE = 0). Reference rows have estimate 0 and NaN standard errors, as in
         ``cregg``."""
-        return self._effects_table("PairedConjointLogit.amce", level, 0.0, amce=True)
+        return self._effects_table("PairedConjointLogit.amce", conf_level, 0.0, amce=True)
 
 
 def _codes(groups):
