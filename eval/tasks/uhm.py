@@ -29,21 +29,19 @@ import numpy as np
 
 from icml26.errors import InputError, InputTypeError, described, input_error
 from icml26.errors import describe as describe_value
+
+# The checks of tabular inputs and the policies of a Q table are shared with the learners; importable from here too.
+from icml26.training.uhm.data import ROW_TOL as ROW_TOL
+from icml26.training.uhm.data import check_layout, check_model, check_policy, check_position, transition_arrays
+from icml26.training.uhm.data import greedy_policy as greedy_policy
+from icml26.training.uhm.data import uniform_tie_policy as uniform_tie_policy
 from icml26.validation import check_choice, check_finite, check_int
 
 #: Actions of GridMaze: stay, up, down, left, right (row, column moves).
 MOVES = np.array([(0, 0), (-1, 0), (1, 0), (0, -1), (0, 1)])
 REWARDS = ("sparse", "step")
-#: How far a row of a policy or of ``P`` may sum from 1 (or an entry fall below 0): float32 tables (a model's
-#: softmax over ~100 cells) miss 1 by ~1e-7; a user's mistake (rows summing to 2) misses it by far more.
-ROW_TOL = 1e-5
 #: The gymnasium ids under which importing this module registers the mazes (see :func:`register_envs`).
 ENV_IDS = {"GridMaze": "icml26/GridMaze-v0", "PointMaze2D": "icml26/PointMaze2D-v0"}
-
-
-def _check_seed(function: str, seed: Any) -> int:
-    """A layout seed: an int >= 0 (what ``numpy.random.default_rng`` takes)."""
-    return check_int(function, "seed", seed, low=0)
 
 
 def _layout_arguments(function: str, size: Any, seed: Any, extra_openings: Any) -> tuple[int, int, int]:
@@ -51,24 +49,7 @@ def _layout_arguments(function: str, size: Any, seed: Any, extra_openings: Any) 
     size = check_int(function, "size", size, low=5)
     if size % 2 == 0:
         raise input_error(function, "size", "an odd int >= 5 (rooms sit at odd coordinates)", size)
-    return size, _check_seed(function, seed), check_int(function, "extra_openings", extra_openings, low=0)
-
-
-def _check_layout(function: str, layout: Any) -> np.ndarray:
-    """A user's cell map: a 2-d boolean array (True = free) whose free cells (at least 2) are connected."""
-    array = np.asarray(layout) if not isinstance(layout, (str, bytes)) else None
-    if array is None or array.dtype != bool or array.ndim != 2:
-        raise input_error(function, "layout", "a 2-d boolean array (True = free cell)",
-                          describe_value(layout) if array is None or array.ndim else layout)
-    free = np.argwhere(array)
-    if len(free) < 2:
-        raise input_error(function, "layout", "at least 2 free cells", described(f"{len(free)} free cells"))
-    reach = bfs_distances(array, tuple(int(v) for v in free[0]))
-    cut = int((reach[array] < 0).sum())
-    if cut:
-        raise input_error(function, "layout", "free cells that are all connected (4-neighbour moves)",
-                          described(f"{cut} free cells walled off from cell {tuple(int(v) for v in free[0])}"))
-    return array.copy()
+    return size, check_int(function, "seed", seed, low=0), check_int(function, "extra_openings", extra_openings, low=0)
 
 
 def generate_layout(size: int = 15, seed: int = 0, extra_openings: int = 6) -> np.ndarray:
@@ -143,7 +124,7 @@ class GridMaze(gym.Env):
         if layout is None:
             self.layout = generate_layout(*_layout_arguments("GridMaze", size, seed, extra_openings))
         else:
-            self.layout = _check_layout("GridMaze", layout)
+            self.layout = check_layout("GridMaze", layout)
         self.slip, self.reward_kind, self.max_episode_steps = float(slip), reward, int(max_episode_steps)
         self.cells = [tuple(int(v) for v in rc) for rc in np.argwhere(self.layout)]
         self.index = {rc: i for i, rc in enumerate(self.cells)}
@@ -295,53 +276,13 @@ def collect_navigate(env: GridMaze, n_transitions: int = 50_000, episode_length:
 # ----------------------------------------------------------------------------------------------
 # exact ground truth
 # ----------------------------------------------------------------------------------------------
-def check_policy(function: str, policy: Any, S: int | None = None, A: int | None = None) -> np.ndarray:
-    """``policy`` as a float array ``[S, A]`` whose rows are probability vectors (non-negative, summing to 1
-    within :data:`ROW_TOL`), else an :class:`~icml26.errors.InputError` naming the first bad row. ``S`` / ``A`` of
-    ``None`` accept any size."""
-    try:
-        policy = np.asarray(policy, dtype=float)
-    except (TypeError, ValueError):
-        raise InputTypeError(function, "policy", "an array of action probabilities", describe_value(policy)) from None
-    want = f"({'S' if S is None else S}, {'A' if A is None else A})"
-    if policy.ndim != 2 or (S is not None and policy.shape[0] != S) or (A is not None and policy.shape[1] != A) \
-            or policy.size == 0:
-        raise input_error(function, "policy", f"action probabilities of shape {want}", describe_value(policy))
-    if not np.isfinite(policy).all():
-        raise input_error(function, "policy", "finite action probabilities", described("NaN or infinite entries"))
-    sums = policy.sum(-1)
-    bad = np.flatnonzero((policy < -ROW_TOL).any(-1) | (np.abs(sums - 1) > ROW_TOL))
-    if bad.size:
-        row = int(bad[0])
-        raise input_error(function, "policy", "rows that are probability vectors (entries >= 0, summing to 1)",
-                          described(f"row {row} summing to {sums[row]:.6g} (min {policy[row].min():.6g}); "
-                                    f"{bad.size} bad rows"))
-    return policy
-
-
 def _check_gamma(function: str, gamma: Any) -> float:
     return check_finite(function, "gamma", gamma, low=0, high=1, low_open=True, high_open=True)
 
 
-def _check_model(function: str, P: Any, R: Any = None) -> tuple[np.ndarray, np.ndarray | None]:
-    """``P[s, a, s']`` with rows that are distributions, and ``R[s, a]`` of the matching shape."""
-    P = np.asarray(P, dtype=float)
-    if P.ndim != 3 or P.shape[0] != P.shape[2] or P.size == 0:
-        raise input_error(function, "P", "transition probabilities of shape (S, A, S)", describe_value(P))
-    if not np.isfinite(P).all() or (P < -ROW_TOL).any() or (np.abs(P.sum(-1) - 1) > ROW_TOL).any():
-        raise input_error(function, "P", "rows P[s, a] that are probability vectors", described("other rows"))
-    if R is not None:
-        R = np.asarray(R, dtype=float)
-        if R.shape != P.shape[:2]:
-            raise input_error(function, "R", f"rewards of shape {P.shape[:2]}", describe_value(R))
-        if not np.isfinite(R).all():
-            raise input_error(function, "R", "finite rewards", described("NaN or infinite entries"))
-    return P, R
-
-
 def value_iteration(P, R, gamma: float, tol: float = 1e-10, max_iter: int = 100_000) -> np.ndarray:
     """``Q*`` by value iteration (``P[s, a, s']``, ``R[s, a]``)."""
-    P, R = _check_model("value_iteration", P, R)
+    P, R = check_model("value_iteration", P, R)
     gamma = _check_gamma("value_iteration", gamma)
     tol = check_finite("value_iteration", "tol", tol, positive=True)
     max_iter = check_int("value_iteration", "max_iter", max_iter, low=1)
@@ -356,7 +297,7 @@ def value_iteration(P, R, gamma: float, tol: float = 1e-10, max_iter: int = 100_
 
 def policy_q(P, R, policy, gamma: float) -> np.ndarray:
     """``Q^pi`` by one linear solve: ``(I - gamma P Pi) q = r`` over (s, a) pairs."""
-    P, R = _check_model("policy_q", P, R)
+    P, R = check_model("policy_q", P, R)
     gamma = _check_gamma("policy_q", gamma)
     S, A = R.shape
     policy = check_policy("policy_q", policy, S, A)
@@ -366,7 +307,7 @@ def policy_q(P, R, policy, gamma: float) -> np.ndarray:
 
 def horizon_distributions(P, policy, k_max: int) -> np.ndarray:
     """``P_pi^n(x | s, a)`` for n = 1..k_max as an array ``[k_max, S, A, S]`` (index n - 1)."""
-    P, _ = _check_model("horizon_distributions", P)
+    P, _ = check_model("horizon_distributions", P)
     k_max = check_int("horizon_distributions", "k_max", k_max, low=1)
     S, A, _ = P.shape
     policy = check_policy("horizon_distributions", policy, S, A)
@@ -376,30 +317,6 @@ def horizon_distributions(P, policy, k_max: int) -> np.ndarray:
     for n in range(1, k_max):
         out[n] = out[n - 1] @ state_kernel
     return out
-
-
-def _check_q(function: str, Q: Any) -> np.ndarray:
-    Q = np.asarray(Q, dtype=float)
-    if Q.ndim != 2 or Q.size == 0 or not np.isfinite(Q).all():
-        raise input_error(function, "Q", "finite action values of shape (S, A)", describe_value(Q))
-    return Q
-
-
-def greedy_policy(Q, seed: int | None = 0, atol: float = 1e-9) -> np.ndarray:
-    """A deterministic greedy policy (one-hot rows); ties between actions broken at random (seeded)."""
-    Q = _check_q("greedy_policy", Q)
-    rng = np.random.default_rng(seed)
-    noise = rng.random(Q.shape)
-    ties = Q >= Q.max(axis=1, keepdims=True) - atol
-    pick = np.argmax(np.where(ties, noise, -1.0), axis=1)
-    return np.eye(Q.shape[1])[pick]
-
-
-def uniform_tie_policy(Q, atol: float = 1e-9) -> np.ndarray:
-    """The greedy policy that spreads its mass uniformly over tied actions (uniform where Q is flat)."""
-    Q = _check_q("uniform_tie_policy", Q)
-    ties = (Q >= Q.max(axis=1, keepdims=True) - atol).astype(float)
-    return ties / ties.sum(axis=1, keepdims=True)
 
 
 def success_rate(env: GridMaze, policy, horizon: int = 100, starts=None) -> float:
@@ -432,30 +349,6 @@ def empirical_model(data: dict[str, np.ndarray], n_states: int, n_actions: int) 
     return counts, counts.sum(-1) > 0
 
 
-def transition_arrays(function: str, transitions: Any, n_states: int, n_actions: int,
-                      argument: str = "transitions") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The ``observations``, ``actions`` and ``next_observations`` of tabular ``transitions`` (a dict of
-    arrays): 1-d integer arrays of one non-zero length, with states in ``[0, n_states)`` and actions in
-    ``[0, n_actions)``, else an :class:`~icml26.errors.InputError` naming the key."""
-    keys = ("observations", "actions", "next_observations")
-    if not hasattr(transitions, "keys") or any(k not in transitions for k in keys):
-        got = sorted(transitions.keys()) if hasattr(transitions, "keys") else described(type(transitions).__name__)
-        raise input_error(function, argument, f"a dict with {', '.join(keys)}", got)
-    arrays = [np.asarray(transitions[k]) for k in keys]
-    for name, x in zip(keys, arrays):
-        if x.ndim != 1 or x.shape != arrays[0].shape:
-            raise input_error(function, f"{argument}['{name}']", "1-d arrays of one length",
-                              described(", ".join(f"{k} {describe_value(v)}" for k, v in zip(keys, arrays))))
-    if arrays[0].size == 0:
-        raise input_error(function, argument, "at least one transition", described("empty arrays"))
-    for name, x, hi in zip(keys, arrays, (n_states, n_actions, n_states)):
-        if not np.issubdtype(x.dtype, np.integer) or x.min() < 0 or x.max() >= hi:
-            got = describe_value(x) if not np.issubdtype(x.dtype, np.integer) else \
-                described(f"values in [{x.min()}, {x.max()}]")
-            raise input_error(function, f"{argument}['{name}']", f"integers in [0, {hi - 1}]", got)
-    return arrays[0], arrays[1], arrays[2]
-
-
 def tv_distance(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     """Total-variation distance ``0.5 sum |p - q|`` over the last axis."""
     return 0.5 * np.abs(np.asarray(p) - np.asarray(q)).sum(-1)
@@ -471,17 +364,6 @@ def describe(env: GridMaze) -> dict[str, Any]:
 # ----------------------------------------------------------------------------------------------
 # continuous maze
 # ----------------------------------------------------------------------------------------------
-def _float_vector(function: str, argument: str, value: Any) -> np.ndarray:
-    """A finite ``(row, col)`` pair as a float array of shape ``(2,)``."""
-    try:
-        array = np.asarray(value, dtype=float)
-    except (TypeError, ValueError):
-        raise InputTypeError(function, argument, "2 finite numbers (row, col)", describe_value(value)) from None
-    if array.shape != (2,) or not np.isfinite(array).all():
-        raise input_error(function, argument, "2 finite numbers (row, col)", describe_value(array))
-    return array
-
-
 class PointMaze2D(gym.Env):
     """A point mass in GridMaze's cell map (numpy, no physics engine): position ``(row, col)`` in cell
     units (a free cell ``c`` is the square of side 1 around ``c``), action ``a in [-1, 1]^2`` moved by
@@ -507,7 +389,7 @@ class PointMaze2D(gym.Env):
         if layout is None:
             size, seed, _ = _layout_arguments(fn, size, seed, 6)
         else:
-            layout = _check_layout(fn, layout)
+            layout = check_layout(fn, layout)
         try:
             self.grid = GridMaze(size=size, seed=seed, layout=layout, goal=goal)
         except InputError as exc:  # the same argument of this constructor
@@ -551,7 +433,7 @@ class PointMaze2D(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         state = (options or {}).get("state")
         if state is not None:
-            pos = _float_vector("PointMaze2D.reset", "options['state']", state)
+            pos = check_position("PointMaze2D.reset", "options['state']", state)
             if not self.free(pos[None])[0]:
                 raise input_error("PointMaze2D.reset", "options['state']", "a position (row, col) in a free cell",
                                   pos.tolist())
@@ -569,7 +451,7 @@ class PointMaze2D(gym.Env):
         False (the goal region is absorbing); ``truncated`` is True once ``max_episode_steps`` steps are
         taken; ``info["is_success"]`` says whether the new position is in the goal region.
         """
-        action = _float_vector("PointMaze2D.step", "action", action)
+        action = check_position("PointMaze2D.step", "action", action)
         reward = float(self.in_goal(self._pos))
         self._pos = self.step_batch(self._pos[None], action[None], self.np_random)[0]
         self._t += 1
@@ -687,16 +569,10 @@ def pointmaze_success(env: PointMaze2D, act, horizon: int = 300, rollouts: int =
 # gymnasium registration
 # ----------------------------------------------------------------------------------------------
 def register_envs() -> None:
-    """Register the mazes with gymnasium as ``icml26/GridMaze-v0`` and ``icml26/PointMaze2D-v0`` (:data:`ENV_IDS`).
-
-    Importing this module calls it, so ``import icml26.eval.tasks.uhm`` then
-    ``gymnasium.make("icml26/GridMaze-v0", size=11, seed=3)`` works, keyword arguments going to the constructor;
-    ``gymnasium.make("icml26.eval.tasks.uhm:icml26/GridMaze-v0")`` imports this module itself. The entry points are
-    strings, so registering imports nothing. gymnasium 1.x has no plugin entry-point group (``gymnasium.envs``
-    was dropped in 1.0), so a package cannot register on gymnasium's own import. The episode limit is the
-    maze's own ``max_episode_steps`` (truncation in ``step``); ``gymnasium.make(..., max_episode_steps=k)``
-    adds gymnasium's ``TimeLimit`` on top.
-    """
+    """Register the mazes with gymnasium as :data:`ENV_IDS` (importing this module does): keyword arguments of
+    ``gymnasium.make`` go to the constructor; ``gymnasium.make("icml26.eval.tasks.uhm:icml26/GridMaze-v0")`` imports
+    this module itself (gymnasium 1.x has no plugin entry points). The mazes truncate at their own
+    ``max_episode_steps``; ``gymnasium.make(..., max_episode_steps=k)`` adds a ``TimeLimit`` on top."""
     for name, env_id in ENV_IDS.items():
         if env_id not in gym.registry:
             gym.register(id=env_id, entry_point=f"{__name__}:{name}")

@@ -38,6 +38,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from icml26.errors import InputTypeError, described, input_error
+from icml26.training.uhm.data import check_policy, transition_arrays
 from icml26.validation import check_finite, check_int
 
 __all__ = ["HorizonWeights", "winsorized", "td_lambda", "n_step", "geometric", "xi_from_nu", "nu_bellman_operator",
@@ -328,8 +329,6 @@ def nu_target(r, reward_e, q_e, n, weights: HorizonWeights, gamma: float | None 
 def _transitions(function: str, transitions: dict, n_states: int, n_actions: int):
     """The empirical next-state distribution ``P_hat[s, a, s']`` of checked tabular transitions and the
     covered mask; an ``(s, a)`` the data never shows is modelled as staying put (no invented transitions)."""
-    from icml26.eval.tasks.uhm import transition_arrays
-
     s, a, s2 = transition_arrays(function, transitions, n_states, n_actions)
     counts = np.zeros((n_states, n_actions, n_states))
     np.add.at(counts, (s, a, s2), 1.0)
@@ -342,8 +341,6 @@ def _transitions(function: str, transitions: dict, n_states: int, n_actions: int
 
 def _fit_arguments(function: str, policy, n_states, n_actions) -> tuple[np.ndarray, int, int]:
     """The checked ``policy`` (rows are distributions) and the table sizes ``S``, ``A`` (default: its shape)."""
-    from icml26.eval.tasks.uhm import check_policy
-
     S = None if n_states is None else check_int(function, "n_states", n_states, low=1)
     A = None if n_actions is None else check_int(function, "n_actions", n_actions, low=1)
     policy = check_policy(function, policy, S, A)

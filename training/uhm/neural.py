@@ -17,9 +17,9 @@ import torch
 import torch.nn.functional as F
 
 from icml26.errors import InputTypeError, described, input_error
-from icml26.eval.tasks.uhm import check_policy, transition_arrays
 from icml26.models.uhm import UHMConfig, UniversalHorizonModel
 from icml26.training.uhm.actor_critic import categorical_uhm_loss, ema_update, td_flow_loss
+from icml26.training.uhm.data import check_policy, transition_arrays
 from icml26.training.uhm.horizons import HorizonWeights, td_lambda
 from icml26.validation import check_finite, check_int
 

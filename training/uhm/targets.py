@@ -29,6 +29,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 
 from icml26.errors import InputTypeError, described, input_error
+from icml26.training.uhm.data import check_policy, transition_arrays, uniform_tie_policy
 from icml26.training.uhm.horizons import HorizonWeights, _check_rng, _transitions, nu_target
 from icml26.validation import check_finite, check_int
 
@@ -40,8 +41,6 @@ def act(policy, states, rng: np.random.Generator):
     """Actions ``a ~ pi(.|s)``: sampled from a probability table ``[S, A]`` or returned by a callable."""
     if callable(policy):
         return policy(states)
-    from icml26.eval.tasks.uhm import check_policy
-
     probs = check_policy("act", policy)
     cdf = np.cumsum(probs[np.asarray(states)], axis=-1)
     u = rng.random(cdf.shape[:-1])[..., None]
@@ -305,8 +304,6 @@ def fit_tabular_critic(data: dict, target, n_states: int, n_actions: int, config
 
     ``refit(policy)`` refits the target's model (UHM, GHM) at every policy improvement.
     """
-    from icml26.eval.tasks.uhm import transition_arrays, uniform_tie_policy
-
     fn = "fit_tabular_critic"
     if not isinstance(config, TabularControlConfig):
         raise InputTypeError(fn, "config", "a TabularControlConfig", described(type(config).__name__))
