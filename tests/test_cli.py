@@ -259,3 +259,25 @@ def test_results_record_the_exact_command_source_and_machine(plugin_env, tmp_pat
         re.fullmatch(r"[0-9a-f]{40}", data["git_commit"]) and isinstance(data["git_dirty"], bool))
     assert data["machine"]["platform"] and data["machine"]["torch_threads"] >= 1  # torch was imported by then
     assert data["versions"]["icml26"] and data["experiments"][0]["seconds"] > 0
+
+
+def test_data_the_experiment_can_read_passes_the_check(physionet_folder, tmp_path, monkeypatch):
+    """``--data`` that exists and that tfmixer's ``check_data`` accepts (a folder of records, a tar archive)
+    reaches the run; the probes in test_bad_input_cli.py show the refusals."""
+    import tarfile
+
+    import icml26.runner
+
+    class Reached(Exception):
+        pass
+
+    def reached(*args, **kwargs):
+        raise Reached(kwargs["data"])
+
+    monkeypatch.setattr(icml26.runner, "run_all", reached)
+    archive = tmp_path / "set-a.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(physionet_folder / "set-a", arcname="set-a")
+    for data in (physionet_folder, archive):
+        with pytest.raises(Reached, match=str(data)):
+            main(["reproduce", "tfmixer", "--data", str(data), "--out", str(tmp_path / "run"), "--no-progress"])

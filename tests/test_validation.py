@@ -160,3 +160,24 @@ def test_errors_no_longer_holds_the_checks():
     import icml26.errors
 
     assert not hasattr(icml26.errors, "check_finite")
+
+
+def test_check_output_dir_creates_the_folder_and_refuses_what_cannot_be_written(tmp_path):
+    from icml26.validation import check_output_dir, check_output_file
+
+    made = check_output_dir("f", "--out", tmp_path / "a" / "b")
+    assert made.is_dir() and list(made.iterdir()) == []  # the write probe is gone
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(InputError, match=r"^f: --out: expected a folder that can be created and written to, got "
+                                         r"'.*file/run' \(Not a directory\)$"):
+        check_output_dir("f", "--out", blocker / "run")
+    with pytest.raises(InputTypeError, match="^f: --out: expected a path"):
+        check_output_dir("f", "--out", 3)
+    target = check_output_file("f", "--json", tmp_path / "new" / "report.json")
+    assert target.parent.is_dir() and not target.exists()
+    assert check_output_file("f", "--json", blocker) == blocker  # an existing file: the caller decides
+    with pytest.raises(InputError, match="^f: --json: expected a file path .not a folder."):
+        check_output_file("f", "--json", tmp_path)
+    with pytest.raises(InputError, match="^f: --json: expected a file path whose folder can be created"):
+        check_output_file("f", "--json", blocker / "report.json")
