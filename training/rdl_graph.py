@@ -100,14 +100,14 @@ def _check_task(function: str, task) -> None:
 
 def auroc(y: np.ndarray, score: np.ndarray) -> float:
     """ROC AUC of ``score`` against 0/1 labels ``y`` (NaN when ``y`` holds one class only)."""
-    from sklearn.metrics import roc_auc_score
-
     y, score = np.asarray(y, dtype=float), np.asarray(score, dtype=float)
     if y.ndim != 1:
         raise input_error("auroc", "y", "a 1-D array of 0/1 labels", described(f"an array of shape {y.shape}"))
     if score.shape != y.shape:
         raise input_error("auroc", "score", f"a 1-D array of {len(y)} scores, one per label",
                           described(f"an array of shape {score.shape}"))
+    from sklearn.metrics import roc_auc_score
+
     return float(roc_auc_score(y, score)) if 0 < y.mean() < 1 else float("nan")
 
 

@@ -217,9 +217,6 @@ def make_pkey_fkey_graph(db: Database, upto=None, *, stats: ColumnStats | None =
     the others). Each node type carries ``x`` ``[N, C]``, ``columns``, ``cardinalities``, ``row`` (position
     in the table's DataFrame), ``key`` (primary-key values, when any) and ``time`` (seconds, timed tables).
     """
-    import torch
-    from torch_geometric.data import HeteroData
-
     fn = "make_pkey_fkey_graph"
     _check_db(fn, db)
     if isinstance(tables, str):
@@ -233,6 +230,9 @@ def make_pkey_fkey_graph(db: Database, upto=None, *, stats: ColumnStats | None =
     if stats is not None and not isinstance(stats, ColumnStats):
         raise TypeError(str(input_error(fn, "stats", "a ColumnStats (column_stats(db)) or None",
                                         described(type(stats).__name__))))
+    import torch
+    from torch_geometric.data import HeteroData
+
     view = db if upto is None else db.upto(upto)
     stats = stats or column_stats(view)
     data = HeteroData()
