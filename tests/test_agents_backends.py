@@ -26,8 +26,8 @@ from icml26.agents.backends import (
     sampling_from_args,
     to_template_messages,
 )
-from icml26.errors import InputError
 from icml26.agents.toolcalls import parse_tool_calls
+from icml26.errors import InputError
 
 # ---------------------------------------------------------------------------------------------------
 # parsing

@@ -4,8 +4,8 @@ import random
 import numpy as np
 import pytest
 
-from icml26.runner import RunConfig
 from icml26.errors import InputError
+from icml26.runner import RunConfig
 from icml26.utils import atomic_write_json, atomic_write_text, inner_seed, set_seed
 
 
