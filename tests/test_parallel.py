@@ -93,3 +93,17 @@ def test_die_with_parent_refuses_a_bad_pid():
 
     with pytest.raises(InputError, match="parent_pid: expected an int >= 1"):
         die_with_parent(0)
+
+
+def test_a_process_orphaned_before_it_asked_exits_at_once():
+    """The race: a parent that died between the fork and the prctl never signals; the check of the parent ends it."""
+    import subprocess
+    import sys
+
+    code = "import os\nfrom icml26.processes import die_with_parent\n{call}\nprint('alive')"
+    other = subprocess.run([sys.executable, "-c", code.format(call="die_with_parent(os.getppid() + 10**6)")],
+                           capture_output=True, text=True, timeout=60)
+    assert other.returncode == 1 and other.stdout == ""  # "its parent" is not its parent: already orphaned
+    own = subprocess.run([sys.executable, "-c", code.format(call="assert die_with_parent(os.getppid())")],
+                         capture_output=True, text=True, timeout=60)
+    assert own.returncode == 0 and own.stdout == "alive\n", own.stderr
