@@ -301,7 +301,7 @@ def test_bad_table_and_audit_arguments():
     H = np.ones((3, 4)) / 4
     with pytest.raises(InputError, match=r"scheffe_table: pairs: expected indices in \[0, 3\)"):
         scheffe_table(H, np.array([[0, 3]]), np.ones(4))
-    with pytest.raises(InputError, match=r"scheffe_table: counts: expected a non-negative histogram of shape \(4,\)"):
+    with pytest.raises(InputError, match=r"scheffe_table: counts: expected a finite non-negative histogram of shape \(4,\)"):
         scheffe_table(H, np.array([[0, 1]]), np.ones(3))
     with pytest.raises(InputError, match="audit_epsilon: n_runs: expected an int >= 1"):
         audit_epsilon(PrivateMDE(), H, [0, 1], 0)

@@ -18,7 +18,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from icml26.errors import input_error
-from icml26.training.dp_select import HypothesisClass, agnostic_truth, dirichlet_class, gaussian_cover, sample, tv
+from icml26.training.dp_select import (
+    HypothesisClass,
+    agnostic_truth,
+    check_hypotheses,
+    dirichlet_class,
+    gaussian_cover,
+    sample,
+    tv,
+)
+from icml26.validation import check_int
 
 FAMILIES = ("gaussian", "dirichlet")
 TRUTHS = ("realizable", "agnostic")
@@ -27,6 +36,7 @@ DIRICHLET_D = 50
 
 def make_class(family: str, n: int, seed: int = 0, *, precompute: bool = False) -> HypothesisClass:
     """The hypothesis class ``family`` with ``n`` members (``seed`` draws the Dirichlet histograms)."""
+    n = check_int("make_class", "n", n, low=1)
     if family == "gaussian":
         H = gaussian_cover(n)
     elif family == "dirichlet":
@@ -50,9 +60,13 @@ class Problem:
 
 
 def draw_problem(cover: HypothesisClass, truth: str, s: int, seed) -> Problem:
-    """A truth of kind ``truth`` on ``cover`` and ``s`` samples from it, all drawn from ``seed``."""
+    """A truth of kind ``truth`` on ``cover`` (a :class:`HypothesisClass` or an ``(n, D)`` array of pmfs) and
+    ``s`` samples from it, all drawn from ``seed``."""
     if truth not in TRUTHS:
         raise input_error("draw_problem", "truth", f"one of {TRUTHS}", truth)
+    if not isinstance(cover, HypothesisClass):
+        cover = HypothesisClass(check_hypotheses("draw_problem", cover, "cover"))
+    s = check_int("draw_problem", "s", s, low=1)
     rng = np.random.default_rng(seed)
     n = cover.n
     i = int(rng.integers(n // 10, n - n // 10)) if n >= 10 else int(rng.integers(n))

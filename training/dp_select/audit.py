@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from icml26.errors import input_error
+from icml26.errors import InputTypeError, describe, described, input_error
 from icml26.training.dp_select.selection import PrivateMDE, as_class, check_samples
 from icml26.validation import check_finite, check_int
 
@@ -44,8 +44,17 @@ def _log_ratio(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     return r
 
 
+def _selector(function: str, selector: Any) -> Any:
+    """A private selector of this package (``fit``, ``output_probabilities`` and ``draw``)."""
+    if not all(callable(getattr(selector, name, None)) for name in ("fit", "output_probabilities", "draw")):
+        raise InputTypeError(function, "selector", "a selector such as PrivateMDE(epsilon) (with fit, "
+                             "output_probabilities and draw)", described(type(selector).__name__))
+    return selector
+
+
 def exact_privacy_loss(selector, H: Any, samples: Any) -> float:
     """``max |log p_i(D) - log p_i(D')|`` over every replace-one neighbour ``D'`` and output ``i`` (exact laws)."""
+    selector = _selector("exact_privacy_loss", selector)
     cover = as_class("exact_privacy_loss", H)
     base = selector.output_probabilities(cover, samples)
     worst = 0.0
@@ -58,7 +67,12 @@ def clopper_pearson(successes: Any, trials: int, alpha: float) -> tuple[np.ndarr
     """One-sided Clopper-Pearson bounds at level ``alpha`` each: ``(lower, upper)`` for ``successes / trials``."""
     from scipy.stats import beta
 
+    trials = check_int("clopper_pearson", "trials", trials, low=1)
+    alpha = check_finite("clopper_pearson", "alpha", alpha, low=0, high=1, low_open=True, high_open=True)
     x = np.asarray(successes, dtype=np.float64)
+    if not np.isfinite(x).all() or (x < 0).any() or (x > trials).any() or (x != np.round(x)).any():
+        raise input_error("clopper_pearson", "successes", f"integer counts in [0, trials = {trials}]",
+                          x.tolist() if x.size <= 10 else describe(x))
     lower = np.where(x > 0, beta.ppf(alpha, np.maximum(x, 1), trials - x + 1), 0.0)
     upper = np.where(x < trials, beta.ppf(1 - alpha, x + 1, np.maximum(trials - x, 1)), 1.0)
     return lower, upper
@@ -112,6 +126,7 @@ def audit_epsilon(selector, H: Any, samples: Any, n_runs: int, *, confidence: fl
     CP_upper(P_D'(E)))`` with each one-sided bound at ``(1 - confidence) / 2``, so a selector that is
     ``epsilon``-DP has ``epsilon_lower <= epsilon`` with probability at least ``confidence``.
     """
+    selector = _selector("audit_epsilon", selector)
     cover = as_class("audit_epsilon", H)
     samples = check_samples("audit_epsilon", samples, cover.D)
     n_runs = check_int("audit_epsilon", "n_runs", n_runs, low=1)

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from icml26.errors import describe, input_error
-from icml26.validation import check_finite
+from icml26.errors import InputTypeError, describe, described, input_error
+from icml26.validation import check_finite, check_int
 
 __all__ = ["BACKENDS", "em_probabilities", "exponential_mechanism", "gumbel_max_draws", "lazy_exponential_mechanism"]
 
@@ -23,6 +23,24 @@ BACKENDS = ("numpy", "opendp")
 
 def _epsilon(function: str, value: Any) -> float:
     return check_finite(function, "epsilon", value, positive=True)
+
+
+def _scores(function: str, scores: Any, argument: str = "scores") -> np.ndarray:
+    try:
+        scores = np.asarray(scores, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise input_error(function, argument, "a non-empty finite 1-D array", describe(scores)) from None
+    if scores.ndim != 1 or scores.size == 0 or not np.isfinite(scores).all():
+        raise input_error(function, argument, "a non-empty finite 1-D array", describe(scores))
+    return scores
+
+
+def _gumbel(function: str, gumbel: Any, n: int) -> np.ndarray:
+    gumbel = np.asarray(gumbel, dtype=np.float64)
+    if gumbel.shape != (n,) or not np.isfinite(gumbel).all():
+        raise input_error(function, "gumbel", f"a finite vector of {n} standard Gumbel draws (one per score)",
+                          describe(gumbel))
+    return gumbel
 
 
 def _backend(function: str, value: Any) -> str:
@@ -34,9 +52,10 @@ def _backend(function: str, value: Any) -> str:
 # ----------------------------------------------------------------------------------------------
 def em_probabilities(scores: Any, epsilon: float, sensitivity: float = 1.0) -> np.ndarray:
     """The exponential mechanism's exact law ``softmax(epsilon scores / (2 sensitivity))``."""
+    scores = _scores("em_probabilities", scores)
     epsilon = _epsilon("em_probabilities", epsilon)
     sensitivity = check_finite("em_probabilities", "sensitivity", sensitivity, positive=True)
-    z = np.asarray(scores, dtype=np.float64) * (epsilon / (2 * sensitivity))
+    z = scores * (epsilon / (2 * sensitivity))
     z = np.exp(z - z.max())
     return z / z.sum()
 
@@ -52,14 +71,14 @@ def exponential_mechanism(scores: Any, epsilon: float, sensitivity: float = 1.0,
     with exponential noise, i.e. report-noisy-max with the permute-and-flip law, ``epsilon``-DP like the
     softmax it replaces but not equal to it in law.
     """
-    scores = np.asarray(scores, dtype=np.float64)
-    if scores.ndim != 1 or scores.size == 0 or not np.isfinite(scores).all():
-        raise input_error("exponential_mechanism", "scores", "a non-empty finite 1-D array", describe(scores))
+    scores = _scores("exponential_mechanism", scores)
     epsilon = _epsilon("exponential_mechanism", epsilon)
+    sensitivity = check_finite("exponential_mechanism", "sensitivity", sensitivity, positive=True)
     if _backend("exponential_mechanism", backend) == "opendp":
         return _opendp_noisy_max(scores, epsilon, sensitivity)
     if gumbel is None:
         gumbel = np.random.default_rng(rng).gumbel(size=scores.size)
+    gumbel = _gumbel("exponential_mechanism", gumbel, scores.size)
     return int(np.argmax(scores * (epsilon / (2 * sensitivity)) + gumbel))
 
 
@@ -94,8 +113,17 @@ def lazy_exponential_mechanism(upper: np.ndarray, exact, epsilon: float, gumbel:
     bound was computed from (only the running time depends on it). ``batch`` candidates are scored per
     call of ``exact`` (vectorisation; it may score a few more than strictly needed).
     """
+    function = "lazy_exponential_mechanism"
+    upper = _scores(function, upper, "upper")
+    if not callable(exact):
+        raise InputTypeError(function, "exact", "a callable returning the exact scores of the indices it is given",
+                             described(type(exact).__name__))
+    epsilon = _epsilon(function, epsilon)
+    gumbel = _gumbel(function, gumbel, upper.size)
+    sensitivity = check_finite(function, "sensitivity", sensitivity, positive=True)
+    batch = check_int(function, "batch", batch, low=1)
     scale = epsilon / (2 * sensitivity)
-    key = np.asarray(upper, dtype=np.float64) * scale + gumbel
+    key = upper * scale + gumbel
     order = np.argsort(-key, kind="stable")
     best, best_value, visited, pos = -1, -np.inf, 0, 0
     while pos < order.size and key[order[pos]] > best_value:
@@ -112,6 +140,12 @@ def lazy_exponential_mechanism(upper: np.ndarray, exact, epsilon: float, gumbel:
 
 def gumbel_max_draws(logits: np.ndarray, n_draws: int, rng: np.random.Generator, chunk: int = 1 << 20) -> np.ndarray:
     """``n_draws`` i.i.d. draws of ``softmax(logits)`` by Gumbel-max, vectorised in chunks of ``chunk`` numbers."""
+    logits = _scores("gumbel_max_draws", logits, "logits")
+    n_draws = check_int("gumbel_max_draws", "n_draws", n_draws, low=1)
+    if not isinstance(rng, np.random.Generator):
+        raise InputTypeError("gumbel_max_draws", "rng", "a numpy Generator (numpy.random.default_rng(seed))",
+                             described(type(rng).__name__))
+    chunk = check_int("gumbel_max_draws", "chunk", chunk, low=1)
     per = max(1, chunk // logits.size)
     out = np.empty(n_draws, dtype=np.int64)
     for start in range(0, n_draws, per):

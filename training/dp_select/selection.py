@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from icml26.errors import describe, described, input_error
+from icml26.errors import InputTypeError, describe, described, input_error
 from icml26.training.dp_select.noise import (
     _backend,
     _epsilon,
@@ -78,25 +78,26 @@ SUM_ATOL = 1e-9
 # ----------------------------------------------------------------------------------------------
 # validation
 # ----------------------------------------------------------------------------------------------
-def check_hypotheses(function: str, H: Any) -> np.ndarray:
-    """``H`` as a float64 ``(n, D)`` array of pmfs (finite, non-negative rows summing to 1), else InputError."""
+def check_hypotheses(function: str, H: Any, argument: str = "H") -> np.ndarray:
+    """``H`` as a float64 ``(n, D)`` array of pmfs (finite, non-negative rows summing to 1), else InputError
+    naming ``argument``."""
     if isinstance(H, HypothesisClass):
         return H.pmfs
     try:
         arr = np.asarray(H, dtype=np.float64)
     except (TypeError, ValueError):
-        raise input_error(function, "H", "an (n, D) array of pmfs", described(type(H).__name__)) from None
+        raise input_error(function, argument, "an (n, D) array of pmfs", described(type(H).__name__)) from None
     if arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] < 1:
-        raise input_error(function, "H", "an (n, D) array of pmfs with n >= 1 and D >= 1", describe(arr))
+        raise input_error(function, argument, "an (n, D) array of pmfs with n >= 1 and D >= 1", describe(arr))
     if not np.isfinite(arr).all():
-        raise input_error(function, "H", "finite probabilities", described("an array with NaN or inf"))
+        raise input_error(function, argument, "finite probabilities", described("an array with NaN or inf"))
     if (arr < 0).any():
         i, x = np.argwhere(arr < 0)[0]
-        raise input_error(function, "H", "non-negative rows (pmfs)", described(f"H[{i}, {x}] = {arr[i, x]:g}"))
+        raise input_error(function, argument, "non-negative rows (pmfs)", described(f"H[{i}, {x}] = {arr[i, x]:g}"))
     sums = arr.sum(axis=1)
     bad = np.flatnonzero(np.abs(sums - 1) > SUM_ATOL * max(1, arr.shape[1]))
     if bad.size:
-        raise input_error(function, "H", "rows summing to 1", described(f"row {bad[0]} sums to {sums[bad[0]]:.12g}"))
+        raise input_error(function, argument, "rows summing to 1", described(f"row {bad[0]} sums to {sums[bad[0]]:.12g}"))
     return arr
 
 
@@ -138,6 +139,8 @@ class HypothesisClass:
     """
 
     def __init__(self, H: Any, *, precompute: bool = False) -> None:
+        if not isinstance(precompute, (bool, np.bool_)):
+            raise InputTypeError("HypothesisClass", "precompute", "a bool", described(type(precompute).__name__))
         self.pmfs = check_hypotheses("HypothesisClass", H)
         self.mass_i: np.ndarray | None = None
         self.mass_j: np.ndarray | None = None
@@ -163,8 +166,24 @@ class HypothesisClass:
         return f"HypothesisClass(n={self.n}, D={self.D}, precomputed={self.mass_i is not None})"
 
 
-def as_class(function: str, H: Any) -> HypothesisClass:
-    return H if isinstance(H, HypothesisClass) else HypothesisClass(check_hypotheses(function, H))
+def as_class(function: str, H: Any, argument: str = "H") -> HypothesisClass:
+    """``H`` itself when it is a :class:`HypothesisClass`, else one built from the checked array."""
+    return H if isinstance(H, HypothesisClass) else HypothesisClass(check_hypotheses(function, H, argument))
+
+
+def _histogram(function: str, counts: Any, D: int) -> np.ndarray:
+    """A sample histogram: finite, non-negative, of shape ``(D,)``."""
+    counts = np.asarray(counts, dtype=np.float64)
+    if counts.shape != (D,) or not np.isfinite(counts).all() or (counts < 0).any():
+        raise input_error(function, "counts", f"a finite non-negative histogram of shape ({D},)", describe(counts))
+    return counts
+
+
+def _generator(function: str, argument: str, rng: Any) -> np.random.Generator:
+    if not isinstance(rng, np.random.Generator):
+        raise InputTypeError(function, argument, "a numpy Generator (numpy.random.default_rng(seed))",
+                             described(type(rng).__name__))
+    return rng
 
 
 @dataclass
@@ -217,10 +236,7 @@ def scheffe_table(H: Any, pairs: Any, counts: Any, *, chunk: int = CHUNK_PAIRS) 
         raise input_error("scheffe_table", "pairs", "an (m, 2) int array", describe(pairs))
     if pairs.size and (pairs.min() < 0 or pairs.max() >= cover.n):
         raise input_error("scheffe_table", "pairs", f"indices in [0, {cover.n})", described("an index outside"))
-    counts = np.asarray(counts, dtype=np.float64)
-    if counts.shape != (cover.D,) or (counts < 0).any():
-        raise input_error("scheffe_table", "counts", f"a non-negative histogram of shape ({cover.D},)",
-                          describe(counts))
+    counts = _histogram("scheffe_table", counts, cover.D)
     chunk = check_int("scheffe_table", "chunk", chunk, low=1)
     m = pairs.shape[0]
     h_i, h_j, c = np.empty(m), np.empty(m), np.empty(m)
@@ -281,9 +297,18 @@ def _deviations(cover: HypothesisClass, counts: np.ndarray, rows: np.ndarray, co
 
 def mde_distances(cover: HypothesisClass, counts: np.ndarray, rows: np.ndarray | None = None,
                   chunk: int = CHUNK_PAIRS) -> np.ndarray:
-    """``s W(H_i) = max_{j != i} |s H_i(A_ij) - c_ij|`` for ``rows`` (all by default); ``(n - 1)`` evaluations each."""
+    """``s W(H_i) = max_{j != i} |s H_i(A_ij) - c_ij|`` for ``rows`` (all by default); ``(n - 1)`` evaluations each.
+
+    ``cover``: a :class:`HypothesisClass` (or an ``(n, D)`` array of pmfs); ``counts``: the sample histogram
+    ``(D,)``; ``rows``: hypothesis indices in ``[0, n)``.
+    """
+    cover = as_class("mde_distances", cover, "cover")
+    counts = _histogram("mde_distances", counts, cover.D)
+    chunk = check_int("mde_distances", "chunk", chunk, low=1)
     n = cover.n
     rows = np.arange(n) if rows is None else np.asarray(rows)
+    if rows.ndim != 1 or (rows.size and (rows.dtype.kind not in "iu" or rows.min() < 0 or rows.max() >= n)):
+        raise input_error("mde_distances", "rows", f"a 1-D array of hypothesis indices in [0, {n})", describe(rows))
     if n == 1:
         return np.zeros(rows.size)
     out = np.empty(rows.size)
@@ -304,6 +329,11 @@ def knockout_tournament(cover: HypothesisClass, counts: np.ndarray, k: int, rng:
     ``A_ij`` (ties: ``i``); an odd one out advances. Stops as soon as at most ``k`` remain (``n - k``
     matches in all). Not private: only the lazy sampler's running time depends on it.
     """
+    cover = as_class("knockout_tournament", cover, "cover")
+    counts = _histogram("knockout_tournament", counts, cover.D)
+    k = check_int("knockout_tournament", "k", k, low=1, high=cover.n)
+    rng = _generator("knockout_tournament", "rng", rng)
+    chunk = check_int("knockout_tournament", "chunk", chunk, low=1)
     alive = rng.permutation(cover.n)
     evals = 0
     s = counts.sum()
@@ -363,7 +393,9 @@ class _Selector(BaseEstimator):
         The same law as ``n_draws`` calls of ``fit`` (for audits); always the numpy sampler.
         """
         self._check()
-        n_draws = check_int("draw", "n_draws", n_draws, low=1)
+        name = f"{type(self).__name__}.draw"
+        n_draws = check_int(name, "n_draws", n_draws, low=1)
+        random_state = _random_state(name, random_state)
         cover, samples, counts = self._data(H, samples)
         return self._draws(cover, samples, counts, n_draws, np.random.default_rng(random_state))
 
@@ -515,12 +547,13 @@ class PrivateMDE(_Selector):
     def _check(self) -> None:
         super()._check()
         if not isinstance(self.lazy, (bool, np.bool_)):
-            raise TypeError(f"PrivateMDE: lazy: expected a bool, got {type(self.lazy).__name__}")
+            raise InputTypeError(type(self).__name__, "lazy", "a bool", described(f"{type(self.lazy).__name__} "
+                                                                                   f"{self.lazy!r}"))
         if self.lazy and self.backend == "opendp":
-            raise input_error("PrivateMDE", "lazy", "False with backend='opendp' (OpenDP draws its own noise, "
+            raise input_error(type(self).__name__, "lazy", "False with backend='opendp' (OpenDP draws its own noise, "
                               "the lazy sampler needs the Gumbel vector)", self.lazy)
         if self.k is not None:
-            check_int("PrivateMDE", "k", self.k, low=1)
+            check_int(type(self).__name__, "k", self.k, low=1)
 
     def _scores(self, cover, samples, counts):
         return -mde_distances(cover, counts, chunk=self.chunk), cover.n * (cover.n - 1)
@@ -530,7 +563,7 @@ class PrivateMDE(_Selector):
             self.n_visited_ = cover.n
             return super()._fit(cover, samples, counts, rng)
         n = cover.n
-        k = default_k(n) if self.k is None else _check_k("PrivateMDE", self.k, n)
+        k = default_k(n) if self.k is None else _check_k(type(self).__name__, self.k, n)
         gumbel = rng.gumbel(size=n)
         index, self.n_visited_, evals, self.strong_set_ = self._lazy_select(cover, counts, k, gumbel, rng)
         return index, evals
