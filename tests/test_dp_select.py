@@ -8,13 +8,29 @@ from scipy.stats import chisquare
 
 from icml26 import InputError
 from icml26.eval.tasks.dp_select import audit_instance, draw_problem, make_class
-from icml26.training.dp_select import (BKSWSelector, HypothesisClass, MinimumDistanceEstimate, PrivateMDE,
-                                               ScheffeTournament, StrongSetEM, agnostic_truth, default_k,
-                                               dirichlet_class, em_probabilities, exponential_mechanism,
-                                               gaussian_cover, lazy_exponential_mechanism, mde_distances, sample,
-                                               scheffe_table, tv)
-from icml26.training.dp_select import (ForgottenFactorMDE, audit_epsilon, exact_privacy_loss,
-                                                     neighbours)
+from icml26.training.dp_select import (
+    BKSWSelector,
+    ForgottenFactorMDE,
+    HypothesisClass,
+    MinimumDistanceEstimate,
+    PrivateMDE,
+    ScheffeTournament,
+    StrongSetEM,
+    agnostic_truth,
+    audit_epsilon,
+    default_k,
+    dirichlet_class,
+    em_probabilities,
+    exact_privacy_loss,
+    exponential_mechanism,
+    gaussian_cover,
+    lazy_exponential_mechanism,
+    mde_distances,
+    neighbours,
+    sample,
+    scheffe_table,
+    tv,
+)
 
 EPS = 1.0
 
