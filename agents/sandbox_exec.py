@@ -25,6 +25,8 @@ import threading
 import time
 from dataclasses import dataclass
 
+from icml26.processes import die_with_parent
+
 from . import sandbox_launcher as _launcher
 from . import sandbox_root as _root
 
@@ -152,7 +154,13 @@ class ExecutionMixin:
             err_read, err_write = os.pipe()
             argv = _launcher_argv(self._unshare, spec)
 
+        parent = os.getpid()
+
+        def die_with_run():  # isolated: unshare dies with this process, and --kill-child takes the command down
+            die_with_parent(parent)
+
         def preexec():  # unisolated: in the child, before it executes the command
+            die_with_parent(parent)  # a SIGKILLed run leaves no command running (its time limit died with it)
             for path in procs:
                 fd = os.open(path, os.O_WRONLY)
                 os.write(fd, b"0")
@@ -165,7 +173,7 @@ class ExecutionMixin:
             proc = subprocess.Popen(argv, cwd=self.root, env=self._env(env), stdin=subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT if err_write is None else err_write,
                                     start_new_session=True,
-                                    preexec_fn=preexec if status_write is None else None,
+                                    preexec_fn=preexec if status_write is None else die_with_run,
                                     pass_fds=() if status_write is None else (status_write,))
         except BaseException:
             for fd in (status_read, status_write, err_read, err_write):

@@ -654,3 +654,55 @@ def test_cgroups_of_killed_processes_are_reaped(tmp_path):
         (tmp_path / name).mkdir()
     sandbox_limits._reap_cgroups({str(tmp_path)})
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([f"icml26-sandbox-{os.getpid()}-3", "other-group"])
+
+
+def _processes_with(marker: str) -> list[int]:
+    pids = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/cmdline", "rb") as f:
+                    if marker.encode() in f.read():
+                        pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
+@pytest.mark.parametrize("isolation", ["auto", "none"])
+def test_a_command_dies_with_a_run_that_is_sigkilled(repo, tmp_path, isolation):
+    """A caller's time-out SIGKILLs the Python running the sandbox: its time limit dies with it, so the command
+    must too (parent-death signal on the child; --kill-child and the PID namespace take the rest down)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    if isolation == "auto" and _PREFIX is None:
+        pytest.skip(f"no namespace isolation here: {_REASON}")
+    marker = f"{os.getpid()}.{time.monotonic_ns() % 10**6}"  # a sleep length no other process uses
+    started = tmp_path / "started"
+    code = (f"from icml26.agents.sandbox import Sandbox\n"
+            f"box = Sandbox({str(repo)!r}, time_limit=120, isolation={isolation!r}, allow_unisolated=True)\n"
+            f"open({str(started)!r}, 'w').close()\n"
+            f"box.run('sleep 7{marker}')\n")
+    run = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while not (started.exists() and _processes_with(f"7{marker}")):
+            assert run.poll() is None, run.stderr.read().decode()
+            assert time.monotonic() < deadline, "the command did not start"
+            time.sleep(0.05)
+        os.kill(run.pid, signal.SIGKILL)
+        run.wait()
+        deadline = time.monotonic() + 1.0
+        while _processes_with(f"7{marker}") and time.monotonic() < deadline:
+            time.sleep(0.02)
+        survivors = _processes_with(f"7{marker}")
+        for pid in survivors:
+            os.kill(pid, signal.SIGKILL)
+        assert survivors == []
+    finally:
+        if run.poll() is None:
+            run.kill()
+        run.stderr.close()
