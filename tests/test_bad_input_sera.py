@@ -304,7 +304,7 @@ CLI = [
     _gen("out-under-a-file", "--out", out=under_a_file),
     _gen("teacher-q-above-1", "--teacher-q", "--teacher-q", "2"),
     _gen("tokenizer-missing", "--tokenizer", "--tokenizer", "/no/such/tokenizer"),
-    _gen("memory-too-small", "--memory-mb", "--memory-mb", "1"),
+    _gen("memory-too-small", "memory_limit_mb", "--memory-mb", "1"),
     _gen("max-steps-negative", "--max-steps", "--max-steps", "-5"),
     Probe("cli-export-out-without-ledger", lambda: cli("x", ["sera", "export", "--out", str(_scratch())], "--out",
                                                          forbid=NO_INSTANCE).call(), "--out", kind="cli"),

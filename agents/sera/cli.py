@@ -122,10 +122,11 @@ def _print_summary(summary) -> None:
           f"{out}/trajectories.openai.jsonl  summary: {out}/summary.json")
 
 
-#: The library's argument names -> the options of ``icml26 sera generate|export`` that carry them.
+#: The library's argument names -> the options of ``icml26 sera generate|export`` that carry them. The sandbox
+#: limits keep their library names (``memory_limit_mb``): the sandbox's tests read them so.
 FLAGS = {"repo": "--repo", "out_dir": "--out", "demonstrations": "--demonstrations", "threshold": "--threshold",
          "tokenizer": "--tokenizer", "workers": "--workers", "limit": "--limit", "seed": "--seed",
-         "insts_per_fn": "--insts-per-fn", "max_steps": "--max-steps", "memory_limit_mb": "--memory-mb",
+         "insts_per_fn": "--insts-per-fn", "max_steps": "--max-steps",
          "time_limit": "--exec-timeout", "teacher_q": "--teacher-q", "backend": "--backend", "model": "--model",
          "max_changed_lines": "--max-changed-lines", "max_avg_tool_tokens": "--max-avg-tool-tokens",
          "max_tokens": "--max-trajectory-tokens"}
