@@ -16,8 +16,14 @@ from scipy.optimize import minimize
 
 from icml26.errors import InputError
 from icml26.eval.tasks import conjoint as task
-from icml26.training.conjoint import (AverageCasePolicy, AverageCasePolicyCV, FactorialDesign, MinimaxPolicy,
-                                      PairedConjointLogit, closed_form_system)
+from icml26.training.conjoint import (
+    AverageCasePolicy,
+    AverageCasePolicyCV,
+    FactorialDesign,
+    MinimaxPolicy,
+    PairedConjointLogit,
+    closed_form_system,
+)
 
 FIXTURE_COEF = [0.2, -0.1, 0.05, 0.1, -0.05, 0.02]  # beta_main, then beta_12, beta_13, beta_23 (each pair once)
 FIXTURE_PI = (0.611422, 0.485717, 0.514572)

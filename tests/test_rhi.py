@@ -17,6 +17,7 @@ from scipy.special import logsumexp
 
 from icml26.errors import InputError
 from icml26.training import rhi as rl
+
 SETS = [rl.Contamination(0.2), rl.LpBall(0.02, 2), rl.LpBall(0.02, 1), rl.LpBall(0.02, math.inf),
         rl.LpBall(0.02, 3), rl.KLBall(0.3), rl.ChiSquareBall(0.3)]
 
@@ -381,12 +382,11 @@ def test_listing_the_experiment_imports_neither_numpy_nor_torch():
 
 
 def test_reduced_experiment_end_to_end(monkeypatch, tmp_path):
-    from icml26.eval.experiments import rhi
-    from icml26.runner import RunConfig
-
     import dataclasses
 
+    from icml26.eval.experiments import rhi
     from icml26.progress import listening
+    from icml26.runner import RunConfig
 
     small = dataclasses.replace(rhi.SETTINGS["quick"], halpern_iters=100, estimator_instances=3,
                                 estimator_reps=20_000, figure_budgets=(16,), orders=(1, 2), garnet=(6, 2),

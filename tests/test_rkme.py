@@ -8,10 +8,20 @@ import numpy as np
 import pytest
 
 from icml26 import InputError
-from icml26.training.rkme import (RKMESpecification, StandardScaling, data_self_term, gaussian_kernel,
-                                  kernel_row_means, median_gamma, neighbour_kme_distance, noisy_copy_spec,
-                                  simplex_qp, z_gradient)
-from icml26.training.rkme import LearnwareMarket, convert_dist_to_score
+from icml26.training.rkme import (
+    LearnwareMarket,
+    RKMESpecification,
+    StandardScaling,
+    convert_dist_to_score,
+    data_self_term,
+    gaussian_kernel,
+    kernel_row_means,
+    median_gamma,
+    neighbour_kme_distance,
+    noisy_copy_spec,
+    simplex_qp,
+    z_gradient,
+)
 
 
 @pytest.fixture(scope="module")
