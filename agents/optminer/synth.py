@@ -199,9 +199,15 @@ def synthesize(n: int, seed: int = 0, *, union_prob: float = 0.3, transfer_prob:
             results.append(_draw_valid(job))
             bar.update()
     else:
+        import multiprocessing
+        import os
         from concurrent.futures import ProcessPoolExecutor
 
-        with ProcessPoolExecutor(workers) as pool:
+        from icml26.processes import die_with_parent
+
+        # workers die with the run that started them, even when it is SIGKILLed
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
+                                 initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
             results = []
             for result in pool.map(_draw_valid, jobs, chunksize=max(1, n // (4 * workers))):
                 results.append(result)
