@@ -209,6 +209,10 @@ API = [
         tokenizer(), row_with(_bad_arguments)[0]["messages"]), "arguments"),
     Probe("tokenize_trajectory-tokenizer-without-template", lambda: _api("icml26.training.sera.tokenize_trajectory")(
         no_template(), rows()[0]["messages"]), "tokenizer"),
+    Probe("tokenize_trajectory-max-length-zero", lambda: _api("icml26.training.sera.tokenize_trajectory")(
+        tokenizer(), rows()[0]["messages"], max_length=0), "max_length"),
+    Probe("assistant_token_loss-batch-size-zero", lambda: _api("icml26.training.sera.assistant_token_loss")(
+        None, tokenizer(), rows(), batch_size=0), "batch_size"),
     Probe("SeraSFTConfig-learning-rate-negative", lambda: _config(learning_rate=-1e-5), "learning_rate"),
     Probe("SeraSFTConfig-max-length-zero", lambda: _config(max_length=0), "max_length"),
     Probe("SeraSFTConfig-overlong-unknown", lambda: _config(overlong="cut"), "overlong"),

@@ -350,6 +350,8 @@ def tokenize_trajectory(tokenizer: PreTrainedTokenizerBase, messages: Sequence[d
     :func:`icml26.agents.backends.to_template_messages` with ``strict=True``.
     Labels are ``IGNORE_INDEX`` (-100) outside the template's ``{% generation %}`` blocks; ``max_length`` keeps the start.
     """
+    if max_length is not None:
+        max_length = check_int("tokenize_trajectory", "max_length", max_length, low=1)
     messages = to_template_messages(messages, strict=True)
     tools = json.loads(tools) if isinstance(tools, str) else tools
     processed = tokenizer.apply_chat_template(
@@ -371,6 +373,9 @@ def assistant_token_loss(model: PreTrainedModel, tokenizer: PreTrainedTokenizerB
     """
     import torch
 
+    batch_size = check_int("assistant_token_loss", "batch_size", batch_size, low=1)
+    if max_length is not None:
+        max_length = check_int("assistant_token_loss", "max_length", max_length, low=1)
     rows = load_trajectories(rows)
     template = training_chat_template(tokenizer)
     encoded = [tokenize_trajectory(tokenizer, r["messages"], row_tools(r), chat_template=template,

@@ -1,6 +1,9 @@
 """``icml26 sera generate|export|train``: SERA's soft-verified generation and SFT on its trajectories.
 
 Light at import time (argparse only); the pipeline and the trainer are imported inside :func:`run`.
+``generate`` and ``export`` are argparse sub-commands; ``train`` hands the words after it to TRL's
+``TrlParser`` (:func:`parse_train_args`), so every :class:`~icml26.training.sera.SeraSFTConfig` field is an
+option and ``--config sft.yaml`` works as in TRL's scripts.
 """
 
 from __future__ import annotations
@@ -58,6 +61,11 @@ def _parser_class(base: type) -> type:
             namespace = argparse.Namespace() if namespace is None else namespace
             namespace.train_argv = list(sys.argv[1:] if args is None else args)
             return namespace, []
+
+        def _parse_known_args2(self, args, namespace, *rest, **kwargs):  # what newer Pythons may call instead
+            if not self.passthrough:
+                return super()._parse_known_args2(args, namespace, *rest, **kwargs)
+            return self.parse_known_args(args, namespace)
 
     return SeraParser
 
