@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from icml26.lazy import lazy_exports
+from icml26.training.llp.bags import bag_rows, random_bags
 from icml26.training.llp.estimator import (
     LLPClassifier,
     TournamentResult,
@@ -18,13 +19,11 @@ from icml26.training.llp.risk import (
     LLPLoss,
     bag_estimates,
     bag_means,
-    bag_rows,
     dllp_loss,
     easyllp_loss,
     leave_one_bag_out_mean,
     lowvar_llp_loss,
     per_class_losses,
-    random_bags,
 )
 
 if TYPE_CHECKING:

@@ -29,15 +29,14 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
 from icml26.errors import InputTypeError, describe, described, input_error
+from icml26.training.llp.bags import check_bags, pad_bags
 from icml26.training.llp.risk import (
     BASE_LOSSES,
     METHODS,
     SUM_TOL,
     LLPLoss,
     _prior,
-    check_bags,
     check_prior_values,
-    pad_bags,
     per_class_losses,
 )
 from icml26.training.llp.risk import bag_estimates as llp_bag_estimates
@@ -78,8 +77,8 @@ class LLPClassifier(ClassifierMixin, BaseEstimator):
     ``Pipeline``, ``cross_val_score`` and ``GridSearchCV`` route them with scikit-learn's metadata routing
     (``set_fit_request(bag_index=True, proportions=True)`` under ``sklearn.set_config(
     enable_metadata_routing=True)``; split with ``GroupKFold`` on ``groups=bag_index`` so that no bag is
-    cut). :func:`~icml26.training.llp.risk.bag_rows` turns the per-bag ``[m, c]`` array of
-    :func:`~icml26.training.llp.risk.random_bags` into rows. The classes are the columns of
+    cut). :func:`~icml26.training.llp.bags.bag_rows` turns the per-bag ``[m, c]`` array of
+    :func:`~icml26.training.llp.bags.random_bags` into rows. The classes are the columns of
     ``proportions``: ``classes_ = [0, .., c - 1]``. ``y`` is then ignored (it may be there for scoring).
 
     Without ``bag_index``, ``fit(X, y)`` makes every row its own bag with the one-hot proportions of its
