@@ -21,6 +21,7 @@ import argparse
 import contextlib
 import io
 import os
+import re
 
 from docutils import nodes
 from docutils.statemachine import StringList
@@ -133,7 +134,17 @@ def _check(app, env) -> None:
                        "its method's page)", " ".join(words))
 
 
+def _skip_metadata_requests(app, what, name, obj, skip, options):
+    """scikit-learn generates ``set_fit_request`` / ``set_score_request`` / ... on every estimator with
+    metadata-routed arguments; they are scikit-learn's API, documented there, and their generated
+    docstrings are not valid reST. Skip them on every page rather than listing them per class."""
+    if re.fullmatch(r"set_\w+_request", name):
+        return True
+    return None
+
+
 def setup(app):
+    app.connect("autodoc-skip-member", _skip_metadata_requests)
     app.add_directive("icml26-help", Icml26Help)
     app.add_directive("toctree-glob", GlobToctree)
     app.connect("env-purge-doc", _purge)
