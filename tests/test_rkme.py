@@ -109,7 +109,7 @@ def test_mmd2_falls_with_m(digits):
 
 
 def test_blocked_kernels_match_the_direct_ones(digits, monkeypatch):
-    import icml26.training.rkme.spec as rkme
+    import icml26.training.rkme.kernels as rkme
 
     monkeypatch.setattr(rkme, "KERNEL_CHUNK", 7)
     X = StandardScaling.fit(digits[:50]).transform(digits[:50])

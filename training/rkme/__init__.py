@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-from icml26.training.rkme.market import MIXTURES, SEARCH_MODES, LearnwareMarket, SearchResult, convert_dist_to_score
-from icml26.training.rkme.spec import (
+from icml26.training.rkme.kernels import (
     BETA_SOLVERS,
     KERNEL_CHUNK,
     SPEC_TYPE,
-    RKMESpecification,
-    StandardScaling,
     data_self_term,
     gaussian_kernel,
     kernel_row_means,
     median_gamma,
     neighbour_kme_distance,
-    noisy_copy_spec,
     simplex_qp,
     z_gradient,
 )
+from icml26.training.rkme.market import MIXTURES, SEARCH_MODES, LearnwareMarket, SearchResult, convert_dist_to_score
+from icml26.training.rkme.spec import RKMESpecification, StandardScaling, noisy_copy_spec
 
 __all__ = [
     "BETA_SOLVERS", "KERNEL_CHUNK", "LearnwareMarket", "MIXTURES", "RKMESpecification", "SEARCH_MODES",

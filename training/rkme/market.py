@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 
 from icml26.errors import InputError, InputTypeError, described
-from icml26.training.rkme.spec import BETA_SOLVERS, RKMESpecification, StandardScaling, _as_matrix, _simplex_qp
+from icml26.training.rkme.kernels import BETA_SOLVERS, _as_matrix, _simplex_qp
+from icml26.training.rkme.spec import RKMESpecification, StandardScaling
 from icml26.validation import check_choice, check_finite, check_int
 
 SEARCH_MODES = ("single", "mixture")
