@@ -1,6 +1,5 @@
 """SERA's SVG pipeline: seeds, prompts, the scripted teacher's edits, end-to-end generation, resume."""
 
-import argparse
 import json
 import random
 import re
@@ -11,13 +10,26 @@ import time
 
 import pytest
 
+from icml26.agents.sera import (
+    RepoError,
+    ScriptedTeacher,
+    export,
+    find_seed_functions,
+    generate,
+    make_git_repo_from_package,
+    plan_instances,
+    run_instance,
+)
 from icml26.agents.sera import cli as sera_cli
-from icml26.agents.sera import (RepoError, ScriptedTeacher, export, find_seed_functions, generate,
-                                make_git_repo_from_package, plan_instances, run_instance)
-from icml26.agents.sera.scripted.edits import FAMILIES, EditSpec, apply_edit, candidates, parse_fact, parse_function
 from icml26.agents.sera.exporter import Ledger
-from icml26.agents.sera.prompts import (CATEGORIES, UPSTREAM_SENTENCE, VAGUE_TEMPLATES, load_demonstrations,
-                                        render_vague_issue)
+from icml26.agents.sera.prompts import (
+    CATEGORIES,
+    UPSTREAM_SENTENCE,
+    VAGUE_TEMPLATES,
+    load_demonstrations,
+    render_vague_issue,
+)
+from icml26.agents.sera.scripted.edits import FAMILIES, EditSpec, apply_edit, candidates, parse_fact, parse_function
 from icml26.agents.sera.scripted.teacher import demonstration_style, render_issue
 from icml26.agents.sera.verification import changed_lines
 

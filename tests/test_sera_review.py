@@ -10,8 +10,13 @@ import time
 from icml26.agents.loop import run_agent
 from icml26.agents.sandbox import Sandbox
 from icml26.agents.sera import ScriptedTeacher, export, generate, plan_instances
-from icml26.agents.sera.prompts import (UPSTREAM_SENTENCE, VAGUE_TEMPLATES, extract_pr_description,
-                                        render_instruction, render_vague_issue)
+from icml26.agents.sera.prompts import (
+    UPSTREAM_SENTENCE,
+    VAGUE_TEMPLATES,
+    extract_pr_description,
+    render_instruction,
+    render_vague_issue,
+)
 from icml26.agents.sera.verification import changed_lines, tool_response_tokens
 from icml26.agents.tools import REVIEW_PREFIX, is_review_observation
 

@@ -12,11 +12,19 @@ import torch
 
 from icml26.agents.backends import to_template_messages
 from icml26.errors import InputError
-from icml26.utils import IGNORE_INDEX
 from icml26.training.sera import (
-    SeraSFTConfig, assistant_token_loss, build_sft_trainer, load_trajectories, main_train,
-    tokenize_trajectory, tool_names, train_sera, training_chat_template, trajectories_to_dataset,
+    SeraSFTConfig,
+    assistant_token_loss,
+    build_sft_trainer,
+    load_trajectories,
+    main_train,
+    tokenize_trajectory,
+    tool_names,
+    train_sera,
+    training_chat_template,
+    trajectories_to_dataset,
 )
+from icml26.utils import IGNORE_INDEX
 
 TOOLS = [
     {"type": "function", "function": {"name": "bash", "description": "Run a bash command.", "parameters": {

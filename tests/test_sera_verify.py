@@ -4,9 +4,19 @@ import random
 
 import pytest
 
-from icml26.agents.sera.verification import (FilterConfig, changed_lines, check_threshold, count_changed_lines,
-                                       filter_trajectory, is_verified, patch_recall, token_counter,
-                                       tool_response_tokens, truncate_messages, verify)
+from icml26.agents.sera.verification import (
+    FilterConfig,
+    changed_lines,
+    check_threshold,
+    count_changed_lines,
+    filter_trajectory,
+    is_verified,
+    patch_recall,
+    token_counter,
+    tool_response_tokens,
+    truncate_messages,
+    verify,
+)
 
 
 def make_patch(lines, path="pkg/mod.py"):
