@@ -281,3 +281,16 @@ def test_data_the_experiment_can_read_passes_the_check(physionet_folder, tmp_pat
     for data in (physionet_folder, archive):
         with pytest.raises(Reached, match=str(data)):
             main(["reproduce", "tfmixer", "--data", str(data), "--out", str(tmp_path / "run"), "--no-progress"])
+
+
+def test_every_registered_entry_runs_its_modules_run_function():
+    """A helper slipped between ``@experiment(...)`` and ``def run`` registers the helper instead (it then
+    receives the run's config and fails on every reproduce): each entry must be its module's ``run``."""
+    import importlib
+
+    from icml26.registry import KINDS, entries
+
+    for kind in KINDS:
+        for entry in entries(kind).values():
+            module = importlib.import_module(entry.module)
+            assert entry.run is getattr(module, "run", None), f"{kind} {entry.key}: registers {entry.run.__name__}"

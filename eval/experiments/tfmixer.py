@@ -260,7 +260,6 @@ def _physionet(config, settings: TFMixerSettings, device) -> dict[str, Any]:
             "sizes": (len(splits.train), len(splits.validation), len(splits.test))}
 
 
-@experiment("tfmixer", title="TFMixer: the frequency branch beats time-only and LOCF on IMTS", paper="tfmixer")
 def check_data(path: str) -> None:
     """The runner's look at ``--data`` before any experiment runs (cheap: no record is parsed): PhysioNet 2012's
     ``set-a.tar.gz`` (a tar archive) or a folder holding its record files (``*.txt``); else
@@ -282,6 +281,7 @@ def check_data(path: str) -> None:
         raise input_error("check_data", "path", expected, path)
 
 
+@experiment("tfmixer", title="TFMixer: the frequency branch beats time-only and LOCF on IMTS", paper="tfmixer")
 def run(config) -> Result:
     return run_experiment(config)
 
