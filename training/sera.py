@@ -30,7 +30,8 @@ What this module does by hand, and why:
   (full logits) instead of TRL's chunked LM-head loss, which is the right choice for long contexts and big
   vocabularies but about 3x slower for a tiny model on CPU; both give the same value (tested).
 
-Entry points: :func:`train_sera` (library), :func:`main_train` (``icml26 sera train``),
+Entry points: :func:`train_sera` (library), ``main_train`` (``icml26 sera train``, defined in
+:mod:`icml26.agents.sera.cli` and importable from here),
 :func:`build_sft_trainer` (the trainer alone), :func:`load_trajectories`, :func:`trajectories_to_dataset`,
 :func:`tokenize_trajectory` and :func:`assistant_token_loss` (the held-out loss, same tokens as training).
 """
@@ -41,7 +42,6 @@ import json
 import logging
 import math
 import os
-import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,7 +51,7 @@ from trl import SFTConfig, SFTTrainer
 
 from icml26.agents.backends import to_template_messages
 from icml26.errors import InputError, InputTypeError, described, input_error
-from icml26.training.distributed import is_main_process, mean_across_processes, use_cpu_when_launched_without_gpu
+from icml26.training.distributed import mean_across_processes, use_cpu_when_launched_without_gpu
 from icml26.utils import IGNORE_INDEX
 from icml26.validation import check_choice, check_finite, check_int
 
@@ -73,7 +73,6 @@ __all__ = [
     "load_trajectories",
     "row_tools",
     "load_tokenizer",
-    "main_train",
     "prepare_sft_dataset",
     "tokenize_trajectory",
     "tool_names",
@@ -603,104 +602,10 @@ def load_tokenizer(model: str | os.PathLike, *, function: str = "load_tokenizer"
                           described(f"{text!r} ({first[:200]})")) from None
 
 
-def main_train(args: Sequence[str] | Any) -> dict[str, Any]:
-    """``icml26 sera train``: ``args`` is its command line (``["--data", DIR, "--model", M, "--out", DIR, ...]``).
+def __getattr__(name: str):
+    # ``icml26 sera train``'s entry point lives with the CLI; it is importable from here too, where it always was.
+    if name == "main_train":
+        from icml26.agents.sera.cli import main_train
 
-    Every :class:`SeraSFTConfig` field is an option (``--learning_rate``, ``--max_length``, ``--use_peft``, ...;
-    ``--out`` is ``--output_dir``), with ``--data`` and ``--model``, and ``--config sft.yaml`` sets any of them
-    as in TRL's scripts (:func:`icml26.agents.sera.cli.parse_train_args`). The data, the model's tokenizer and
-    the output folder are checked before the model loads. Writes the model, the tokenizer and ``sera_train.json``
-    (counts, final loss, log history) into the output folder and returns that summary.
-
-    Under ``accelerate launch`` / ``torchrun`` every process trains its share of each batch and rank 0
-    alone writes the model and ``sera_train.json`` (whose ``train_loss`` is the mean over processes).
-
-    An ``argparse.Namespace`` with the attributes of the former hand-picked flags (``data``, ``model``, ``out``,
-    ``epochs``, ``lr``, ``max_length``, ``max_steps``, ``batch_size``, ``gradient_accumulation_steps``,
-    ``use_peft``, ``lora_*``) is still accepted and turned into that command line (deprecated).
-    """
-    from icml26.agents.sera.cli import parse_train_args
-    from icml26.results import to_jsonable
-    from icml26.utils import atomic_write_json
-
-    if not isinstance(args, (list, tuple)):
-        args = _namespace_argv(args)
-    script, config = parse_train_args(args)
-    with _as_option("--data"):
-        dataset = trajectories_to_dataset(script.data, stages=config.sera_stages)
-    with _as_option("--model"):
-        tokenizer = load_tokenizer(script.model, function="train")
-        training_chat_template(tokenizer)
-    with _as_option("--max_length"):
-        dataset, dropped = prepare_sft_dataset(dataset, tokenizer, config)
-    out = _writable_folder(config.output_dir)
-    model = Path(script.model).expanduser()
-    output = _train(dataset, dropped, str(model) if model.exists() else script.model, tokenizer, out, config)
-    summary = output.to_dict()
-    logged = [e["loss"] for e in output.log_history if "loss" in e]
-    summary["final_loss"] = logged[-1] if logged else None
-    summary["config"] = {k: getattr(config, k) for k in (
-        "learning_rate", "lr_scheduler_type", "num_train_epochs", "max_steps", "max_length", "use_peft",
-        "assistant_only_loss", "per_device_train_batch_size", "gradient_accumulation_steps", "overlong")}
-    summary["config"]["lr_scheduler_type"] = str(getattr(config.lr_scheduler_type, "value", config.lr_scheduler_type))
-    if is_main_process():
-        atomic_write_json(out / "sera_train.json", to_jsonable(summary))
-    return summary
-
-
-class _as_option:
-    """Re-raise an :class:`~icml26.errors.InputError` of a library call as one naming the CLI option."""
-
-    def __init__(self, flag: str):
-        self.flag = flag
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, kind, exc, tb):
-        if not isinstance(exc, InputError) or (exc.function == "train" and exc.argument == self.flag):
-            return False
-        if exc.expected is None:
-            raise InputError(f"train: {self.flag}: {exc}") from None
-        inner = exc.argument or ""
-        plain = inner in ("", "source", "rows", "model", "tokenizer", "config.max_length", "max_length")
-        raise InputError("train", self.flag if plain else f"{self.flag}: {inner}", exc.expected,
-                         exc.got) from None
-
-
-def _writable_folder(path: str | None) -> Path:
-    """``--out`` as a folder that exists (created) and can be written, checked before the model loads."""
-    if not path:
-        raise input_error("train", "--out", "an output folder (--out or --output_dir)", described("none"))
-    folder = Path(path).expanduser()
-    if folder.exists() and not folder.is_dir():
-        raise input_error("train", "--out", "a folder", described(f"{path!r}, which is a file"))
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        tempfile.TemporaryFile(dir=folder).close()  # unique per process: every rank of a launch checks at once
-    except OSError as exc:
-        raise input_error("train", "--out", "a folder that can be created and written",
-                          described(f"{path!r} ({exc.strerror or exc})")) from None
-    return folder
-
-
-def _namespace_argv(args: Any) -> list[str]:
-    """The command line of a Namespace of the former hand-picked flags (see :func:`main_train`)."""
-    import warnings
-
-    warnings.warn("main_train(Namespace) is deprecated: pass the command line of `icml26 sera train` as a list of "
-                  "strings", FutureWarning, stacklevel=3)
-    names = {"data": "data", "model": "model", "out": "output_dir", "epochs": "num_train_epochs",
-             "lr": "learning_rate", "max_length": "max_length", "max_steps": "max_steps",
-             "batch_size": "per_device_train_batch_size", "gradient_accumulation_steps": "gradient_accumulation_steps",
-             "lora_r": "lora_r", "lora_alpha": "lora_alpha", "lora_dropout": "lora_dropout"}
-    argv = []
-    for attr, flag in names.items():
-        value = getattr(args, attr, None)
-        if value is not None:
-            argv += [f"--{flag}", str(value)]
-    if getattr(args, "use_peft", False):
-        argv.append("--use_peft")
-    if getattr(args, "lora_target_modules", None):
-        argv += ["--lora_target_modules", *map(str, args.lora_target_modules)]
-    return argv
+        return main_train
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -155,7 +155,6 @@ def run(args: argparse.Namespace) -> int:
 
     if args.sera_command == "train":
         from icml26.training.distributed import is_main_process
-        from icml26.training.sera import main_train
 
         summary = main_train(args.train_argv)
         if is_main_process():  # one report under accelerate launch / torchrun
@@ -311,3 +310,116 @@ def _read_config(path: str) -> dict:
     for key, value in env.items():
         os.environ[str(key)] = str(value)
     return values
+
+
+def main_train(args: Sequence[str] | argparse.Namespace) -> dict:
+    """``icml26 sera train``: ``args`` is its command line (``["--data", DIR, "--model", M, "--out", DIR, ...]``).
+
+    Every :class:`~icml26.training.sera.SeraSFTConfig` field is an option (``--learning_rate``, ``--max_length``,
+    ``--use_peft``, ...; ``--out`` is ``--output_dir``), with ``--data`` and ``--model``, and ``--config sft.yaml``
+    sets any of them as in TRL's scripts (:func:`parse_train_args`). ``--out``, the data, the model's tokenizer
+    and ``max_length`` are checked before the model loads (:func:`~icml26.training.sera.train_sera`), and a bad
+    one is reported naming its option. Writes the model, the tokenizer and ``sera_train.json`` (counts, final
+    loss, log history) into the output folder and returns that summary.
+
+    Under ``accelerate launch`` / ``torchrun`` every process trains its share of each batch and rank 0
+    alone writes the model and ``sera_train.json`` (whose ``train_loss`` is the mean over processes).
+
+    An ``argparse.Namespace`` with the attributes of the former hand-picked flags (``data``, ``model``, ``out``,
+    ``epochs``, ``lr``, ``max_length``, ``max_steps``, ``batch_size``, ``gradient_accumulation_steps``,
+    ``use_peft``, ``lora_*``) is still accepted and turned into that command line (deprecated).
+    """
+    from pathlib import Path
+
+    from icml26.errors import InputError
+    from icml26.results import to_jsonable
+    from icml26.training.distributed import is_main_process
+    from icml26.training.sera import train_sera
+    from icml26.utils import atomic_write_json
+
+    if isinstance(args, argparse.Namespace):
+        args = _namespace_argv(args)
+    script, config = parse_train_args(args)
+    out = _writable_folder(config.output_dir)
+    local = Path(script.model).expanduser()
+    try:
+        output = train_sera(script.data, str(local) if local.exists() else script.model, out, config=config)
+    except InputError as exc:
+        raise _train_option(exc) from None
+    summary = output.to_dict()
+    logged = [e["loss"] for e in output.log_history if "loss" in e]
+    summary["final_loss"] = logged[-1] if logged else None
+    summary["config"] = {k: getattr(config, k) for k in (
+        "learning_rate", "lr_scheduler_type", "num_train_epochs", "max_steps", "max_length", "use_peft",
+        "assistant_only_loss", "per_device_train_batch_size", "gradient_accumulation_steps", "overlong")}
+    summary["config"]["lr_scheduler_type"] = str(getattr(config.lr_scheduler_type, "value", config.lr_scheduler_type))
+    if is_main_process():
+        atomic_write_json(out / "sera_train.json", to_jsonable(summary))
+    return summary
+
+
+def _train_option(exc):
+    """An InputError of ``train_sera``'s checks, naming the option of ``icml26 sera train`` that carries the value."""
+    from icml26.errors import InputError
+
+    argument = exc.argument or ""
+    if exc.expected is None:
+        return exc
+    if argument == "data" or argument.startswith("data: "):
+        flag, inner = "--data", argument[len("data: "):]
+    elif argument in ("model", "tokenizer"):
+        flag, inner = "--model", ""
+    elif argument in ("config.max_length", "max_length"):
+        flag, inner = "--max_length", ""
+    else:
+        return exc
+    return InputError("train", f"{flag}: {inner}" if inner else flag, exc.expected, exc.got)
+
+
+def _writable_folder(path: str | None):
+    """``--out`` as a folder that can be written (or created), checked before the model loads; not created here,
+    so a run refused later leaves nothing behind."""
+    import os
+    import tempfile
+    from pathlib import Path
+
+    from icml26.errors import input_error
+
+    if not path:
+        raise input_error("train", "--out", "an output folder (--out or --output_dir)", described("none"))
+    folder = Path(path).expanduser().absolute()
+    existing = next(p for p in (folder, *folder.parents) if p.exists())
+    if not existing.is_dir():
+        what = "is a file" if existing == folder else f"is under the file {str(existing)!r}"
+        raise input_error("train", "--out", "a folder that can be created and written", described(f"{path!r}, which {what}"))
+    try:
+        if existing == folder:
+            tempfile.TemporaryFile(dir=folder).close()  # unique per process: every rank of a launch checks at once
+        elif not os.access(existing, os.W_OK | os.X_OK):
+            raise PermissionError(13, "Permission denied")
+    except OSError as exc:
+        raise input_error("train", "--out", "a folder that can be created and written",
+                          described(f"{path!r} ({exc.strerror or exc})")) from None
+    return folder
+
+
+def _namespace_argv(args: argparse.Namespace) -> list[str]:
+    """The command line of a Namespace of the former hand-picked flags (see :func:`main_train`)."""
+    import warnings
+
+    warnings.warn("main_train(Namespace) is deprecated: pass the command line of `icml26 sera train` as a list of "
+                  "strings", FutureWarning, stacklevel=3)
+    names = {"data": "data", "model": "model", "out": "output_dir", "epochs": "num_train_epochs",
+             "lr": "learning_rate", "max_length": "max_length", "max_steps": "max_steps",
+             "batch_size": "per_device_train_batch_size", "gradient_accumulation_steps": "gradient_accumulation_steps",
+             "lora_r": "lora_r", "lora_alpha": "lora_alpha", "lora_dropout": "lora_dropout"}
+    argv = []
+    for attr, flag in names.items():
+        value = getattr(args, attr, None)
+        if value is not None:
+            argv += [f"--{flag}", str(value)]
+    if getattr(args, "use_peft", False):
+        argv.append("--use_peft")
+    if getattr(args, "lora_target_modules", None):
+        argv += ["--lora_target_modules", *map(str, args.lora_target_modules)]
+    return argv
