@@ -214,12 +214,13 @@ def train_parser(prog: str = "icml26 sera train"):
 
     from icml26.training.sera import SeraSFTConfig
 
-    class TrainParser(TrlParser):
+    class TrainParser(TrlParser):  # options only as spelt (allow_abbrev=False below), as every icml26 command
         def error(self, message: str):  # the full usage line lists ~150 options: name the problem only
             self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
     parser = TrainParser((SeraTrainArguments, SeraSFTConfig), prog=prog,
                          usage=f"{prog} --data PATH --model MODEL --out DIR [--config FILE.yaml] [OPTION ...]",
+                         allow_abbrev=False,
                          description="Fine-tune a model on SERA trajectories with SERA's SFT recipe (TRL's SFTTrainer, "
                                      "loss on assistant turns only). Every option below is a SeraSFTConfig field "
                                      "(TRL's SFTConfig with SERA's defaults) or --data / --model; --config FILE.yaml "
@@ -377,30 +378,13 @@ def _train_option(exc):
 
 
 def _writable_folder(path: str | None):
-    """``--out`` as a folder that can be written (or created), checked before the model loads; not created here,
-    so a run refused later leaves nothing behind."""
-    import os
-    import tempfile
-    from pathlib import Path
-
+    """``--out`` as a folder that can be written (created if needed), checked before the model loads."""
     from icml26.errors import input_error
+    from icml26.validation import check_output_dir
 
     if not path:
         raise input_error("train", "--out", "an output folder (--out or --output_dir)", described("none"))
-    folder = Path(path).expanduser().absolute()
-    existing = next(p for p in (folder, *folder.parents) if p.exists())
-    if not existing.is_dir():
-        what = "is a file" if existing == folder else f"is under the file {str(existing)!r}"
-        raise input_error("train", "--out", "a folder that can be created and written", described(f"{path!r}, which {what}"))
-    try:
-        if existing == folder:
-            tempfile.TemporaryFile(dir=folder).close()  # unique per process: every rank of a launch checks at once
-        elif not os.access(existing, os.W_OK | os.X_OK):
-            raise PermissionError(13, "Permission denied")
-    except OSError as exc:
-        raise input_error("train", "--out", "a folder that can be created and written",
-                          described(f"{path!r} ({exc.strerror or exc})")) from None
-    return folder
+    return check_output_dir("train", "--out", path)
 
 
 def _namespace_argv(args: argparse.Namespace) -> list[str]:

@@ -34,7 +34,6 @@ import logging
 import os
 import random
 import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -367,18 +366,11 @@ def _check_backend(backend: Any, function: str) -> None:
 
 def _checked_out_dir(out_dir: Any, function: str) -> Path:
     """``out_dir`` as a folder that exists (created here) and can be written: checked before any work."""
+    from icml26.validation import check_output_dir
+
     if not isinstance(out_dir, (str, os.PathLike)):
         raise InputTypeError(function, "out_dir", "a folder path", described(type(out_dir).__name__))
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise input_error(function, "out_dir", "a folder", described(f"{str(out)!r}, which is a file"))
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        tempfile.TemporaryFile(dir=out).close()
-    except OSError as exc:
-        raise input_error(function, "out_dir", "a folder that can be created and written",
-                          described(f"{str(out)!r} ({exc.strerror or exc})")) from None
-    return out
+    return check_output_dir(function, "out_dir", out_dir)
 
 
 def _digest(patch: str) -> str:
