@@ -82,7 +82,7 @@ PAPERS: tuple[Paper, ...] = (
           _homes("r2g", "training/", "eval/tasks/", *EXPERIMENT, *DOCS), "icml26 reproduce r2g", status="working"),
     Paper("sera", "SERA",
           "SERA: Soft-Verified Efficient Repository Agents",
-          _homes("sera", "training", "agents/", "eval/tasks", *EXPERIMENT, *DOCS),
+          _homes("sera", "training/", "agents/", "eval/tasks", *EXPERIMENT, *DOCS),
           "icml26 sera generate; icml26 sera train; icml26 reproduce sera", status="working"),
     Paper("optminer", "Opt-Miner",
           "Opt-Miner: Empowering Information-Seeking Agent with Tree-Guided Data Synthesis for Optimization Modeling",

@@ -23,7 +23,7 @@ def main(model_path: str, out: Path, ga: int) -> None:
     import icml26.utils
     from icml26.training.distributed import launched_world_size
     from icml26.training.r2g import R2GSFTConfig, R2GSFTTrainer
-    from icml26.training.sera import main_train
+    from icml26.agents.sera.cli import main_train
 
     torch.set_num_threads(1)
     rank = int(os.environ.get("RANK", "0"))
@@ -48,10 +48,9 @@ def main(model_path: str, out: Path, ga: int) -> None:
     if launched_world_size() > 1:
         torch.distributed.init_process_group("gloo")  # only to wait for rank 0's file
         torch.distributed.barrier()
-    args = argparse.Namespace(data=str(data), model=model_path, out=str(out / "sera"), epochs=None, lr=3e-3,
-                              max_length=1024, max_steps=2, batch_size=1, gradient_accumulation_steps=ga,
-                              use_peft=False)
-    sera = main_train(args)
+    sera = main_train(["--data", str(data), "--model", model_path, "--out", str(out / "sera"), "--learning_rate", "3e-3",
+                       "--max_length", "1024", "--max_steps", "2", "--per_device_train_batch_size", "1",
+                       "--gradient_accumulation_steps", str(ga)])
 
     model = transformers.AutoModelForCausalLM.from_pretrained(model_path)
     tokenizer = transformers.AutoTokenizer.from_pretrained(model_path)

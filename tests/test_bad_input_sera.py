@@ -21,7 +21,7 @@ from probes import Probe, check, cli, ids
 pytest.importorskip("trl")
 
 NO_INSTANCE = ["icml26.agents.sera.pipeline.plan_instances", "icml26.agents.sera.pipeline._run_pool"]
-NO_MODEL = ["transformers.AutoModelForCausalLM.from_pretrained", "icml26.training.sera._train"]  # no model, no training
+NO_MODEL = ["transformers.AutoModelForCausalLM.from_pretrained", "icml26.training.sera.sft._train"]  # no model, no training
 
 
 @functools.cache

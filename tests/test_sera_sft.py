@@ -5,19 +5,18 @@ from __future__ import annotations
 import copy
 import json
 import math
-from argparse import Namespace
 
 import pytest
 import torch
 
 from icml26.agents.backends import to_template_messages
+from icml26.agents.sera.cli import main_train
 from icml26.errors import InputError
 from icml26.training.sera import (
     SeraSFTConfig,
     assistant_token_loss,
     build_sft_trainer,
     load_trajectories,
-    main_train,
     tokenize_trajectory,
     tool_names,
     train_sera,
@@ -312,8 +311,3 @@ def test_main_train_through_the_command_line(tiny, tmp_path):
     assert (tmp_path / "trained" / "tokenizer.json").is_file()
     with pytest.raises(InputError, match="--max_length: expected room for an assistant token"):
         main_train([*argv, "--max_length", "64"])
-    # the former Namespace of hand-picked flags still works, with a warning
-    args = Namespace(data=str(data), model=str(path), out=str(tmp_path / "again"), lr=1e-3, max_length=1024,
-                     max_steps=1, gradient_accumulation_steps=1, use_peft=False)
-    with pytest.warns(FutureWarning, match="main_train"):
-        assert main_train(args)["global_step"] == 1

@@ -313,7 +313,7 @@ def _read_config(path: str) -> dict:
     return values
 
 
-def main_train(args: Sequence[str] | argparse.Namespace) -> dict:
+def main_train(args: Sequence[str]) -> dict:
     """``icml26 sera train``: ``args`` is its command line (``["--data", DIR, "--model", M, "--out", DIR, ...]``).
 
     Every :class:`~icml26.training.sera.SeraSFTConfig` field is an option (``--learning_rate``, ``--max_length``,
@@ -325,10 +325,6 @@ def main_train(args: Sequence[str] | argparse.Namespace) -> dict:
 
     Under ``accelerate launch`` / ``torchrun`` every process trains its share of each batch and rank 0
     alone writes the model and ``sera_train.json`` (whose ``train_loss`` is the mean over processes).
-
-    An ``argparse.Namespace`` with the attributes of the former hand-picked flags (``data``, ``model``, ``out``,
-    ``epochs``, ``lr``, ``max_length``, ``max_steps``, ``batch_size``, ``gradient_accumulation_steps``,
-    ``use_peft``, ``lora_*``) is still accepted and turned into that command line (deprecated).
     """
     from pathlib import Path
 
@@ -338,8 +334,6 @@ def main_train(args: Sequence[str] | argparse.Namespace) -> dict:
     from icml26.training.sera import train_sera
     from icml26.utils import atomic_write_json
 
-    if isinstance(args, argparse.Namespace):
-        args = _namespace_argv(args)
     script, config = parse_train_args(args)
     out = _writable_folder(config.output_dir)
     local = Path(script.model).expanduser()
@@ -385,25 +379,3 @@ def _writable_folder(path: str | None):
     if not path:
         raise input_error("train", "--out", "an output folder (--out or --output_dir)", described("none"))
     return check_output_dir("train", "--out", path)
-
-
-def _namespace_argv(args: argparse.Namespace) -> list[str]:
-    """The command line of a Namespace of the former hand-picked flags (see :func:`main_train`)."""
-    import warnings
-
-    warnings.warn("main_train(Namespace) is deprecated: pass the command line of `icml26 sera train` as a list of "
-                  "strings", FutureWarning, stacklevel=3)
-    names = {"data": "data", "model": "model", "out": "output_dir", "epochs": "num_train_epochs",
-             "lr": "learning_rate", "max_length": "max_length", "max_steps": "max_steps",
-             "batch_size": "per_device_train_batch_size", "gradient_accumulation_steps": "gradient_accumulation_steps",
-             "lora_r": "lora_r", "lora_alpha": "lora_alpha", "lora_dropout": "lora_dropout"}
-    argv = []
-    for attr, flag in names.items():
-        value = getattr(args, attr, None)
-        if value is not None:
-            argv += [f"--{flag}", str(value)]
-    if getattr(args, "use_peft", False):
-        argv.append("--use_peft")
-    if getattr(args, "lora_target_modules", None):
-        argv += ["--lora_target_modules", *map(str, args.lora_target_modules)]
-    return argv
