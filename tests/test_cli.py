@@ -292,5 +292,7 @@ def test_every_registered_entry_runs_its_modules_run_function():
 
     for kind in KINDS:
         for entry in entries(kind).values():
+            if not entry.module.startswith("icml26."):
+                continue  # the tests' plugins register functions of other names on purpose
             module = importlib.import_module(entry.module)
             assert entry.run is getattr(module, "run", None), f"{kind} {entry.key}: registers {entry.run.__name__}"
