@@ -35,7 +35,7 @@ from icml26.training.dp_select import (
     scheffe_table,
     tv,
 )
-from tests.probes import Probe, check, ids
+from probes import Probe, check, ids
 
 H, SAMPLES = audit_instance(0)
 

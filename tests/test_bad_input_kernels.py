@@ -12,7 +12,7 @@ import torch
 from icml26.kernels import inudft, naevit_attention, naevit_reference, nudft
 from icml26.kernels.naevit_hf import naevit_attention_forward, naevit_mask, register_naevit_attention
 from icml26.kernels.nudft_layers import NUDFT, InverseNUDFT
-from tests.probes import Probe, check, ids
+from probes import Probe, check, ids
 
 B, H, T, D = 1, 2, 4, 8
 

@@ -27,7 +27,7 @@ from icml26.training.llp import (
     random_bags,
     tournament_from_estimates,
 )
-from tests.probes import Probe, check, ids
+from probes import Probe, check, ids
 
 X = np.random.default_rng(0).standard_normal((6, 3)).astype(np.float32)
 Y = np.array([0, 1, 0, 1, 1, 0])

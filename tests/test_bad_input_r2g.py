@@ -42,7 +42,7 @@ from icml26.training.r2g import (
     train_grokking,
     value_geometry,
 )
-from tests.probes import Probe, check, ids
+from probes import Probe, check, ids
 
 P = 5
 

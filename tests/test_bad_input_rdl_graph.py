@@ -39,7 +39,7 @@ from icml26.models.rdl_graph import (
     template_edges,
 )
 from icml26.training.rdl_graph import RDLTrainConfig, anneal_temperature, auroc, evaluate, train
-from tests.probes import Probe, check, ids
+from probes import Probe, check, ids
 
 SEED_TIME = "2025-03-01"
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.probes import Probe, check, ids
+from probes import Probe, check, ids
 
 pytest.importorskip("datasets")
 

@@ -40,7 +40,7 @@ from icml26.models.tfmixer import (
     masked_mse,
 )
 from icml26.training.tfmixer import train_forecaster
-from tests.probes import Probe, check, cli, ids
+from probes import Probe, check, cli, ids
 
 C = 3
 

@@ -122,7 +122,7 @@ def test_tpatchgnn_protocol_follows_its_pipeline(physionet_folder):
 
 
 def test_tpatchgnn_split_seed_resplits_with_the_same_sizes_and_defaults_to_the_protocols(tmp_path):
-    from tests.conftest import physionet_record_text
+    from conftest import physionet_record_text
 
     folder = tmp_path / "set-a"
     folder.mkdir()
