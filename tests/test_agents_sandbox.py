@@ -673,10 +673,11 @@ def _processes_with(marker: str) -> list[int]:
 def test_a_command_dies_with_a_run_that_is_sigkilled(repo, tmp_path, isolation):
     """A caller's time-out SIGKILLs the Python running the sandbox: its time limit dies with it, so the command
     must too (parent-death signal on the child; --kill-child and the PID namespace take the rest down)."""
-    import signal
     import subprocess
     import sys
     import time
+
+    from orphans import survivors_of_sigkill
 
     if isolation == "auto" and _PREFIX is None:
         pytest.skip(f"no namespace isolation here: {_REASON}")
@@ -687,22 +688,5 @@ def test_a_command_dies_with_a_run_that_is_sigkilled(repo, tmp_path, isolation):
             f"open({str(started)!r}, 'w').close()\n"
             f"box.run('sleep 7{marker}')\n")
     run = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 60
-        while not (started.exists() and _processes_with(f"7{marker}")):
-            assert run.poll() is None, run.stderr.read().decode()
-            assert time.monotonic() < deadline, "the command did not start"
-            time.sleep(0.05)
-        os.kill(run.pid, signal.SIGKILL)
-        run.wait()
-        deadline = time.monotonic() + 1.0
-        while _processes_with(f"7{marker}") and time.monotonic() < deadline:
-            time.sleep(0.02)
-        survivors = _processes_with(f"7{marker}")
-        for pid in survivors:
-            os.kill(pid, signal.SIGKILL)
-        assert survivors == []
-    finally:
-        if run.poll() is None:
-            run.kill()
-        run.stderr.close()
+    command = f"7{marker}"
+    assert survivors_of_sigkill(run, lambda: _processes_with(command) if started.exists() else []) == []

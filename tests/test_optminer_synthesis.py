@@ -225,46 +225,12 @@ def test_synthesis_is_the_same_with_worker_processes():
 
 def test_synthesis_workers_die_with_a_sigkilled_run():
     """A caller's time-out SIGKILLs the run: its synthesis workers must not keep computing, re-parented to init."""
-    import os
-    import signal
     import subprocess
     import sys
-    import time
 
-    def children(pid: int) -> list[int]:
-        try:
-            with open(f"/proc/{pid}/task/{pid}/children") as f:
-                return [int(p) for p in f.read().split()]
-        except OSError:
-            return []
-
-    def alive(pid: int) -> bool:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                return f.read().split(") ")[-1][0] != "Z"
-        except OSError:
-            return False
+    from orphans import children, survivors_of_sigkill
 
     code = ("from icml26.agents.optminer.synth import synthesize\n"
             "synthesize(100000, seed=0, workers=2, progress=False)\n")
     run = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 60
-        while len(children(run.pid)) < 2:
-            assert run.poll() is None, run.stderr.read().decode()
-            assert time.monotonic() < deadline, "the workers did not start"
-            time.sleep(0.05)
-        workers = children(run.pid)
-        os.kill(run.pid, signal.SIGKILL)
-        run.wait()
-        deadline = time.monotonic() + 1.0
-        while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        survivors = [pid for pid in workers if alive(pid)]
-        for pid in survivors:
-            os.kill(pid, signal.SIGKILL)
-        assert survivors == []
-    finally:
-        if run.poll() is None:
-            run.kill()
-        run.stderr.close()
+    assert survivors_of_sigkill(run, lambda: pids if len(pids := children(run.pid)) >= 2 else []) == []

@@ -46,45 +46,21 @@ map_jobs(sleep, [(sys.argv[1], i) for i in range(3)], torch.device("cpu"))
 """
 
 
-def _alive(pid: int) -> bool:
-    """Running (a zombie waiting for init to reap it counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-
-
 @pytest.mark.skipif(not os.path.isdir("/proc") or not hasattr(os, "sched_getaffinity"), reason="Linux only")
 def test_workers_die_when_the_run_is_killed(tmp_path):
-    import signal
     import subprocess
     import sys
-    import time
+
+    from orphans import survivors_of_sigkill
 
     run = subprocess.Popen([sys.executable, "-c", _SLEEPERS, str(tmp_path)], stdin=subprocess.DEVNULL,
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 60
-        while len(list(tmp_path.glob("*.pid"))) < 3:
-            assert run.poll() is None, run.stderr.read().decode()
-            assert time.monotonic() < deadline, "the workers did not start"
-            time.sleep(0.05)
-        workers = [int(p.read_text()) for p in tmp_path.glob("*.pid")]
-        assert all(_alive(pid) for pid in workers) and os.getpid() not in workers
-        os.kill(run.pid, signal.SIGKILL)  # what a caller's time-out does: no cleanup can run in the parent
-        run.wait()
-        deadline = time.monotonic() + 1.0
-        while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        survivors = [pid for pid in workers if _alive(pid)]
-        for pid in survivors:  # do not leave them behind for the next test
-            os.kill(pid, signal.SIGKILL)
-        assert survivors == []
-    finally:
-        if run.poll() is None:
-            run.kill()
-        run.stderr.close()
+
+    def workers() -> list[int]:
+        files = list(tmp_path.glob("*.pid"))
+        return [int(p.read_text()) for p in files] if len(files) == 3 else []
+
+    assert survivors_of_sigkill(run, workers) == []
 
 
 def test_die_with_parent_refuses_a_bad_pid():
