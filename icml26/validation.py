@@ -27,7 +27,8 @@ from typing import Any, TypeVar
 
 from icml26.errors import InputError, InputTypeError, described
 
-__all__ = ["check_choice", "check_finite", "check_int", "check_output_dir", "check_output_file"]
+__all__ = ["check_choice", "check_finite", "check_generator", "check_int", "check_output_dir", "check_output_file",
+           "check_random_state"]
 
 T = TypeVar("T")
 
@@ -143,6 +144,24 @@ def check_finite(function: str, argument: str, value: Any, *, positive: bool = F
             or (high is not None and not (number < high if high_open else number <= high)):
         raise InputError(function, argument, expected, value)
     return number
+
+
+def check_random_state(function: str, argument: str, value: Any) -> None:
+    """A scikit-learn-style ``random_state`` (or an optional seed): ``None`` or an int (Python or numpy); anything
+    else (a bool, a float, a string) is an :class:`~icml26.errors.InputTypeError` reading ``"None or an int"``."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral)):
+        raise InputTypeError(function, argument, "None or an int", described(f"{type(value).__name__} {value!r}"))
+
+
+def check_generator(function: str, argument: str, value: Any):
+    """``value`` when it is a ``numpy.random.Generator`` (what a function drawing from a caller's stream takes),
+    else an :class:`~icml26.errors.InputTypeError`. numpy is imported only when the check runs."""
+    import numpy as np
+
+    if not isinstance(value, np.random.Generator):
+        raise InputTypeError(function, argument, "a numpy.random.Generator (numpy.random.default_rng(seed))",
+                             described(type(value).__name__))
+    return value
 
 
 def _path(function: str, argument: str, value: Any) -> Path:

@@ -181,3 +181,20 @@ def test_check_output_dir_creates_the_folder_and_refuses_what_cannot_be_written(
         check_output_file("f", "--json", tmp_path)
     with pytest.raises(InputError, match="^f: --json: expected a file path whose folder can be created"):
         check_output_file("f", "--json", blocker / "report.json")
+
+
+def test_random_state_and_generator_checks():
+    import numpy as np
+
+    from icml26.errors import InputTypeError
+    from icml26.validation import check_generator, check_random_state
+
+    for ok in (None, 0, 7, np.int64(3)):
+        check_random_state("f", "random_state", ok)
+    for bad in (True, 1.0, "1"):
+        with pytest.raises(InputTypeError, match="f: random_state: expected None or an int"):
+            check_random_state("f", "random_state", bad)
+    rng = np.random.default_rng(0)
+    assert check_generator("f", "rng", rng) is rng
+    with pytest.raises(InputTypeError, match="f: rng: expected a numpy.random.Generator"):
+        check_generator("f", "rng", 0)

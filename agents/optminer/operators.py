@@ -21,9 +21,10 @@ from __future__ import annotations
 import re
 
 from icml26.errors import described, input_error
+from icml26.validation import check_generator
 
 from .solve import solve_tree
-from .templates import _hex, apply_technique, check_rng, check_tree
+from .templates import _hex, apply_technique, check_tree
 from .tree import Constraint, Link, Objective, Param, ProblemTree, Rhs, Term, fmt, goal_of, objective_text
 
 
@@ -33,7 +34,7 @@ def _total(tree: ProblemTree, values: dict[str, float]) -> float:
 
 def union(a: ProblemTree, b: ProblemTree, rng) -> ProblemTree:
     """Subtree union of ``a`` and ``b``: a two-domain problem with a binding linking constraint."""
-    check_tree("union", a, "a"), check_tree("union", b, "b"), check_rng("union", rng)
+    check_tree("union", a, "a"), check_tree("union", b, "b"), check_generator("union", "rng", rng)
     a, b = a.copy(), b.copy()
     clash = {v.name for v in a.model.variables} & {v.name for v in b.model.variables}
     sites = {s.site for s in a.scenarios} & {s.site for s in b.scenarios}
@@ -80,7 +81,7 @@ def union(a: ProblemTree, b: ProblemTree, rng) -> ProblemTree:
 def transfer(a: ProblemTree, b: ProblemTree, rng, tag: str | None = None,
              scenario: str | None = None) -> ProblemTree:
     """Graft a technique subtree of ``a`` (``tag``, default: a random one of ``a``'s) onto ``b``'s scenario."""
-    check_tree("transfer", a, "a"), check_tree("transfer", b, "b"), check_rng("transfer", rng)
+    check_tree("transfer", a, "a"), check_tree("transfer", b, "b"), check_generator("transfer", "rng", rng)
     tags = [t.tag for t in a.techniques]
     if not tags:
         raise input_error("transfer", "a", "a donor with a technique subtree", described(f"tree {a.id}, which has none"))
@@ -105,7 +106,7 @@ def fog(tree: ProblemTree, rng, technique: str | None = None) -> ProblemTree:
     ``technique`` picks the technique id (default: a random unfogged technique whose key value
     does not occur anywhere else in the text). The hidden number is absent from the new text.
     """
-    check_tree("fog", tree), check_rng("fog", rng)
+    check_tree("fog", tree), check_generator("fog", "rng", rng)
     out = tree.copy()
     pool = [t for t in out.techniques if not t.fogged and (technique is None or t.id == technique)]
     if technique is not None and not pool:

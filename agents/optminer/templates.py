@@ -17,7 +17,7 @@ from collections.abc import Callable
 import numpy as np
 
 from icml26.errors import InputTypeError, described, input_error
-from icml26.validation import check_int
+from icml26.validation import check_generator, check_int
 
 from .retrieval import Document
 from .tree import (
@@ -245,13 +245,6 @@ SCENARIOS: dict[str, Callable] = {"production": production, "diet": diet, "trans
                                   "knapsack": knapsack, "facility": facility, "staffing": staffing}
 
 
-def check_rng(function: str, rng) -> np.random.Generator:
-    """``rng`` when it is a ``numpy.random.Generator`` (what every template and operator draws from)."""
-    if not isinstance(rng, np.random.Generator):
-        raise InputTypeError(function, "rng", "a numpy.random.Generator (numpy.random.default_rng(seed))",
-                             described(type(rng).__name__))
-    return rng
-
 
 def check_tree(function: str, tree, argument: str = "tree") -> ProblemTree:
     """``tree`` when it is a :class:`~.tree.ProblemTree`."""
@@ -264,7 +257,7 @@ def new_scenario(template: str, rng, *, site: str | None = None) -> ProblemTree:
     """A one-scenario tree from ``template`` (one of :data:`SCENARIOS`)."""
     if template not in SCENARIOS:
         raise input_error("new_scenario", "template", f"one of {sorted(SCENARIOS)}", template)
-    check_rng("new_scenario", rng)
+    check_generator("new_scenario", "rng", rng)
     site = site or str(rng.choice(SITES))
     sid = f"{template[:4]}_{_hex(rng)}"
     return SCENARIOS[template](rng, sid, site)
@@ -312,7 +305,7 @@ def apply_technique(tree: ProblemTree, tag: str, rng, scenario: str | None = Non
     if tag not in TECHNIQUE_INFO:
         raise input_error("apply_technique", "tag", f"one of {list(TECHNIQUE_INFO)}", tag)
     check_tree("apply_technique", tree)
-    check_rng("apply_technique", rng)
+    check_generator("apply_technique", "rng", rng)
     sid = scenario or tree.scenarios[0].id
     sc = tree.scenario(sid)
     tid = f"{sid}.{tag}{sum(t.scenario == sid for t in tree.techniques)}"
@@ -414,7 +407,7 @@ def apply_technique(tree: ProblemTree, tag: str, rng, scenario: str | None = Non
 
 def distractor_documents(rng, n: int) -> list[Document]:
     """Documents shaped like technique standards, for sites and entities no instance uses."""
-    check_rng("distractor_documents", rng)
+    check_generator("distractor_documents", "rng", rng)
     n = check_int("distractor_documents", "n", n, low=0)
     docs = []
     for _ in range(n):

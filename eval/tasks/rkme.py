@@ -46,10 +46,6 @@ TARGETS = ("random", "outlier")
 N_DIGITS = 1797
 
 
-def _check_seed(function: str, seed: Any) -> None:
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise InputError(function, "seed", "an int >= 0", seed)
-
 
 # ----------------------------------------------------------------------------------------------
 # data
@@ -71,7 +67,7 @@ def digits_split(public: int = 600, seed: int = 0) -> DigitsSplit:
     from sklearn.datasets import load_digits
 
     public = check_int("digits_split", "public", public, low=2, high=N_DIGITS - 2)
-    _check_seed("digits_split", seed)
+    check_int("digits_split", "seed", seed, low=0)
 
     from icml26.training.rkme import StandardScaling, median_gamma
 
@@ -97,7 +93,7 @@ def fit_model(X: np.ndarray, y: np.ndarray, scaler: Any, seed: int = 0):
     scaler = StandardScaling.of(scaler, f, "scaler")
     if scaler.mean.shape != (X.shape[1],):
         raise InputError(f, "scaler", f"a scaler of {X.shape[1]} features (X's)", scaler.mean.shape[0])
-    _check_seed(f, seed)
+    check_int(f, "seed", seed, low=0)
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import FunctionTransformer
@@ -167,7 +163,7 @@ def digits_market(shift: float = 0.1, noise: float = 0.1, train: int = 200, seed
     noise = check_finite(f, "noise", noise, non_negative=True)
     # the smallest pair (digits 2 and 3 and the rest hold ~175 records each) keeps a held-out pool
     train = check_int(f, "train", train, low=2, high=300)
-    _check_seed(f, seed)
+    check_int(f, "seed", seed, low=0)
 
     from icml26.training.rkme import StandardScaling, median_gamma
 
@@ -470,7 +466,7 @@ def play(game: MembershipGame | AttributeGame, spec_factory: Callable | Mapping[
 
     A factory is ``factory(X, scaler, gamma, seed) -> fitted RKMESpecification`` (see :func:`rkme_factory`).
     """
-    _check_seed("play", seed)
+    check_int("play", "seed", seed, low=0)
     if not isinstance(game, (MembershipGame, AttributeGame)):
         raise InputTypeError("play", "game", "a MembershipGame or an AttributeGame", described(type(game).__name__))
     single = callable(spec_factory) and not isinstance(spec_factory, Mapping)

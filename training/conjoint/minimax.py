@@ -25,13 +25,12 @@ from icml26.errors import InputTypeError, described, input_error
 from icml26.training.conjoint.model import DTYPE, MAX_PROFILES, FactorialDesign, PairedConjointLogit, _profile_table
 from icml26.training.conjoint.policy import (
     PENALTIES,
-    _check_random_state,
     _initial_logits,
     _penalty,
     _softmax_split,
     ascend,
 )
-from icml26.validation import check_choice, check_finite, check_int
+from icml26.validation import check_choice, check_finite, check_int, check_random_state
 
 PLAYERS = ("A", "B")
 METHODS = ("extragradient", "ogda", "gda")
@@ -99,7 +98,7 @@ class MinimaxPolicy(BaseEstimator):
         check_int(function, "n_steps", self.n_steps, low=1)
         check_finite(function, "tol", self.tol, non_negative=True)
         check_finite(function, "conf_level", self.conf_level, low=0, high=1, low_open=True, high_open=True)
-        _check_random_state(function, self.random_state)
+        check_random_state(function, "random_state", self.random_state)
 
     def _check_fitted(self, function: str) -> None:
         if not hasattr(self, "_roles"):

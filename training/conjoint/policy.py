@@ -37,7 +37,7 @@ from icml26.training.conjoint.model import (
     _design_from_data,
     check_factored_policy,
 )
-from icml26.validation import check_choice, check_finite, check_int
+from icml26.validation import check_choice, check_finite, check_int, check_random_state
 
 __all__ = ["AverageCasePolicy", "AverageCasePolicyCV", "penalty", "PENALTIES", "closed_form_system"]
 
@@ -46,10 +46,6 @@ SOLVERS = ("auto", "closed_form", "gradient")
 SE_METHODS = ("auto", "closed_form", "unrolled", "implicit")
 SCALES = ("linear", "probability")
 
-
-def _check_random_state(function: str, value) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))):
-        raise InputTypeError(function, "random_state", "None or an int", described(f"{type(value).__name__} {value!r}"))
 
 
 # ==============================================================================================
@@ -266,7 +262,7 @@ class AverageCasePolicy(BaseEstimator):
         check_finite(function, "conf_level", self.conf_level, low=0, high=1, low_open=True, high_open=True)
         check_int(function, "max_iter", self.max_iter, low=1)
         check_int(function, "n_unroll", self.n_unroll, low=1)
-        _check_random_state(function, self.random_state)
+        check_random_state(function, "random_state", self.random_state)
 
     # -- objective ---------------------------------------------------------------------------------
     def _value(self, model, pi, coef):
@@ -445,7 +441,7 @@ class AverageCasePolicyCV(BaseEstimator):
         for lam in lams:
             check_finite(function, "lams", lam, non_negative=True)
         check_int(function, "n_folds", self.n_folds, low=2)
-        _check_random_state(function, self.random_state)
+        check_random_state(function, "random_state", self.random_state)
         params = []
         for arg, value, cls, banned in (("model_params", self.model_params, PairedConjointLogit, ()),
                                         ("policy_params", self.policy_params, AverageCasePolicy,

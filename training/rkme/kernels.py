@@ -14,13 +14,7 @@ from typing import Any
 import numpy as np
 
 from icml26.errors import InputError, InputTypeError, describe, described
-from icml26.validation import check_choice, check_finite, check_int
-
-
-def _check_seed(function: str, argument: str, value: Any) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))):
-        raise InputTypeError(function, argument, "None or an int", described(f"{type(value).__name__} {value!r}"))
-
+from icml26.validation import check_choice, check_finite, check_int, check_random_state
 
 #: Rows of ``A`` per kernel block: a block is ``KERNEL_CHUNK x len(B)`` float64 values.
 KERNEL_CHUNK = 1024
@@ -76,7 +70,7 @@ def median_gamma(X: np.ndarray, max_points: int = 1000, seed: int = 0) -> float:
     """
     X = _finite_matrix("median_gamma", "X", X)
     max_points = check_int("median_gamma", "max_points", max_points, low=2)
-    _check_seed("median_gamma", "seed", seed)
+    check_random_state("median_gamma", "seed", seed)
     if len(X) < 2:
         raise InputError("median_gamma", "X", "at least 2 rows (a distance needs a pair)", describe(X))
     if len(X) > max_points:

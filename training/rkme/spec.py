@@ -45,7 +45,6 @@ from icml26.training.rkme.kernels import (
     BETA_SOLVERS,
     SPEC_TYPE,
     _as_matrix,
-    _check_seed,
     _data_self_term,
     _gaussian_kernel,
     _kernel_row_means,
@@ -55,7 +54,7 @@ from icml26.training.rkme.kernels import (
     _z_gradient,
     median_gamma,
 )
-from icml26.validation import check_choice, check_finite, check_int
+from icml26.validation import check_choice, check_finite, check_int, check_random_state
 
 
 # ----------------------------------------------------------------------------------------------
@@ -154,7 +153,7 @@ class RKMESpecification(BaseEstimator):
             StandardScaling.of(self.scaler, f, "scaler")
         check_choice(f, "beta_solver", self.beta_solver, BETA_SOLVERS)
         check_int(f, "min_cluster_size", self.min_cluster_size, low=1)
-        _check_seed(f, "random_state", self.random_state)
+        check_random_state(f, "random_state", self.random_state)
 
     def _check_fitted(self, function: str) -> None:
         if not hasattr(self, "Z_"):
@@ -282,7 +281,7 @@ class RKMESpecification(BaseEstimator):
         candidate maximising ``(t+1) s(c) - sum_{chosen} k(c, .)``. Returned in the original feature space."""
         self._check_fitted("herding")
         T = check_int("RKMESpecification.herding", "T", T, low=1)
-        _check_seed("RKMESpecification.herding", "seed", seed)
+        check_random_state("RKMESpecification.herding", "seed", seed)
         rng = np.random.default_rng(self.random_state if seed is None else seed)
         p = np.clip(self.beta_, 0, None)
         p = p / p.sum() if p.sum() > 0 else np.full(len(p), 1.0 / len(p))
@@ -374,7 +373,7 @@ def noisy_copy_spec(X: Any, sigma: float, scaler: Any = None, gamma: float | str
     set and raw records).
     """
     check_finite("noisy_copy_spec", "sigma", sigma, non_negative=True)
-    _check_seed("noisy_copy_spec", "seed", seed)
+    check_random_state("noisy_copy_spec", "seed", seed)
     spec = RKMESpecification(reduce=False, gamma=gamma, scaler=scaler, random_state=seed).fit(X)
     spec.Z_ = spec.Z_ + sigma * np.random.default_rng(seed).standard_normal(spec.Z_.shape)
     return spec

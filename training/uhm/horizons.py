@@ -37,9 +37,9 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from icml26.errors import InputTypeError, described, input_error
+from icml26.errors import described, input_error
 from icml26.training.uhm.data import check_policy, transition_arrays
-from icml26.validation import check_finite, check_int
+from icml26.validation import check_finite, check_generator, check_int
 
 __all__ = ["HorizonWeights", "winsorized", "td_lambda", "n_step", "geometric", "xi_from_nu", "nu_bellman_operator",
            "target_moments", "nu_target", "TabularUHM", "TabularGHM"]
@@ -427,7 +427,7 @@ class TabularUHM(_CategoricalSampler, BaseEstimator):
         if horizons.size and (horizons.min() < 1 or horizons.max() > k_max):
             raise input_error("TabularUHM.sample", "horizons", f"integers in 1..{k_max}",
                               described(f"values in [{horizons.min()}, {horizons.max()}]"))
-        return self._draw(self._cdf[horizons - 1, states, actions], _check_rng("TabularUHM.sample", rng))
+        return self._draw(self._cdf[horizons - 1, states, actions], check_generator("TabularUHM.sample", "rng", rng))
 
 
 class TabularGHM(_CategoricalSampler, BaseEstimator):
@@ -462,11 +462,5 @@ class TabularGHM(_CategoricalSampler, BaseEstimator):
     def sample(self, states, actions, rng: np.random.Generator) -> np.ndarray:
         """Draw ``s_e ~ G(. | s, a)`` for integer arrays of one shape."""
         states, actions = _query("TabularGHM.sample", self, "G_", states=states, actions=actions)
-        return self._draw(self._cdf[states, actions], _check_rng("TabularGHM.sample", rng))
+        return self._draw(self._cdf[states, actions], check_generator("TabularGHM.sample", "rng", rng))
 
-
-def _check_rng(function: str, rng) -> np.random.Generator:
-    if not isinstance(rng, np.random.Generator):
-        raise InputTypeError(function, "rng", "a numpy.random.Generator (numpy.random.default_rng(seed))",
-                             described(type(rng).__name__))
-    return rng

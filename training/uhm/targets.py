@@ -30,8 +30,8 @@ from sklearn.base import BaseEstimator
 
 from icml26.errors import InputTypeError, described, input_error
 from icml26.training.uhm.data import check_policy, transition_arrays, uniform_tie_policy
-from icml26.training.uhm.horizons import HorizonWeights, _check_rng, _transitions, nu_target
-from icml26.validation import check_finite, check_int
+from icml26.training.uhm.horizons import HorizonWeights, _transitions, nu_target
+from icml26.validation import check_finite, check_generator, check_int
 
 __all__ = ["OneStepTD", "DatasetTDLambda", "RolloutTDLambda", "GHMTarget", "UHMTarget", "TabularCritic",
            "TabularOneStepModel", "TabularControlConfig", "fit_tabular_critic"]
@@ -92,7 +92,7 @@ class TabularOneStepModel(BaseEstimator):
         from icml26.training.uhm.horizons import _query
 
         states, actions = _query("TabularOneStepModel.step", self, "P_", states=states, actions=actions)
-        rng = _check_rng("TabularOneStepModel.step", rng)
+        rng = check_generator("TabularOneStepModel.step", "rng", rng)
         pair = states * self.n_actions_ + actions
         count = self._count[pair]
         pick = self._start[pair] + (rng.random(pair.shape) * np.maximum(count, 1)).astype(np.int64)
