@@ -197,7 +197,8 @@ class Sandbox(ExecutionMixin):
                  max_output_chars: int = 10_000, allow_unisolated: bool = False, scratch_parent=None,
                  isolation: str = "auto", max_file_mb: int = 512, display_root: str | None = DEFAULT_DISPLAY_ROOT,
                  pids_limit: int | None = 512, disk_limit_mb: int | None = 2048, cpu_time_limit: float | None = None,
-                 open_files: int = 1024, extra_ro_paths=()):
+                 open_files: int = 1024, extra_ro_paths=(), max_diff_mb: float = 10.0, max_diff_files: int = 5000,
+                 diff_time_limit: float = 120.0):
         if time_limit is None or isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) \
                 or not 0 < time_limit < float("inf"):
             raise input_error("Sandbox", "time_limit", "a finite number of seconds > 0", time_limit)
@@ -205,6 +206,9 @@ class Sandbox(ExecutionMixin):
                      cpu_time_limit=cpu_time_limit, open_files=open_files)
         check_int("Sandbox", "max_output_chars", max_output_chars, low=100)
         check_int("Sandbox", "max_file_mb", max_file_mb, low=1)
+        check_finite("Sandbox", "max_diff_mb", max_diff_mb, positive=True)
+        check_int("Sandbox", "max_diff_files", max_diff_files, low=1)
+        check_finite("Sandbox", "diff_time_limit", diff_time_limit, positive=True)
         if not isinstance(allow_unisolated, bool):
             raise InputTypeError("Sandbox", "allow_unisolated", "a bool", allow_unisolated)
         if scratch_parent is not None and (not isinstance(scratch_parent, (str, os.PathLike))
@@ -235,6 +239,9 @@ class Sandbox(ExecutionMixin):
         self.open_files = int(open_files)
         self.max_output_chars = int(max_output_chars)
         self.max_file_mb = int(max_file_mb)
+        self.max_diff_mb = float(max_diff_mb)
+        self.max_diff_files = int(max_diff_files)
+        self.diff_time_limit = float(diff_time_limit)
         self.extra_ro_paths = tuple(os.path.abspath(p) for p in extra_ro_paths)
         self._bash = shutil.which("bash") or "/bin/sh"
 
