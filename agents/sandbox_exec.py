@@ -4,7 +4,7 @@ watched and reported.
 :func:`isolation_support` probes once per process whether namespaces and a new root work here, by
 running the launcher (:mod:`icml26.agents.sandbox_launcher`) for real. :class:`ExecutionMixin` is the
 machinery under :meth:`Sandbox.run <icml26.agents.sandbox.Sandbox.run>`: it starts a command through
-``unshare`` and the launcher, in the cgroup ``run`` made for it (:mod:`icml26.agents.sandbox_limits`),
+the launcher (which makes the namespaces and holds a deadline of its own), in the cgroup ``run`` made for it (:mod:`icml26.agents.sandbox_limits`),
 or as a plain subprocess with rlimits when unisolated; waits for it against its wall-clock, CPU, memory,
 process and disk limits; drains its output (head and tail kept); and reports an :class:`ExecResult`.
 It reads the limits, paths and scratch folders that :class:`~icml26.agents.sandbox.Sandbox` sets up.
@@ -16,7 +16,6 @@ import collections
 import functools
 import os
 import select
-import shutil
 import signal
 import subprocess
 import sys
@@ -25,17 +24,18 @@ import threading
 import time
 from dataclasses import dataclass
 
-from icml26.processes import die_with_parent
-
 from . import sandbox_launcher as _launcher
 from . import sandbox_root as _root
+from . import sandbox_seccomp as _seccomp
 
 __all__ = ["DEFAULT_DISPLAY_ROOT", "PRIVATE_DIR", "ExecResult", "ExecutionMixin", "SandboxError", "isolation_support"]
 
 DEFAULT_DISPLAY_ROOT = "/testbed"
 PRIVATE_DIR = "/.sandbox"  # inside a sandbox: the git metadata (``git``) and the home (``home``)
 _MEMORY_MARKERS = ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "out of memory")
-_UNSHARE_FLAGS = ("--mount", "--net", "--pid", "--ipc", "--uts", "--fork", "--kill-child", "--mount-proc")
+# what bash runs: the command, read whole from the memory file on descriptor {fd} (then closed), as `bash -c`
+# runs its argument; BASH_EXECUTION_STRING is where `bash -c` keeps that argument
+_SCRIPT = 'IFS= read -r -d "" BASH_EXECUTION_STRING <&{fd}; exec {fd}<&-; eval "$BASH_EXECUTION_STRING"'
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -65,43 +65,46 @@ class ExecResult:
 # capability probe
 
 
-def _launcher_argv(prefix: tuple[str, ...], spec: dict) -> list[str]:
-    return [*prefix, sys.executable, "-I", "-S", _launcher.__file__, _launcher.LAUNCH_FLAG, _launcher.encode(spec)]
+def _launcher_argv(spec: dict) -> list[str]:
+    return [sys.executable, "-I", "-S", _launcher.__file__, _launcher.LAUNCH_FLAG, _launcher.encode(spec)]
+
+
+#: how much longer than its time limit the launcher lets a command run when the host no longer stops it
+#: (the host ends it at the limit; the launcher's deadline is for a host that was killed, stopped or hung)
+DEADLINE_GRACE_S = 1.0
 
 
 @functools.cache
-def isolation_support() -> tuple[tuple[str, ...] | None, str]:
-    """``(unshare argv prefix, "")`` when isolated execution (namespaces and the new root) works here,
-    else ``(None, reason)``.
+def isolation_support() -> tuple[str | None, str]:
+    """``(mode, "")`` when isolated execution (namespaces, the new root and the seccomp filter) works
+    here, else ``(None, reason)``. ``mode`` is ``"root"`` (the caller is root: namespaces of its own)
+    or ``"user"`` (a user namespace maps the caller to root inside, as ``unshare --map-root-user`` does).
 
-    Probed once per process by running the launcher for real: user-namespace mode is tried when
-    the root mode is refused.
+    Probed once per process by running the launcher for real: the user-namespace mode is tried when
+    the root mode is refused or the caller is not root.
     """
     if sys.platform != "linux":
         return None, f"namespaces need Linux (this is {sys.platform})"
-    unshare = shutil.which("unshare")
-    if unshare is None:
-        return None, "the `unshare` command (util-linux) is not installed"
-    base = (unshare, *_UNSHARE_FLAGS)
-    modes = [base] if os.geteuid() == 0 else []
-    modes.append(base[:1] + ("--user", "--map-root-user") + base[1:])
+    program, why = _seccomp.filter_program()
+    if program is None:
+        return None, why
+    modes = (["root"] if os.geteuid() == 0 else []) + ["user"]
     reasons = []
     with tempfile.TemporaryDirectory(prefix="icml26-sandbox-probe-") as tmp:
         root = [*_root.system_steps((), 1 << 20), ["bind", tmp, DEFAULT_DISPLAY_ROOT, _root.RW_EXEC]]
-        spec = {"root": root, "cwd": DEFAULT_DISPLAY_ROOT, "rlimits": {},
+        spec = {"root": root, "cwd": DEFAULT_DISPLAY_ROOT, "rlimits": {}, "seccomp": program, "deadline": 60.0,
                 "argv": ["/bin/sh", "-c", "echo ok > probe && cat probe && pwd"]}
-        for prefix in modes:
+        for mode in modes:
             try:
-                proc = subprocess.run(_launcher_argv(prefix, spec), capture_output=True, text=True, timeout=60,
-                                      stdin=subprocess.DEVNULL)
+                proc = subprocess.run(_launcher_argv({**spec, "userns": mode == "user"}), capture_output=True,
+                                      text=True, timeout=60, stdin=subprocess.DEVNULL)
             except (OSError, subprocess.TimeoutExpired) as exc:
-                reasons.append(f"{' '.join(prefix[1:3])}: {exc}")
+                reasons.append(f"{mode} mode: {exc}")
                 continue
             if proc.returncode == 0 and proc.stdout.split() == ["ok", DEFAULT_DISPLAY_ROOT]:
-                return tuple(prefix), ""
+                return mode, ""
             why = (proc.stderr or proc.stdout).strip().splitlines()
-            reasons.append(f"`unshare {' '.join(prefix[1:])}` failed "
-                           f"(exit {proc.returncode}): {why[-1] if why else 'no message'}")
+            reasons.append(f"{mode} mode failed (exit {proc.returncode}): {why[-1] if why else 'no message'}")
     return None, "; ".join(reasons)
 
 
@@ -113,8 +116,8 @@ class ExecutionMixin:
     ``pids_limit``, ``disk_limit_mb``, ``cpu_time_limit``, ``open_files``, ``max_file_mb``,
     ``max_output_chars``, ``limits``, the cgroup support ``_cgroups``), the folders (``root``, ``home``,
     ``git_dir``, ``extra_ro_paths``, the size-capped ``_dir / "space"``) and where commands see them
-    (``display_root``, ``_inside_home``, ``_inside_git``), ``isolated`` and its ``unshare`` prefix
-    ``_unshare``, and ``_bash``.
+    (``display_root``, ``_inside_home``, ``_inside_git``), ``isolated`` and its mode ``_mode`` (see
+    :func:`isolation_support`), the seccomp program ``_seccomp``, and ``_bash``.
     """
 
     def _env(self, extra: dict | None) -> dict:
@@ -138,49 +141,51 @@ class ExecutionMixin:
 
     def _run(self, command: str, limit: float, env: dict | None, group) -> ExecResult:
         rlimits = self._rlimits(group is not None and "memory" in group.dirs)
-        argv = [self._bash, "-c", command]
+        # the command travels in a memory file, not in argv (where the kernel caps one argument at 128 KiB):
+        # bash reads it whole from that descriptor, closes it, and runs it as `bash -c` would
+        script_fd = os.memfd_create("icml26-command", 0)
         status_read = status_write = err_read = err_write = None
-        procs = [] if group is None else group.procs
-        if self._unshare is not None:
-            # the launcher joins the cgroup first thing: every process of the command is inside (unshare,
-            # which only waits, is not)
-            spec = {"root": self._root_steps(), "cwd": self.display_root, "rlimits": rlimits, "argv": argv,
-                    "cgroup_procs": procs}
-            # the launcher reports on this pipe (closed at exec, so the command cannot write to it)
+        try:
+            data = command.encode("utf-8", "surrogateescape")
+            view = memoryview(data)
+            while view:
+                view = view[os.write(script_fd, view):]
+            os.lseek(script_fd, 0, os.SEEK_SET)
+            # the launcher starts the command and holds its deadline whether or not it isolates it; the
+            # command's first process joins the cgroup first thing, so every process of the command is inside
+            # (the launcher, which only waits, is not)
+            spec = {"cwd": self.display_root, "rlimits": rlimits, "argv": [self._bash, "-c", _SCRIPT.format(fd=script_fd)],
+                    "cgroup_procs": [] if group is None else group.procs, "isolate": self._mode is not None,
+                    "deadline": limit + DEADLINE_GRACE_S, "script_fd": script_fd, "parent": os.getpid()}
+            if self._mode is not None:
+                spec.update(root=self._root_steps(), userns=self._mode == "user", seccomp=self._seccomp)
+            # the launcher reports on this pipe (closed before the exec, so the command cannot write to it)
             status_read, status_write = os.pipe()
             spec["status_fd"] = status_write
-            # what unshare and the launcher say goes to a pipe of its own: the launcher points the command's
-            # stderr at its stdout just before the exec, so only the machinery writes here
+            # what the launcher says goes to a pipe of its own: it points the command's stderr at its
+            # stdout just before the exec, so only the machinery writes here
             err_read, err_write = os.pipe()
-            argv = _launcher_argv(self._unshare, spec)
-
-        parent = os.getpid()
-
-        def die_with_run():  # isolated: unshare dies with this process, and --kill-child takes the command down
-            die_with_parent(parent)
-
-        def preexec():  # unisolated: in the child, before it executes the command
-            die_with_parent(parent)  # a SIGKILLed run leaves no command running (its time limit died with it)
-            for path in procs:
-                fd = os.open(path, os.O_WRONLY)
-                os.write(fd, b"0")
-                os.close(fd)
-            _launcher.set_limits(rlimits)
+            argv = _launcher_argv(spec)
+        except BaseException:
+            for fd in (script_fd, status_read, status_write, err_read, err_write):
+                if fd is not None:
+                    os.close(fd)
+            raise
 
         full_before = self._disk_full()  # a full disk at the start is not this command's doing: it may clean up
         start = time.monotonic()
         try:
+            # no preexec_fn, so Python can vfork (a large host forks slowly): the launcher watches this process
+            # itself (spec["parent"])
             proc = subprocess.Popen(argv, cwd=self.root, env=self._env(env), stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT if err_write is None else err_write,
-                                    start_new_session=True,
-                                    preexec_fn=preexec if status_write is None else die_with_run,
-                                    pass_fds=() if status_write is None else (status_write,))
+                                    stdout=subprocess.PIPE, stderr=err_write, start_new_session=True,
+                                    pass_fds=(script_fd, status_write))
         except BaseException:
-            for fd in (status_read, status_write, err_read, err_write):
+            for fd in (script_fd, status_read, status_write, err_read, err_write):
                 if fd is not None:
                     os.close(fd)
             raise
-        for fd in (status_write, err_write):
+        for fd in (script_fd, status_write, err_write):
             if fd is not None:
                 os.close(fd)
         try:
@@ -188,7 +193,7 @@ class ExecutionMixin:
             try:
                 hit = self._wait(proc, start + limit, group, watch_disk=not full_before)
             finally:
-                if proc.poll() is None or hit:  # unshare first: killed after its child, it complains in the output
+                if proc.poll() is None or hit:
                     _kill_group(proc.pid)
                 if group is not None:
                     group.kill()  # what is left: daemons in their own sessions
@@ -201,14 +206,14 @@ class ExecutionMixin:
             peak = None if group is None else group.peak_memory_bytes()
             reader.join(5.0)
             duration = time.monotonic() - start
-            status, status_read = ("" if status_read is None else _read_status(status_read)), None  # closes it
-            said, err_read = ("" if err_read is None else _read_status(err_read)), None
+            status, status_read = _read_status(status_read), None  # closes it
+            said, err_read = _read_status(err_read), None
         finally:
             for fd in (status_read, err_read):  # interrupted before they were read
                 if fd is not None:
                     os.close(fd)
         output, truncated = reader.text()
-        if self._unshare is not None and status != _launcher.STARTED.strip() and hit is None:
+        if status != _launcher.STARTED.strip() and hit is None:
             why = status.replace(_launcher.STARTED.strip(), "").strip() or \
                 f"the isolation machinery exited with {proc.returncode} before the command started: " \
                 f"{(said or output)[-500:]}"

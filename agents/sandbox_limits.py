@@ -35,7 +35,7 @@ from pathlib import Path
 from .sandbox_launcher import umount
 
 __all__ = ["MIN_DISK_MB", "MIN_MEMORY_MB", "MIN_PIDS", "CommandCgroup", "Limit", "cgroup_support",
-           "owner_stamp", "reap_stale", "remove_scratch", "rmtree"]
+           "owner_stamp", "reap_dead_cgroups", "reap_stale", "remove_scratch", "rmtree"]
 
 #: the smallest limits a sandbox accepts: below them not even the launcher and a shell start
 MIN_MEMORY_MB = 64
@@ -102,11 +102,9 @@ def _writable_parent(path: str) -> bool:
 @functools.cache
 def cgroup_support() -> dict[str, tuple[str, str]]:
     """``{"memory" | "pids" | "cpu": (version, parent folder)}`` for each controller a per-command
-    cgroup can use here; missing keys are controllers that cannot be used. Probed once per process,
-    which also removes the cgroups a killed process left (see :func:`_reap_cgroups`)."""
-    found = _cgroup_parents()
-    _reap_cgroups({parent for _, parent in found.values()})
-    return found
+    cgroup can use here; missing keys are controllers that cannot be used. Probed once per process;
+    :func:`reap_dead_cgroups` removes what killed processes left there."""
+    return _cgroup_parents()
 
 
 def where(support_entry: tuple[str, str]) -> str:
@@ -117,24 +115,37 @@ def where(support_entry: tuple[str, str]) -> str:
     return f"made in {parent}" + (" (this process's own cgroup is the top of that hierarchy)" if top else "")
 
 
-def _reap_cgroups(parents) -> None:
-    """Remove the empty per-command cgroups whose process is gone (killed between making one and
-    removing it); a cgroup of a live process is left alone, even while it is still empty."""
-    for parent in parents:
+def _owner_alive(pid: str, start: str | None) -> bool:
+    if not pid.isdigit():
+        return False
+    if start is None:  # a name without the start time (older releases): the pid alone decides
+        return os.path.exists(f"/proc/{pid}")
+    return owner_stamp(int(pid)).split(" ")[-1] == start
+
+
+def reap_dead_cgroups(support: dict | None = None) -> list[str]:
+    """Kill what is left in the per-command cgroups of processes that are gone (killed between making
+    one and removing it) and remove those cgroups; a cgroup of a live process is left alone, even while
+    it is empty. Returns the folders removed. Each :class:`~icml26.agents.sandbox.Sandbox` calls it."""
+    support = cgroup_support() if support is None else support
+    removed = []
+    for parent in sorted({parent for _, parent in support.values()}):
         try:
             names = os.listdir(parent)
         except OSError:
             continue
         for name in names:
             parts = name.split("-")
-            if len(parts) != 4 or parts[:2] != ["icml26", "sandbox"] or not parts[2].isdigit():
+            if len(parts) not in (4, 5) or parts[:2] != ["icml26", "sandbox"]:
                 continue
-            if os.path.exists(f"/proc/{parts[2]}"):
+            if _owner_alive(parts[2], parts[3] if len(parts) == 5 else None):
                 continue
-            try:
-                os.rmdir(os.path.join(parent, name))
-            except OSError:
-                pass  # processes still inside: a later process tries again
+            group = CommandCgroup()
+            group._made.append(os.path.join(parent, name))
+            group.remove()  # kills what it still holds, then removes it
+            if not os.path.exists(os.path.join(parent, name)):
+                removed.append(os.path.join(parent, name))
+    return removed
 
 
 def _cgroup_parents() -> dict[str, tuple[str, str]]:
@@ -163,6 +174,15 @@ def _cgroup_parents() -> dict[str, tuple[str, str]]:
 
 
 _counter = itertools.count()
+_owners: dict[int, str] = {}
+
+
+def _owner() -> str:
+    """This process's owner stamp (a forked child has its own)."""
+    pid = os.getpid()
+    if pid not in _owners:
+        _owners[pid] = owner_stamp(pid) or f"{pid} 0"
+    return _owners[pid]
 
 
 def _write(path: str, value) -> None:
@@ -201,7 +221,8 @@ class CommandCgroup:
     @classmethod
     def create(cls, support: dict, *, memory_bytes: int | None, pids: int | None) -> CommandCgroup:
         group = cls()
-        name = f"icml26-sandbox-{os.getpid()}-{next(_counter)}"
+        # the owner (pid and start time) in the name: reap_dead_cgroups knows whose it is after a kill -9
+        name = f"icml26-sandbox-{_owner().replace(' ', '-')}-{next(_counter)}"
         try:
             for controller in ("memory", "pids", "cpu"):
                 if controller not in support:
@@ -303,11 +324,29 @@ def _within(path: str, folder: str) -> bool:
 
 
 def rmtree(path: Path) -> None:
-    def retry(func, p, _exc):  # a command may have made files or folders read-only
-        try:
-            os.chmod(os.path.dirname(p), 0o700)
+    """Remove ``path`` and everything under it, also where a command made folders read-only (a retry
+    makes the folder in the way ``0700``). Symlinks are never followed: the retry changes the mode of
+    real folders inside ``path`` only, never a symlink's target (which may lie outside the tree), nor a
+    file (a hard link may share its inode with a file outside)."""
+    top = os.path.abspath(path)
+
+    def loosen(p: str) -> bool:
+        if (p == top or p.startswith(top.rstrip("/") + "/")) and not os.path.islink(p) and os.path.isdir(p):
             os.chmod(p, 0o700)
-            func(p)
+            return True
+        return False
+
+    opened = set()
+
+    def retry(func, p, _exc):  # a command may have made folders read-only, or unreadable
+        try:
+            loosen(os.path.dirname(p))
+            if func in (os.open, os.scandir, os.listdir):
+                if p not in opened and loosen(p):
+                    opened.add(p)
+                    shutil.rmtree(p, onerror=retry)  # a folder that could not be opened still holds its files
+            elif func not in (os.path.islink, os.lstat):
+                func(p)
         except OSError:
             pass
 
@@ -355,10 +394,6 @@ def reap_stale(under: str | None = None) -> list[str]:
         removed.append(folder)
     return removed
 
-
-@functools.cache
-def reap_stale_once() -> None:
-    reap_stale()
 
 
 def remove_scratch(folder) -> None:

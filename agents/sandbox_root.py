@@ -3,7 +3,7 @@
 :func:`system_steps` lists, for :func:`icml26.agents.sandbox_launcher._build_root`, what every
 sandbox of this process shares: read-only binds of the system folders and of this Python's
 prefixes, a generated minimal ``/etc``, size-capped ``/tmp`` and ``/var/tmp``, a fresh ``/dev`` and
-a read-only ``/proc``; :class:`~icml26.agents.sandbox.Sandbox` adds its own folders (the copy, the
+a read-only ``/proc`` (its key lists and kernel internals masked); :class:`~icml26.agents.sandbox.Sandbox` adds its own folders (the copy, the
 home, the git metadata) and the generated ``/etc/passwd``.
 """
 
@@ -22,6 +22,10 @@ RO_EXEC = _launcher.MS_RDONLY | _launcher.MS_NOSUID | _launcher.MS_NODEV
 RW_EXEC = _launcher.MS_NOSUID | _launcher.MS_NODEV
 RW = RW_EXEC | _launcher.MS_NOEXEC
 _SYSTEM_FOLDERS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
+# what of /proc a command does not see (as container runtimes mask it): the keys and key users the
+# caller's credentials can view, the kernel's memory image and timers, ACPI, SCSI and sound
+_PROC_MASKED = ("keys", "key-users", "kcore", "timer_list", "sched_debug", "latency_stats", "sysrq-trigger", "acpi",
+                "scsi", "asound")
 _DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 # what of the host's /etc commands see (read-only); passwd, group, hosts, resolv.conf are generated
 _ETC_SHARED = ("ssl", "ca-certificates", "ca-certificates.conf", "pki", "alternatives", "ld.so.cache", "ld.so.conf",
@@ -85,6 +89,7 @@ def system_steps(extra_ro: tuple[str, ...], tmp_bytes: int) -> tuple:
               ["link", "/dev/stdout", "/proc/self/fd/1"], ["link", "/dev/stderr", "/proc/self/fd/2"],
               ["tmpfs", "/dev/shm", RW, f"mode=1777,{size}"], ["ro", "/dev"],
               ["proc", "/proc", RO]]
+    steps += [["mask", f"/proc/{name}"] for name in _PROC_MASKED]
     shown = {"/" + n for n in _SYSTEM_FOLDERS}
     extra = [os.path.abspath(p) for p in extra_ro]
     for folder in sorted(dict.fromkeys(python_folders() + extra), key=lambda p: (p.count("/"), p)):

@@ -492,7 +492,10 @@ def test_cpu_time_limit_ends_the_command(repo):
 
 @needs_isolation
 def test_a_failing_unshare_is_a_sandbox_error(box, monkeypatch):
-    monkeypatch.setattr(box, "_unshare", ("/bin/sh", "-c", "echo 'unshare: fork failed: no room' >&2; exit 1", "sh"))
+    from icml26.agents import sandbox_exec
+
+    monkeypatch.setattr(sandbox_exec, "_launcher_argv",
+                        lambda spec: ["/bin/sh", "-c", "echo 'unshare: fork failed: no room' >&2; exit 1"])
     with pytest.raises(SandboxError, match="did not run.*exited with 1 before the command started.*no room"):
         box.run("echo ran")
 
@@ -646,14 +649,21 @@ def test_without_a_writable_cgroup_limits_fall_back_per_process(repo, monkeypatc
 
 
 def test_cgroups_of_killed_processes_are_reaped(tmp_path):
+    """The owner (pid and start time) is in a cgroup's name: a dead owner's cgroups go, a live one's stay
+    (even one whose pid was reused: the start time differs), whatever else is there stays."""
     from icml26.agents import sandbox_limits
 
     gone = subprocess.Popen(["true"])
     gone.wait()
-    for name in (f"icml26-sandbox-{gone.pid}-3", f"icml26-sandbox-{os.getpid()}-3", "other-group"):
+    me = sandbox_limits.owner_stamp(os.getpid()).split()
+    names = [f"icml26-sandbox-{gone.pid}-3", f"icml26-sandbox-{gone.pid}-123-3", f"icml26-sandbox-{me[0]}-{me[1]}-3",
+             f"icml26-sandbox-{me[0]}-{int(me[1]) + 1}-3", f"icml26-sandbox-{os.getpid()}-3", "other-group"]
+    for name in names:
         (tmp_path / name).mkdir()
-    sandbox_limits._reap_cgroups({str(tmp_path)})
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([f"icml26-sandbox-{os.getpid()}-3", "other-group"])
+    removed = sandbox_limits.reap_dead_cgroups({"memory": ("v1", str(tmp_path))})
+    kept = [f"icml26-sandbox-{me[0]}-{me[1]}-3", f"icml26-sandbox-{os.getpid()}-3", "other-group"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(kept)
+    assert sorted(os.path.basename(p) for p in removed) == sorted(set(names) - set(kept))
 
 
 def _processes_with(marker: str) -> list[int]:
