@@ -13,7 +13,7 @@ _EXPORTS = {
     "ChatBackend": "backends", "OpenAIChatBackend": "backends", "TransformersChatBackend": "backends",
     "ScriptedBackend": "backends", "BackendError": "backends", "backend_from_spec": "backends",
     "to_template_messages": "backends", "ToolCall": "toolcalls", "parse_tool_calls": "toolcalls",
-    "Sandbox": "sandbox", "SandboxError": "sandbox", "default_tools": "tools", "run_agent": "loop",
+    "Sandbox": "sandbox", "SandboxError": "sandbox", "PatchRefused": "sandbox", "default_tools": "tools", "run_agent": "loop",
     "Trajectory": "loop",
 }
 

@@ -18,7 +18,7 @@ from icml26.validation import check_int
 
 from .backends import BackendError, ChatBackend, Usage
 from .backends_base import check_sampling, check_tools
-from .sandbox import Sandbox
+from .sandbox import Sandbox, SandboxError
 from .tools import ToolExecutor, default_tools
 
 __all__ = ["DEFAULT_SYSTEM_PROMPT", "EXIT_REASONS", "Trajectory", "run_agent"]
@@ -83,7 +83,9 @@ def run_agent(backend: ChatBackend, sandbox: Sandbox, task: str, *, system_promp
     with a format-error observation, so the model can correct itself). A reply without any tool
     call ends the run (``"no_tool_call"``) unless ``no_tool_call_retries`` reminders are allowed.
     A :class:`BackendError` ends it with ``"backend_error"`` and the message in ``error``.
-    The patch is the sandbox's diff at the end.
+    The patch is the sandbox's diff at the end; when the sandbox refuses to make it
+    (:class:`~icml26.agents.sandbox.PatchRefused`: past ``max_diff_mb``, ``max_diff_files`` or
+    ``diff_time_limit``), the patch is ``""`` and ``error`` says why.
 
     ``review_submit`` turns on SWE-agent's submit review (see :class:`ToolExecutor`): the first
     ``submit`` shows the diff and asks for a cleanup, the second one ends the run. It only applies
@@ -146,6 +148,12 @@ def run_agent(backend: ChatBackend, sandbox: Sandbox, task: str, *, system_promp
         if executor.submitted:
             exit_reason = "submitted"
             break
-    patch = executor.patch if executor.submitted and executor.patch is not None else sandbox.diff()
+    if executor.submitted and executor.patch is not None:
+        patch = executor.patch
+    else:
+        try:
+            patch = sandbox.diff()
+        except SandboxError as exc:  # a refused patch (PatchRefused: past a cap) ends the run without one
+            patch, error = "", error or f"no patch: {exc}"
     return Trajectory(messages=messages, tools=tools, submitted=executor.submitted, patch=patch, steps=steps,
                       usage=usage, exit_reason=exit_reason, error=error)

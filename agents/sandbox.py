@@ -58,8 +58,10 @@ from pathlib import Path
 from icml26.errors import InputTypeError, described, input_error
 from icml26.validation import check_finite, check_int
 
+from . import sandbox_diff as _diff
 from . import sandbox_launcher as _launcher
 from . import sandbox_limits as _limits
+from .sandbox_diff import PatchRefused
 from .sandbox_exec import (
     DEFAULT_DISPLAY_ROOT,
     PRIVATE_DIR,
@@ -70,8 +72,8 @@ from .sandbox_exec import (
 )
 from .sandbox_limits import Limit
 
-__all__ = ["DEFAULT_DISPLAY_ROOT", "PRIVATE_DIR", "ExecResult", "Limit", "Sandbox", "SandboxError", "check_limits",
-           "isolation_support", "remove_scratch"]
+__all__ = ["DEFAULT_DISPLAY_ROOT", "PRIVATE_DIR", "ExecResult", "Limit", "PatchRefused", "Sandbox", "SandboxError",
+           "check_limits", "isolation_support", "remove_scratch"]
 
 _GIT_IDENTITY = ("-c", "user.name=icml26 sandbox", "-c", "user.email=sandbox@icml26.invalid",
                  "-c", "commit.gpgsign=false", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false",
@@ -415,12 +417,13 @@ class Sandbox(ExecutionMixin):
 
     def diff(self) -> str:
         """Unified diff of the scratch copy against the base commit, new files included (files inside
-        :meth:`nested_repositories` left out: git cannot stage them as plain files)."""
+        :meth:`nested_repositories` left out: git cannot stage them as plain files), that ``git apply``
+        turns the base into the copy byte for byte: the tree's attributes neutralised, new files taken by
+        the base commit's ignore rules, binary files as binary patches (:mod:`icml26.agents.sandbox_diff`).
+        Past ``max_diff_files``, ``max_diff_mb`` or ``diff_time_limit``, or for a file name that is not
+        UTF-8, it raises :class:`PatchRefused` (a :class:`SandboxError`) before anything is staged."""
         self._check_open()
-        excluded = [f":(exclude,literal){rel}" for rel in self.nested_repositories()]
-        self._git(["add", "-A", "--", ".", *excluded])
-        return self._git(["diff", "--cached", "--no-ext-diff", "--no-color", self.base, "--"]).stdout.decode(
-            "utf-8", "replace")
+        return _diff.diff(self)
 
     def reset(self) -> None:
         """Back to the base commit: edits reverted, new files removed (nested repositories, any ``.git``,
@@ -432,6 +435,7 @@ class Sandbox(ExecutionMixin):
                 _rmtree(Path(entry))
             else:
                 os.unlink(entry)
+        _diff.neutralise_attributes(self.git_dir)  # a .gitattributes must not convert what the checkout writes
         self._git(["reset", "--quiet", "--hard", self.base])
         self._git(["clean", "-ffdxq"])
         for path in _special_files(self.root):  # FIFOs, sockets: git neither tracks nor cleans them

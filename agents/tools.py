@@ -18,7 +18,11 @@ path is resolved with symlinks followed and refused unless it stays inside the s
 Absolute paths under the sandbox's ``display_root`` (``/testbed``: where commands see the copy)
 are mapped onto the copy, and observations name files relative to the repository root, so they
 never show the scratch folder's real, random path.
-Every error becomes observation text for the model; nothing here raises on bad tool input.
+Every error becomes observation text for the model; nothing here raises on what the agent does: a
+:class:`~icml26.agents.sandbox.SandboxError` (a refused patch, :class:`~icml26.agents.sandbox.PatchRefused`,
+included) or a time-out of the sandbox's machinery is an ``Error: ...`` observation and the session goes on,
+a bash command holding a NUL byte (which no argv or shell can carry) is refused without running, and
+every observation is at most the sandbox's ``max_output_chars`` characters.
 """
 
 from __future__ import annotations
@@ -26,12 +30,14 @@ from __future__ import annotations
 import itertools
 import os
 import stat
+import subprocess
 from pathlib import Path
 
 from icml26.errors import InputTypeError, described
+from icml26.validation import check_int
 
 from .backends_base import check_tools
-from .sandbox import Sandbox
+from .sandbox import PatchRefused, Sandbox, SandboxError
 from .toolcalls import ToolCall
 
 __all__ = ["BASH_TOOL", "EDITOR_TOOL", "REVIEW_PREFIX", "SUBMIT_TOOL", "ToolExecutor", "default_tools",
@@ -115,9 +121,27 @@ Here is a list of all of your changes:
 </diff>"""
 
 
-def review_message(diff: str) -> str:
-    """The observation of a first ``submit`` under ``review_submit``: the cleanup steps and the diff."""
-    return REVIEW_TEMPLATE.format(diff=diff.rstrip("\n"))
+REVIEW_TRUNCATED = ("\n[... the diff is cut here: {n} more characters. See all of your changes with "
+                    "`git status` (it lists new files) and `git diff` (changes to tracked files) in bash ...]")
+
+
+def review_message(diff: str, max_chars: int | None = None) -> str:
+    """The observation of a first ``submit`` under ``review_submit``: the cleanup steps and the diff.
+
+    With ``max_chars`` the diff is cut so that the message fits, and the message says how much was
+    left out and how to see it (``git status`` and ``git diff`` work inside the sandbox)."""
+    if not isinstance(diff, str):
+        raise InputTypeError("review_message", "diff", "a str (a unified diff)", described(type(diff).__name__))
+    if max_chars is not None:
+        max_chars = check_int("review_message", "max_chars", max_chars, low=1)
+    diff = diff.rstrip("\n")
+    message = REVIEW_TEMPLATE.format(diff=diff)
+    if max_chars is None or len(message) <= max_chars:
+        return message
+    room = max_chars - len(REVIEW_TEMPLATE.format(diff="")) - len(REVIEW_TRUNCATED.format(n=len(diff)))
+    if room <= 0:  # too small a limit for the steps themselves: the head of the message
+        return message[:max_chars]
+    return REVIEW_TEMPLATE.format(diff=diff[:room] + REVIEW_TRUNCATED.format(n=len(diff) - room))
 
 
 def is_review_observation(text) -> bool:
@@ -177,6 +201,18 @@ class ToolExecutor:
     # -- dispatch -------------------------------------------------------------------------------------
 
     def execute(self, call: ToolCall) -> str:
+        """The observation for ``call``: never raises on what the agent asked, never longer than the
+        sandbox's ``max_output_chars``."""
+        return self._fit(self._execute(call))
+
+    def _fit(self, text: str) -> str:
+        limit = getattr(self.sandbox, "max_output_chars", None)
+        if not isinstance(limit, int) or len(text) <= limit:
+            return text
+        note = "\n[... observation truncated ...]"
+        return text[:max(limit - len(note), 0)] + note[:limit]
+
+    def _execute(self, call: ToolCall) -> str:
         if call.error is not None or call.name is None or call.arguments is None:
             why = call.error or "the tool call could not be parsed"
             return (f"Error: {why}. Call one tool per <tool_call> block as a JSON object "
@@ -193,6 +229,10 @@ class ToolExecutor:
             return f"Error: tool {call.name!r} has no implementation in this executor."
         except _ToolInputError as exc:
             return f"Error: {exc}"
+        except SandboxError as exc:  # the sandbox's machinery or a refused patch: the agent can go on
+            return f"Error: {call.name} failed: {self._hide_scratch(str(exc))}"
+        except subprocess.TimeoutExpired as exc:
+            return f"Error: {call.name} failed: a step took longer than {exc.timeout:g} s; try again"
         except (OSError, UnicodeError, ValueError) as exc:
             return f"Error: {call.name} failed: {type(exc).__name__}: {self._hide_scratch(str(exc))}"
 
@@ -215,15 +255,30 @@ class ToolExecutor:
         command = self._arg(args, "command", str)
         if not command.strip():
             raise _ToolInputError("`command` is empty")
+        if "\0" in command:
+            raise _ToolInputError("`command` contains a NUL byte (\\0), which bash cannot take; write it as "
+                                  "printf '\\0' or $'\\x00' where a command needs one. The command did not run")
         result = self.sandbox.run(command)
-        text = result.output
+        text, note = result.output, ""
         if result.timed_out:
-            return text  # the sandbox already appended why it was killed
+            return self._squeeze(text, "")  # the sandbox already appended why it was killed
         if result.memory_exceeded and "[killed:" not in text:
-            text += f"\n[the command ran out of memory (limit {self.sandbox.memory_limit_mb} MB)]"
+            note += f"\n[the command ran out of memory (limit {self.sandbox.memory_limit_mb} MB)]"
         if result.returncode != 0:
-            text += f"\n[exit code {result.returncode}]"
-        return text if text.strip() else "[no output]"
+            note += f"\n[exit code {result.returncode}]"
+        return self._squeeze(text, note) if (text + note).strip() else "[no output]"
+
+    def _squeeze(self, text: str, note: str) -> str:
+        """``text + note`` within ``max_output_chars``, keeping the head and the tail of ``text`` (where
+        errors are) and all of ``note``."""
+        limit = getattr(self.sandbox, "max_output_chars", None)
+        if not isinstance(limit, int) or len(text) + len(note) <= limit:
+            return text + note
+        cut = "\n[... output truncated ...]\n"
+        room = limit - len(note) - len(cut)
+        if room < 2:
+            return (text + note)[-limit:]
+        return text[:room // 2] + cut + text[len(text) - (room - room // 2):] + note
 
     def _submit(self) -> str:
         nested = self.sandbox.nested_repositories() if hasattr(self.sandbox, "nested_repositories") else []
@@ -232,11 +287,15 @@ class ToolExecutor:
             return (f"Error: cannot submit: the repository holds nested git repositories ({names}); their files "
                     "cannot be part of the diff. Remove their .git folders (for example `rm -rf "
                     f"{nested[0]}/.git`) or the folders themselves, then submit again.")
+        try:
+            patch = self.sandbox.diff()
+        except PatchRefused as exc:
+            return f"Error: {self._hide_scratch(str(exc))}"
         if self.review_submit and not self.reviewed:
             self.reviewed = True
-            return review_message(self.sandbox.diff())
+            return review_message(patch, getattr(self.sandbox, "max_output_chars", None))
         self.submitted = True
-        self.patch = self.sandbox.diff()
+        self.patch = patch
         return "Submitted." + ("" if self.patch.strip() else " (no changes were made)")
 
     def _hide_scratch(self, text: str) -> str:
@@ -334,7 +393,8 @@ class ToolExecutor:
         limit = self.sandbox.max_output_chars
         if len(text) <= limit:
             return text
-        return text[:limit] + "\n[... output truncated; use view_range to see a part of the file ...]"
+        note = "\n[... output truncated; use view_range to see a part of the file ...]"
+        return text[:max(limit - len(note), 0)] + note[:limit]
 
     def _view(self, path: Path, view_range) -> str:
         if path.is_dir():

@@ -18,7 +18,7 @@ from icml26.agents.backends import (
 from icml26.agents.loop import run_agent
 from icml26.agents.sandbox import Sandbox
 from icml26.agents.toolcalls import parse_tool_calls
-from icml26.agents.tools import ToolExecutor, default_tools
+from icml26.agents.tools import ToolExecutor, default_tools, review_message
 
 URL = "http://127.0.0.1:9/v1"  # never contacted: every probe fails before a request
 USER = [{"role": "user", "content": "hello"}]
@@ -123,6 +123,11 @@ PROBES = [
     p("sandbox-scratch-parent-missing", lambda: Sandbox(scratch_parent="/no/such/folder"), "scratch_parent"),
     p("sandbox-repo-a-number", lambda: Sandbox(42), "repo"),
     p("sandbox-pids-limit-below-a-shell", lambda: Sandbox(pids_limit=1), "pids_limit"),
+    p("sandbox-max-diff-mb-zero", lambda: Sandbox(max_diff_mb=0), "max_diff_mb"),
+    p("sandbox-max-diff-files-float", lambda: Sandbox(max_diff_files=10.5), "max_diff_files"),
+    p("sandbox-diff-time-limit-nan", lambda: Sandbox(diff_time_limit=math.nan), "diff_time_limit"),
+    p("review-message-max-chars-zero", lambda: review_message("diff", max_chars=0), "max_chars"),
+    p("review-message-diff-bytes", lambda: review_message(b"diff --git a/x b/x"), "diff"),
     p("sandbox-run-timeout-negative", lambda: _box().run("echo hi", timeout=-1), "timeout"),
     p("sandbox-run-timeout-nan", lambda: _box().run("echo hi", timeout=math.nan), "timeout"),
     p("sandbox-run-command-a-list", lambda: _box().run(["echo", "hi"]), "command"),
