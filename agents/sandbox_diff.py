@@ -193,14 +193,23 @@ def _is_file_or_link(root: Path, name: bytes) -> bool:
 
 
 def _check_sizes(sb, names: list[bytes], tracked: int) -> None:
-    sizes = []
-    for name in names:
+    """Refuse past ``max_diff_mb`` (from ``lstat``: nothing is read), or for a tracked file (the first
+    ``tracked`` names) that a command turned into a FIFO, socket or device, which no patch can hold."""
+    sizes, special = [], []
+    for index, name in enumerate(names):
         try:
             info = os.lstat(os.path.join(os.fsencode(sb.root), name))
         except OSError:
             continue  # deleted
         if stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode):
             sizes.append((info.st_size, name))
+        elif index < tracked and not stat.S_ISDIR(info.st_mode):
+            special.append(name.decode("utf-8"))
+    if special:
+        raise PatchRefused(f"cannot make the patch: {', '.join(special[:_SHOWN])} "
+                           f"{'is' if len(special) == 1 else 'are'} no longer a regular file or symlink (a FIFO, "
+                           "socket or device), which a patch cannot hold. Remove it or put a file back, then "
+                           "submit again")
     total = sum(size for size, _ in sizes)
     if total > sb.max_diff_mb * 2**20:
         largest = sorted(sizes, reverse=True)[:_SHOWN]

@@ -169,6 +169,14 @@ def test_a_name_that_is_not_utf8_is_refused_naming_it(box):
     assert submit(executor) == "Submitted." and "cafe.txt" in executor.patch
 
 
+def test_a_tracked_file_turned_fifo_is_refused_and_new_fifos_left_out(box, repo, tmp_path):
+    sh(box, "rm README && mkfifo README && mkfifo new_fifo && echo x >> pkg/data.txt")
+    with pytest.raises(PatchRefused, match="README is no longer a regular file"):
+        box.diff()
+    sh(box, "rm README && echo back > README")
+    assert_round_trip(box, repo, tmp_path, skip={"new_fifo"})
+
+
 @pytest.mark.parametrize("review", [False, True])
 def test_working_tree_encoding_gives_an_observation_and_an_exact_patch(box, repo, tmp_path, review):
     executor = ToolExecutor(box, review_submit=review)
