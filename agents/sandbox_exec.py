@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import collections
 import functools
+import marshal
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -71,7 +73,7 @@ def _launcher_argv(spec: dict) -> list[str]:
 
 #: how much longer than its time limit the launcher lets a command run when the host no longer stops it
 #: (the host ends it at the limit; the launcher's deadline is for a host that was killed, stopped or hung)
-DEADLINE_GRACE_S = 1.0
+DEADLINE_GRACE_S = 0.5
 
 
 @functools.cache
@@ -141,63 +143,29 @@ class ExecutionMixin:
 
     def _run(self, command: str, limit: float, env: dict | None, group) -> ExecResult:
         rlimits = self._rlimits(group is not None and "memory" in group.dirs)
-        # the command travels in a memory file, not in argv (where the kernel caps one argument at 128 KiB):
-        # bash reads it whole from that descriptor, closes it, and runs it as `bash -c` would
-        script_fd = os.memfd_create("icml26-command", 0)
-        status_read = status_write = err_read = err_write = None
-        try:
-            data = command.encode("utf-8", "surrogateescape")
-            view = memoryview(data)
-            while view:
-                view = view[os.write(script_fd, view):]
-            os.lseek(script_fd, 0, os.SEEK_SET)
-            # the launcher starts the command and holds its deadline whether or not it isolates it; the
-            # command's first process joins the cgroup first thing, so every process of the command is inside
-            # (the launcher, which only waits, is not)
-            spec = {"cwd": self.display_root, "rlimits": rlimits, "argv": [self._bash, "-c", _SCRIPT.format(fd=script_fd)],
-                    "cgroup_procs": [] if group is None else group.procs, "isolate": self._mode is not None,
-                    "deadline": limit + DEADLINE_GRACE_S, "script_fd": script_fd, "parent": os.getpid()}
-            if self._mode is not None:
-                spec.update(root=self._root_steps(), userns=self._mode == "user", seccomp=self._seccomp)
-            # the launcher reports on this pipe (closed before the exec, so the command cannot write to it)
-            status_read, status_write = os.pipe()
-            spec["status_fd"] = status_write
-            # what the launcher says goes to a pipe of its own: it points the command's stderr at its
-            # stdout just before the exec, so only the machinery writes here
-            err_read, err_write = os.pipe()
-            argv = _launcher_argv(spec)
-        except BaseException:
-            for fd in (script_fd, status_read, status_write, err_read, err_write):
-                if fd is not None:
-                    os.close(fd)
-            raise
-
+        # the launcher starts the command and holds its deadline whether or not it isolates it; the command's
+        # first process joins the cgroup first thing, so every process of the command is inside (the
+        # launcher, which only waits, is not)
+        spec = {"cwd": self.display_root, "rlimits": rlimits, "cgroup_procs": [] if group is None else group.procs,
+                "isolate": self._mode is not None, "deadline": limit + DEADLINE_GRACE_S, "parent": os.getpid(),
+                "env": self._env(env)}
+        if self._mode is not None:
+            spec.update(root=self._root_steps(), userns=self._mode == "user", seccomp=self._seccomp)
         full_before = self._disk_full()  # a full disk at the start is not this command's doing: it may clean up
         start = time.monotonic()
+        launched = _Launched.start(spec, command, self._bash)
         try:
-            # no preexec_fn, so Python can vfork (a large host forks slowly): the launcher watches this process
-            # itself (spec["parent"])
-            proc = subprocess.Popen(argv, cwd=self.root, env=self._env(env), stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=err_write, start_new_session=True,
-                                    pass_fds=(script_fd, status_write))
-        except BaseException:
-            for fd in (script_fd, status_read, status_write, err_read, err_write):
-                if fd is not None:
-                    os.close(fd)
-            raise
-        for fd in (script_fd, status_write, err_write):
-            if fd is not None:
-                os.close(fd)
-        try:
-            reader = _OutputReader(proc.stdout, self.max_output_chars)
+            reader = _OutputReader(launched.stdout, self.max_output_chars)
             try:
-                hit = self._wait(proc, start + limit, group, watch_disk=not full_before)
+                hit = self._wait(launched, start + limit, group, watch_disk=not full_before)
             finally:
-                if proc.poll() is None or hit:
-                    _kill_group(proc.pid)
+                if not launched.done or hit:
+                    launched.kill()
                 if group is not None:
                     group.kill()  # what is left: daemons in their own sessions
-                proc.wait()
+                launched.finish()
+            if hit is None and launched.ending == "deadline":  # the host was late: the launcher ended it
+                hit = "time"
             if group is not None and hit is None:
                 memory_hit, pids_hit = group.check()
                 hit = "memory" if memory_hit else "pids" if pids_hit else None
@@ -206,62 +174,42 @@ class ExecutionMixin:
             peak = None if group is None else group.peak_memory_bytes()
             reader.join(5.0)
             duration = time.monotonic() - start
-            status, status_read = _read_status(status_read), None  # closes it
-            said, err_read = _read_status(err_read), None
+            status, said = launched.statuses()
         finally:
-            for fd in (status_read, err_read):  # interrupted before they were read
-                if fd is not None:
-                    os.close(fd)
+            launched.close()
         output, truncated = reader.text()
         if status != _launcher.STARTED.strip() and hit is None:
             why = status.replace(_launcher.STARTED.strip(), "").strip() or \
-                f"the isolation machinery exited with {proc.returncode} before the command started: " \
+                f"the isolation machinery exited with {launched.returncode} before the command started: " \
                 f"{(said or output)[-500:]}"
             raise SandboxError(f"the sandbox could not be set up for the command, which did not run: {why}")
         output += _HIT_MESSAGES.get(hit, "").format(time=limit, cpu=self.cpu_time_limit, memory=self.memory_limit_mb,
                                                      pids=self.pids_limit, disk=self.disk_limit_mb)
-        returncode = proc.returncode
+        returncode = launched.returncode
         per_process = self.limits["memory"].scope == "process"
         memory_exceeded = hit == "memory" or (per_process and returncode != 0 and hit is None
                                               and any(m in output for m in _MEMORY_MARKERS))
         return ExecResult(returncode, output, hit in ("time", "cpu"), truncated, duration, memory_exceeded,
                           hit == "pids", hit == "disk", None if peak is None else round(peak / 2**20, 1))
 
-    def _wait(self, proc: subprocess.Popen, deadline: float, group, *, watch_disk: bool) -> str | None:
-        """Wait for ``proc``; the name of the limit that ended it early (``"time"``, ``"cpu"``,
+    def _wait(self, launched: _Launched, deadline: float, group, *, watch_disk: bool) -> str | None:
+        """Wait for the command; the name of the limit that ended it early (``"time"``, ``"cpu"``,
         ``"memory"``, ``"pids"``, ``"disk"``), or None when it exited by itself."""
-        try:
-            pidfd = os.pidfd_open(proc.pid)
-        except (AttributeError, OSError):
-            pidfd = None
-        try:
-            while True:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return None if proc.poll() is not None else "time"
-                step = min(left, 0.1)
-                if pidfd is not None:
-                    select.select([pidfd], [], [], step)
-                    if proc.poll() is not None:
-                        return None
-                else:
-                    try:
-                        proc.wait(timeout=step)
-                        return None
-                    except subprocess.TimeoutExpired:
-                        pass
-                if group is not None:
-                    memory_hit, pids_hit = group.check()
-                    if memory_hit or pids_hit:
-                        return "memory" if memory_hit else "pids"
-                    used = group.cpu_seconds() if self.cpu_time_limit is not None else None
-                    if used is not None and used > self.cpu_time_limit:
-                        return "cpu"
-                if watch_disk and self._disk_full():
-                    return "disk"
-        finally:
-            if pidfd is not None:
-                os.close(pidfd)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None if launched.poll() else "time"
+            if launched.poll(min(left, 0.1)):
+                return None
+            if group is not None:
+                memory_hit, pids_hit = group.check()
+                if memory_hit or pids_hit:
+                    return "memory" if memory_hit else "pids"
+                used = group.cpu_seconds() if self.cpu_time_limit is not None else None
+                if used is not None and used > self.cpu_time_limit:
+                    return "cpu"
+            if watch_disk and self._disk_full():
+                return "disk"
 
     def _disk_full(self) -> bool:
         if not self._space_mounted:
@@ -279,6 +227,179 @@ class ExecutionMixin:
                  ["bind", str(self.git_dir), self._inside_git, _root.RO]]
         shown.sort(key=lambda step: (step[2].count("/"), step[2]))
         return [*_root.system_steps(self.extra_ro_paths, tmp), ["file", "/etc/passwd", passwd, 0o644], *shown]
+
+
+class _Server:
+    """This process's launch server (:func:`icml26.agents.sandbox_launcher.serve`): started once, it forks a
+    warden for each command, which spares each command the start of an interpreter (the largest share of
+    a command's fixed cost). A process that forked gets its own."""
+
+    _lock = threading.Lock()
+    _current: _Server | None = None
+
+    def __init__(self):
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)  # ours is not inherited
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", _launcher.__file__, _launcher.SERVE_FLAG, str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, start_new_session=True, cwd="/", env={"LC_ALL": "C.UTF-8"})
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        self.sock, self.owner = ours, os.getpid()
+
+    @classmethod
+    def send(cls, spec: dict, fds: list[int]) -> None:
+        """Ask the server (started or restarted as needed) to launch ``spec`` with ``fds``."""
+        for attempt in (0, 1):
+            with cls._lock:
+                server = cls._current
+                if server is None or server.owner != os.getpid() or server.proc.poll() is not None:
+                    if server is not None and server.owner == os.getpid():
+                        server.sock.close()
+                    server = cls._current = cls()
+            try:
+                socket.send_fds(server.sock, [marshal.dumps(spec)], fds)
+                return
+            except OSError:
+                if attempt:
+                    raise
+                with cls._lock:
+                    if cls._current is server:
+                        server.sock.close()
+                        server.proc.kill()
+                        cls._current = None
+
+
+class _Launched:
+    """One command as the launcher runs it: the warden's pid (the command's process group), its output,
+    its status pipes and the report pipe the warden closes when it is done (after a line saying how the
+    command ended)."""
+
+    def __init__(self):
+        self.pid: int | None = None
+        self.proc: subprocess.Popen | None = None
+        self.stdout = None
+        self.done = False
+        self.report = b""
+        self._fds: dict[str, int] = {}
+
+    @classmethod
+    def start(cls, spec: dict, command: str, bash: str) -> _Launched:
+        self = cls()
+        theirs = []
+        try:
+            # the command travels in a memory file, not in argv (where the kernel caps one argument at 128 KiB):
+            # bash reads it whole from that descriptor, closes it, and runs it as `bash -c` would
+            script = os.memfd_create("icml26-command", 0)
+            theirs.append(script)
+            data = memoryview(command.encode("utf-8", "surrogateescape"))
+            while data:
+                data = data[os.write(script, data):]
+            os.lseek(script, 0, os.SEEK_SET)
+            # stdout: the command's output; stderr: what the launcher says (it points the command's stderr at
+            # stdout just before the exec); status: "started" (closed before the exec); report: how it ended
+            for name in ("stdout", "stderr", "status", "report"):
+                read, write = os.pipe()
+                self._fds[name] = read
+                theirs.append(write)
+            script_w, out_w, err_w, status_w, report_w = theirs
+            served = True
+            try:
+                _Server.send({**spec, "argv": [bash, "-c", _SCRIPT.format(fd=3)]},
+                             [out_w, err_w, script_w, status_w, report_w])
+            except OSError:
+                served = False  # no server: the launcher is started for this command alone
+            if not served:
+                direct = {**spec, "argv": [bash, "-c", _SCRIPT.format(fd=script_w)], "script_fd": script_w,
+                          "status_fd": status_w, "report_fd": report_w}
+                env = direct.pop("env")
+                self.proc = subprocess.Popen(_launcher_argv(direct), cwd="/", env=env, stdin=subprocess.DEVNULL,
+                                             stdout=out_w, stderr=err_w, start_new_session=True,
+                                             pass_fds=(script_w, status_w, report_w))
+                self.pid = self.proc.pid
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            for fd in theirs:
+                os.close(fd)
+        self.stdout = os.fdopen(self._fds.pop("stdout"), "rb", buffering=0)
+        if self.pid is None:  # served: the warden says its pid first
+            self._read_pid()
+        return self
+
+    def _read_pid(self) -> None:
+        deadline = time.monotonic() + 30
+        while b"\n" not in self.report:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self._fds["report"]], [], [], left)[0]:
+                raise SandboxError("the sandbox's launch server did not start the command within 30 s")
+            chunk = os.read(self._fds["report"], 4096)
+            if not chunk:
+                self.done = True
+                break
+            self.report += chunk
+        first, _, self.report = self.report.partition(b"\n")
+        if not first.startswith(b"pid "):
+            raise SandboxError(f"the sandbox's launch server failed: {first.decode(errors='replace')!r}")
+        self.pid = int(first.split()[1])
+
+    def poll(self, timeout: float = 0.0) -> bool:
+        """Whether the warden is done (its report pipe closed), waiting up to ``timeout`` seconds."""
+        if self.done:
+            return True
+        fd = self._fds["report"]
+        if select.select([fd], [], [], timeout)[0]:
+            chunk = os.read(fd, 4096)
+            if chunk:
+                self.report += chunk
+                return self.poll(0.0)
+            self.done = True
+        return self.done
+
+    def kill(self) -> None:
+        _kill_group(self.pid)
+
+    def finish(self) -> None:
+        """Wait for the warden to be done (it is being killed, or has ended)."""
+        while not self.poll(1.0):
+            self.kill()
+        if self.proc is not None:
+            self.proc.wait()
+
+    @property
+    def returncode(self) -> int:
+        """The command's exit status (negative: the signal that ended it), as ``subprocess`` reports one."""
+        kind, _, value = self.ending.partition(" ")
+        if kind == "exit" and value.isdigit():
+            return int(value)
+        if kind == "signal" and value.isdigit():
+            return -int(value)
+        if self.proc is not None and self.proc.returncode is not None and not kind:
+            return self.proc.returncode  # a launcher that failed before it could say anything
+        return -signal.SIGKILL  # ended by the host or by the launcher's deadline
+
+    @property
+    def ending(self) -> str:
+        """The warden's last line: ``exit N``, ``signal N``, ``deadline`` (it ended the command), or ``""``."""
+        return self.report.decode(errors="replace").strip().rpartition("\n")[2]
+
+    def statuses(self) -> tuple[str, str]:
+        """What the launcher wrote on its status pipe and on its own stderr (both then closed)."""
+        status, said = _read_status(self._fds.pop("status")), _read_status(self._fds.pop("stderr"))
+        return status, said
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._fds.clear()
 
 
 _HIT_MESSAGES = {"time": "\n[killed: the command exceeded its time limit of {time:g} s]",

@@ -31,6 +31,7 @@ import os
 import sys
 
 LAUNCH_FLAG = "--icml26-sandbox-launch"
+SERVE_FLAG = "--icml26-sandbox-serve"
 #: exit status of the launcher when the isolation could not be set up (the command never started)
 SETUP_FAILED = 125
 #: written on the status pipe just before the command is executed
@@ -117,13 +118,17 @@ def launch(spec: dict) -> None:
     # the host's life: a pidfd that turns readable when it dies, so the warden can end the command first
     # (a parent-death signal would kill the warden before it could; it is the fallback without pidfds).
     # A host that died before the watch began is gone already.
-    host, host_fd = spec.get("parent"), None
+    host, host_fd, served = spec.get("parent"), None, spec.get("served", False)
     if host is not None:
         try:
             host_fd = os.pidfd_open(host)
+        except ProcessLookupError:
+            os._exit(SETUP_FAILED)
         except (AttributeError, OSError):
+            if served:  # started by the server, not by the host: no parent-death signal can stand in
+                raise OSError("cannot watch the host without pidfd_open") from None
             _prctl(libc, _PR_SET_PDEATHSIG, 9)
-        if os.getppid() != host:
+        if not served and os.getppid() != host:
             os._exit(SETUP_FAILED)
     status = spec.get("status_fd")
     isolate = spec.get("isolate", True)
@@ -173,10 +178,21 @@ def launch(spec: dict) -> None:
         if code is None and (left <= 0 or host_fd in ready):  # past the deadline, or the host is gone
             _end(pid, spec, isolate)
     signum = os.WTERMSIG(code) if os.WIFSIGNALED(code) else 0
-    if signum:
+    _report(spec, f"signal {signum}" if signum else f"exit {os.WEXITSTATUS(code)}")
+    if signum and not served:
         libc.signal(signum, ctypes.c_void_p(0))  # SIG_DFL: Python ignores SIGPIPE, for one
         os.kill(os.getpid(), signum)
     os._exit(_exit_code(code))
+
+
+def _report(spec: dict, line: str) -> None:
+    """Tell the host (on ``spec["report_fd"]``, when there is one) how the command ended."""
+    fd = spec.get("report_fd")
+    if fd is not None:
+        try:
+            os.write(fd, (line + "\n").encode())
+        except OSError:
+            pass
 
 
 def _end(pid: int, spec: dict, isolate: bool) -> None:
@@ -197,6 +213,7 @@ def _end(pid: int, spec: dict, isolate: bool) -> None:
                 os.kill(int(other), 9)
             except (ProcessLookupError, PermissionError, ValueError):
                 pass
+    _report(spec, "deadline")
     if not isolate:
         os.killpg(0, 9)
     os._exit(137)
@@ -249,13 +266,15 @@ def _command(spec: dict, libc) -> None:
 
 
 def _exec(spec: dict) -> None:
+    if spec.get("report_fd") is not None:
+        os.close(spec["report_fd"])  # the warden's alone
     status = spec.get("status_fd")
     if status is not None:
         os.write(status, STARTED.encode())
         os.close(status)  # the command cannot use it
     os.dup2(1, 2)  # the command's stderr joins its stdout; the launcher's own went to the machinery's pipe
     try:
-        os.execvpe(spec["argv"][0], spec["argv"], os.environ)
+        os.execvpe(spec["argv"][0], spec["argv"], spec.get("env", os.environ))
     except OSError as exc:
         raise OSError(exc.errno, f"cannot execute {spec['argv'][0]}: {exc.strerror}") from None
 
@@ -402,6 +421,76 @@ def _loopback_up() -> None:
     except OSError:
         pass
 
+
+#: the descriptors a served warden gets, in this order, and where it puts them
+SERVED_FDS = ("stdout", "stderr", "script_fd", "status_fd", "report_fd")
+_SERVED_AT = (1, 2, 3, 4, 5)
+
+
+def serve(sock_fd: int) -> None:
+    """The launch server: one per host process, started once, so that a command costs a ``fork`` of this
+    small process rather than the start of a new interpreter. It reads requests from the host on a
+    ``SOCK_SEQPACKET`` socket (``sock_fd``): a marshalled spec and, as ``SCM_RIGHTS``, the descriptors of
+    :data:`SERVED_FDS`; for each it forks a warden that runs :func:`launch` (which watches the host itself).
+    It exits when the host closes the socket (the host died, or closed it)."""
+    import signal
+    import socket
+
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the wardens
+    sock = socket.socket(fileno=sock_fd)
+    while True:
+        try:
+            message, fds, _, _ = socket.recv_fds(sock, 1 << 22, len(SERVED_FDS))
+        except InterruptedError:
+            continue
+        except OSError:
+            break
+        if not message:
+            break
+        if len(fds) != len(SERVED_FDS):
+            for fd in fds:
+                os.close(fd)
+            continue
+        if os.fork() == 0:
+            status = None
+            try:
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the warden waits for its child
+                sock.close()
+                os.setsid()  # the host ends a warden and its command by this process group
+                _arrange(fds)
+                spec = marshal.loads(message)
+                spec.update(script_fd=3, status_fd=4, report_fd=5, served=True)
+                status = 4
+                os.write(5, f"pid {os.getpid()}\n".encode())
+                launch(spec)
+            except BaseException as exc:  # noqa: BLE001 - reported to the host, which decides
+                _report_failure(exc, status)
+                _report({"report_fd": 5}, f"exit {SETUP_FAILED}")
+            os._exit(SETUP_FAILED)
+        for fd in fds:
+            os.close(fd)
+    os._exit(0)
+
+
+def _arrange(fds: list[int]) -> None:
+    """Put ``fds`` at descriptors 1 to 5 (see :data:`SERVED_FDS`) and close every other one but 0."""
+    import fcntl
+
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 64) for fd in fds]
+    keep = set(_SERVED_AT) | {0}
+    for fd in os.listdir("/proc/self/fd"):
+        if int(fd) not in keep and int(fd) not in high:
+            try:
+                os.close(int(fd))
+            except OSError:
+                pass
+    for fd, target in zip(high, _SERVED_AT):
+        os.dup2(fd, target)
+        os.close(fd)
+
+
+if __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[1] == SERVE_FLAG:
+    serve(int(sys.argv[2]))
 
 if __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[1] == LAUNCH_FLAG:
     try:

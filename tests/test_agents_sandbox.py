@@ -492,12 +492,27 @@ def test_cpu_time_limit_ends_the_command(repo):
 
 @needs_isolation
 def test_a_failing_unshare_is_a_sandbox_error(box, monkeypatch):
+    """Without the launch server (it cannot start) the launcher runs for the command alone; a launcher
+    that fails before the command starts is a SandboxError with what it said."""
     from icml26.agents import sandbox_exec
 
+    def no_server(*args):
+        raise OSError("no server here")
+
+    monkeypatch.setattr(sandbox_exec._Server, "send", no_server)
+    assert box.run("echo ran").output == "ran\n"  # the fallback works
     monkeypatch.setattr(sandbox_exec, "_launcher_argv",
                         lambda spec: ["/bin/sh", "-c", "echo 'unshare: fork failed: no room' >&2; exit 1"])
     with pytest.raises(SandboxError, match="did not run.*exited with 1 before the command started.*no room"):
         box.run("echo ran")
+
+
+@needs_isolation
+def test_a_root_that_cannot_be_built_is_a_sandbox_error(box, monkeypatch):
+    monkeypatch.setattr(box, "_root_steps", lambda: [["no-such-step", "/x"]])
+    with pytest.raises(SandboxError, match="did not run.*unknown root step 'no-such-step'"):
+        box.run("touch ran")
+    assert not (box.root / "ran").exists()
 
 
 def test_nested_repositories_diff_reset_and_submit(box):
