@@ -2,8 +2,8 @@
 
 A :class:`Sandbox` copies a git repository (its tracked and untracked, non-ignored files, as in the
 working tree) into a scratch folder, commits it as the *base*, and runs commands there. Each
-command gets, from util-linux's ``unshare`` and a small launcher
-(:mod:`icml26.agents.sandbox_launcher`, standard library only, executed as a script):
+command gets, from a small launcher (:mod:`icml26.agents.sandbox_launcher`, standard library only; a
+launch server per process forks one for each command):
 
 * **its own root** (:mod:`icml26.agents.sandbox_root`): a new root file system built from nothing and
   entered with ``pivot_root``. It
@@ -17,10 +17,14 @@ command gets, from util-linux's ``unshare`` and a small launcher
   ``urandom``, ``tty``, a private ``pts`` and the ``fd`` links; a fresh read-only ``/proc``. Every
   mount is ``nosuid,nodev`` (device nodes aside), and ``noexec`` where nothing runs from it
   (``/etc``, ``/dev``, ``/proc``, the git metadata). Nothing else of the host is there: no
-  ``/home``, ``/run``, ``/var``, ``/mnt``, ``/srv``, ``/sys``, host ``/tmp``, other checkouts;
+  ``/home``, ``/run``, ``/var``, ``/mnt``, ``/srv``, ``/sys``, host ``/tmp``, other checkouts; the key
+  lists and kernel internals of ``/proc`` are masked;
 * **namespaces**: new mount, network (loopback only: no host sockets, TCP, UDP or abstract unix),
   PID (killing its first process ends every descendant, daemons included), IPC and UTS
   namespaces;
+* **the kernel's shared parts** (:mod:`icml26.agents.sandbox_seccomp`): a seccomp filter refuses vsock
+  sockets, kernel keyrings, io_uring, userfaultfd, bpf, perf events, kexec and new user namespaces, and
+  each command joins a fresh session keyring;
 * **privileges**: all capabilities dropped (bounding set included) and ``no_new_privs`` set; the git
   metadata lives outside the copy and is read-only to commands, so a command cannot plant hooks or
   config (``core.fsmonitor``...) that the host's own git would run;
@@ -28,14 +32,18 @@ command gets, from util-linux's ``unshare`` and a small launcher
   memory of all processes together, number of processes and CPU time through a cgroup per command
   (v2, or v1 where only that is writable), falling back to per-process rlimits with a warning; the
   scratch copy and home on a size-capped tmpfs (needs root; their writes count as the command's
-  memory); wall time; open files and file size per process;
+  memory); wall time, which the launcher also holds by itself (a killed, stopped or hung host cannot
+  leave a command running past its deadline, and a dead host's command is ended at once); open files
+  and file size per process. Each new sandbox reaps the cgroups and mounts of owners that died;
 * **output**: stdout and stderr interleaved, read as a stream and truncated (head and tail kept).
 
 The host side (:meth:`Sandbox.diff`, :meth:`Sandbox.reset`, ``Sandbox.root``) keeps using the real
-path. Namespaces need root, or unprivileged user namespaces (``--map-root-user``); whether they work
+path. Namespaces need root, or unprivileged user namespaces (a user namespace maps the caller to root),
+and the filter needs libseccomp (``pyseccomp`` and the system's ``libseccomp.so.2``); whether they work
 is probed once per process when a sandbox is built; when they do not, :class:`SandboxError` says
 why, unless ``allow_unisolated=True``, which runs commands as plain subprocesses with only the
-limits (and a warning).
+limits (and a warning). A command is sent to bash in a memory file, not in argv: it may be of any
+size, but not hold a NUL byte.
 
 This module builds the sandbox (the checks of its arguments, the scratch copy, its limits) and holds
 its git views and :meth:`Sandbox.run`; how a command runs (the isolation probe, launching it, waiting
@@ -61,6 +69,7 @@ from icml26.validation import check_finite, check_int
 from . import sandbox_diff as _diff
 from . import sandbox_launcher as _launcher
 from . import sandbox_limits as _limits
+from . import sandbox_seccomp as _seccomp
 from .sandbox_diff import PatchRefused
 from .sandbox_exec import (
     DEFAULT_DISPLAY_ROOT,
@@ -129,6 +138,28 @@ def _check_display_root(value) -> str | None:
         raise input_error("Sandbox", "display_root", f"a path under a top-level folder of its own, like "
                           f"{DEFAULT_DISPLAY_ROOT!r}, not inside the system folder /{parts[0]}", text)
     return "/" + "/".join(parts)
+
+
+def _refuse_special_files(paths) -> None:
+    """Refuse ``extra_ro_paths`` holding sockets or FIFOs: a read-only bind does not stop ``connect()``
+    on a socket nor a write to a FIFO, so through one a command could reach a host process."""
+    for top in map(os.fspath, paths):
+        found = []
+        entries = [top] if not os.path.isdir(top) else []
+        for current, dirs, files in os.walk(top) if os.path.isdir(top) else ():
+            entries.extend(os.path.join(current, name) for name in files + dirs)
+        for path in entries:
+            try:
+                mode = os.lstat(path).st_mode
+            except OSError:
+                continue
+            if stat.S_ISSOCK(mode) or stat.S_ISFIFO(mode):
+                found.append(f"{os.path.relpath(path, top)} ({'a socket' if stat.S_ISSOCK(mode) else 'a FIFO'})")
+        if found:
+            shown = ", ".join(sorted(found)[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+            raise input_error("Sandbox", "extra_ro_paths", "folders without sockets or FIFOs (a read-only view does "
+                              "not stop a command from connecting to a socket or writing to a FIFO of the host)",
+                              described(f"{shown} in {top}"))
 
 
 def _hides(display_root: str, needed: dict[str, str]) -> None:
@@ -227,6 +258,7 @@ class Sandbox(ExecutionMixin):
         if isinstance(extra_ro_paths, (str, os.PathLike)) or not all(
                 isinstance(p, (str, os.PathLike)) and os.path.isabs(p) and os.path.exists(p) for p in extra_ro_paths):
             raise input_error("Sandbox", "extra_ro_paths", "a list of absolute paths that exist", extra_ro_paths)
+        _refuse_special_files(extra_ro_paths)
         fixed = _check_display_root(display_root)
         if fixed is not None:
             _hides(fixed, {"this Python": os.path.dirname(sys.executable), "its prefix": sys.prefix,
@@ -247,10 +279,10 @@ class Sandbox(ExecutionMixin):
         self.extra_ro_paths = tuple(os.path.abspath(p) for p in extra_ro_paths)
         self._bash = shutil.which("bash") or "/bin/sh"
 
-        self._unshare: tuple[str, ...] | None = None
+        self._mode: str | None = None
         if isolation != "none":
-            self._unshare, reason = isolation_support()
-            if self._unshare is None:
+            self._mode, reason = isolation_support()
+            if self._mode is None:
                 if isolation == "namespaces" or not allow_unisolated:
                     raise SandboxError(
                         "cannot isolate sandboxed commands (new network, mount and PID namespaces and a new root "
@@ -259,7 +291,8 @@ class Sandbox(ExecutionMixin):
                 shown = "" if fixed is None else f" (and at the scratch path, not at {fixed})"
                 warnings.warn(f"sandbox runs commands WITHOUT network or filesystem isolation{shown}: {reason}",
                               RuntimeWarning, stacklevel=2)
-        self.isolated = self._unshare is not None
+        self.isolated = self._mode is not None
+        self._seccomp = _seccomp.filter_program()[0] if self.isolated else None
         self._fixed = self.isolated and fixed is not None
 
         source = None
@@ -274,6 +307,12 @@ class Sandbox(ExecutionMixin):
             source = Path(probe.stdout.decode().strip())
         self.source = source
 
+        # what killed owners left behind: their commands' cgroups (and what still runs in them) and their
+        # size-capped mounts
+        self._cgroups = _limits.cgroup_support()
+        _limits.reap_dead_cgroups(self._cgroups)
+        if os.geteuid() == 0:
+            _limits.reap_stale()
         self._dir = Path(tempfile.mkdtemp(prefix="icml26-sandbox-", dir=scratch_parent)).resolve()
         self._space_mounted = False
         self._closed = True
@@ -304,7 +343,6 @@ class Sandbox(ExecutionMixin):
             _rmtree(self._dir)
             raise
         self._closed = False
-        self._cgroups = _limits.cgroup_support()
         self.limits = self._describe_limits(disk_note)
         weak = [name for name in ("memory", "pids", "disk") if getattr(self, _LIMIT_ATTR[name]) is not None
                 and self.limits[name].scope != "command"]
@@ -320,7 +358,6 @@ class Sandbox(ExecutionMixin):
             return "no disk limit was asked"
         if os.geteuid() != 0:
             return "a size-capped tmpfs for the scratch copy needs root"
-        _limits.reap_stale_once()
         (self._dir / "owner").write_text(_limits.owner_stamp(os.getpid()))  # before the mount: see _reap_stale
         try:
             _launcher.mount("tmpfs", str(space), "tmpfs", _launcher.MS_NOSUID | _launcher.MS_NODEV,
@@ -458,6 +495,9 @@ class Sandbox(ExecutionMixin):
         (a failure of the isolation machinery, after which the command did not run, is a SandboxError)."""
         if not isinstance(command, str):
             raise InputTypeError("Sandbox.run", "command", "a bash command (a str)", described(type(command).__name__))
+        if "\0" in command:
+            raise input_error("Sandbox.run", "command", "a bash command without NUL bytes (bash cannot run one)",
+                              described(f"a command with a NUL byte at character {command.index(chr(0))}"))
         # a time-out of 0 or less would start the command only to report it timed out
         limit = self.time_limit if timeout is None else check_finite("Sandbox.run", "timeout", timeout, positive=True)
         if env is not None and (not isinstance(env, dict) or not all(isinstance(k, str) and k and "=" not in k

@@ -106,7 +106,7 @@ class Server(threading.Thread):
                     conn.close()
                 else:
                     self.hits.append(self.sock.recvfrom(4096))
-            except (socket.timeout, OSError):
+            except (TimeoutError, OSError):
                 continue
 
     def probe_from_host(self):
