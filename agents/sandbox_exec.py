@@ -232,7 +232,9 @@ class ExecutionMixin:
 class _Server:
     """This process's launch server (:func:`icml26.agents.sandbox_launcher.serve`): started once, it forks a
     warden for each command, which spares each command the start of an interpreter (the largest share of
-    a command's fixed cost). A process that forked gets its own."""
+    a command's fixed cost). A process that forked gets its own. ``ICML26_SANDBOX_SERVER=0`` in the
+    environment turns it off: the launcher then starts for each command alone (the cost before the
+    server; the benchmark compares the two)."""
 
     _lock = threading.Lock()
     _current: _Server | None = None
@@ -307,8 +309,10 @@ class _Launched:
                 self._fds[name] = read
                 theirs.append(write)
             script_w, out_w, err_w, status_w, report_w = theirs
-            served = True
+            served = os.environ.get("ICML26_SANDBOX_SERVER", "1") != "0"
             try:
+                if not served:
+                    raise OSError("the launch server is off (ICML26_SANDBOX_SERVER=0)")
                 _Server.send({**spec, "argv": [bash, "-c", _SCRIPT.format(fd=3)]},
                              [out_w, err_w, script_w, status_w, report_w])
             except OSError:

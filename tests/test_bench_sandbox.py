@@ -17,5 +17,7 @@ def test_sandbox_benchmark_times_commands_and_set_up(tmp_path, monkeypatch):
         assert row["run_true_median_ms"] > 0 and row["commands_per_s"] > 0 and row["setup_median_ms"] > 0
         assert row["run_true_min_ms"] <= row["run_true_median_ms"] <= row["run_true_p90_ms"]
     if "isolated" in rows:
-        (claim,) = result["claims"]
-        assert claim["measured"] == rows["isolated"]["run_true_median_ms"]
+        assert "isolated_launcher_per_command" in rows
+        fixed, served = result["claims"]
+        assert fixed["measured"] == served["measured"] == rows["isolated"]["run_true_median_ms"]
+        assert served["reference"] == rows["isolated_launcher_per_command"]["run_true_median_ms"]
