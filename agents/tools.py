@@ -99,9 +99,9 @@ SUBMIT_TOOL: dict = {
 
 # SWE-agent's ``review_on_submit_m`` step: the first ``submit`` shows the diff and asks for a cleanup;
 # the second one submits. Step 3 names `git show HEAD:<path> > <path>` rather than SWE-agent's
-# `git checkout -- <path>`: the sandbox's git metadata is read-only to commands (no index writes),
-# and the diff above it is taken by staging every change, which `git checkout --` would restore. Every review observation starts with REVIEW_PREFIX, which is how the
-# export filters recognise it (SERA leaves it out of the average tool-response length).
+# `git checkout -- <path>`: the sandbox's git metadata is read-only to commands (no index writes).
+# Every review observation starts with REVIEW_PREFIX, which is how the export filters recognise it
+# (SERA leaves it out of the average tool-response length).
 REVIEW_PREFIX = "Thank you for your work on this issue."
 REVIEW_TEMPLATE = REVIEW_PREFIX + """ Please carefully follow the steps below to help review your changes.
 
