@@ -4,7 +4,7 @@ The top level holds the light core only (no torch import): claims and results, t
 and benchmark registry, the run configuration and the seeding utility.
 """
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 from .errors import InputError  # noqa: E402
 from .registry import benchmark, experiment  # noqa: E402
