@@ -715,3 +715,29 @@ def test_a_command_dies_with_a_run_that_is_sigkilled(repo, tmp_path, isolation):
     run = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE)
     command = f"7{marker}"
     assert survivors_of_sigkill(run, lambda: _processes_with(command) if started.exists() else []) == []
+
+
+def test_without_libseccomp_isolation_is_refused_with_the_reason(monkeypatch):
+    """No binding (or no libseccomp): the filter cannot be built, so isolation is refused, saying what to
+    install, and Sandbox() says why unless unisolated commands are accepted."""
+    import sys
+
+    from icml26.agents import sandbox as sandbox_module
+    from icml26.agents import sandbox_exec, sandbox_seccomp
+
+    monkeypatch.setitem(sys.modules, "pyseccomp", None)  # import pyseccomp -> ImportError
+    sandbox_seccomp.filter_program.cache_clear()
+    sandbox_exec.isolation_support.cache_clear()
+    try:
+        program, reason = sandbox_seccomp.filter_program()
+        assert program is None and "pip install pyseccomp" in reason
+        mode, why = sandbox_exec.isolation_support()
+        assert mode is None and "pyseccomp" in why
+        monkeypatch.setattr(sandbox_module, "isolation_support", sandbox_exec.isolation_support)
+        with pytest.raises(SandboxError, match="cannot isolate sandboxed commands.*pyseccomp"):
+            Sandbox()
+    finally:
+        monkeypatch.undo()
+        sandbox_seccomp.filter_program.cache_clear()
+        sandbox_exec.isolation_support.cache_clear()
+    assert sandbox_seccomp.filter_program()[0] is not None or _PREFIX is None
