@@ -179,6 +179,34 @@ def test_gain_is_non_increasing_in_the_radius_and_matches_the_discounted_limit(m
     assert np.allclose(mdp.bellman(solution.Q) - solution.Q, solution.gain, atol=1e-8)  # T(Q*) = Q* + g*
 
 
+@pytest.mark.parametrize("U", [rl.KLBall(0.2), rl.ChiSquareBall(0.3), rl.LpBall(0.02, 2), rl.Contamination(0.1)],
+                         ids=repr)
+def test_evaluate_many_is_evaluate_batched(U):
+    mdp = rl.garnet(6, 3, U, seed=4)
+    policies = np.random.default_rng(0).integers(0, 3, (12, 6))
+    many = mdp.evaluate_many(policies)
+    assert many.shape == (12,) and np.allclose(many, [mdp.evaluate(p) for p in policies], atol=1e-9)
+    optimal = mdp.solve()
+    assert mdp.evaluate_many(optimal.policy[None])[0] == pytest.approx(optimal.gain, abs=1e-8)
+    assert (many <= optimal.gain + 1e-8).all() and many.std() > 0  # no policy beats g*, and they differ
+    assert mdp.evaluate_many(policies[:0]).shape == (0,)
+
+
+def test_evaluate_many_at_radius_zero_is_the_stationary_gain_of_every_policy():
+    import itertools
+
+    mdp = rl.garnet(5, 2, seed=1)  # the nominal model: g(pi) = mu_pi . r_pi, mu_pi the stationary distribution
+    policies = np.array(list(itertools.product(range(2), repeat=5)))
+    states = np.arange(5)
+    expected = []
+    for policy in policies:
+        P_pi = mdp.P[states, policy]
+        system = np.vstack([P_pi.T - np.eye(5), np.ones((1, 5))])
+        mu = np.linalg.lstsq(system, np.append(np.zeros(5), 1.0), rcond=None)[0]
+        expected.append(mu @ mdp.r[states, policy])
+    assert np.allclose(mdp.evaluate_many(policies), expected, atol=1e-9)
+
+
 def test_optimality_certificate_on_random_instances():
     rng = np.random.default_rng(6)
     makers = [lambda: rl.KLBall(rng.uniform(0.01, 0.3)), lambda: rl.ChiSquareBall(rng.uniform(0.01, 0.3)),
@@ -390,7 +418,7 @@ def test_reduced_experiment_end_to_end(monkeypatch, tmp_path):
 
     small = dataclasses.replace(rhi.SETTINGS["quick"], halpern_iters=100, estimator_instances=3,
                                 estimator_reps=20_000, figure_budgets=(16,), orders=(1, 2), garnet=(6, 2),
-                                rhi_epsilons=(0.4, 0.2), rhi_seeds=2)
+                                rhi_epsilons=(0.4, 0.2), rhi_seeds=2, random_policies=40)
     closed = []
     with listening(lambda tracker, event: closed.append((tracker.name, tracker.n)) if event == "close" else None):
         result = rhi.run_experiment(RunConfig(mode="quick", seeds=(0,), out_dir=tmp_path), small)
@@ -401,6 +429,17 @@ def test_reduced_experiment_end_to_end(monkeypatch, tmp_path):
                 or "model-free RHI" in statement or "MLMC |bias| < plug-in" in statement:
             assert claim.holds, (statement, claim.measured, claim.reference)
     assert set(result.figures) == {"residual_vs_k", "bias_vs_budget", "samples_vs_inverse_epsilon"}
+    # success is claimed only at eps <= 0.2, each beside the chance that random policies would pass it; the table
+    # reports the random-policy pass rate at every eps
+    success = [c for c in claims if "model-free RHI" in c]
+    assert len(success) == 2 and all("eps = 0.2" in c for c in success)
+    baseline = [c for c in claims if "the baseline fails" in c]
+    assert len(baseline) == 2 and all(0 <= claims[c].measured <= 1 for c in baseline)
+    rows = result.tables["model-free RHI"]
+    assert [r["claimed"] for r in rows] == ["no", "yes", "no", "yes"]
+    for low, high in zip(rows[1::2], rows[::2]):  # eps = 0.2 then 0.4 of one set: more random policies pass at 0.4
+        assert 0 <= low["random-policy pass rate"] <= high["random-policy pass rate"] <= 1
+    assert result.metrics["KL_random_pass_rate_eps0.4"] == rows[0]["random-policy pass rate"]
     assert result.metrics["rhi_samples_per_second"] > 0
 
     # Two seeds: every claim on the median over seeds, each seed's verdict in a table, and the seeds differ.
@@ -412,6 +451,16 @@ def test_reduced_experiment_end_to_end(monkeypatch, tmp_path):
     by_seed = {(r["claim"], r["seed"]): r["measured"] for r in rows}
     bias = [c.statement for c in result.claims if "MLMC |bias| < plug-in" in c.statement][0]
     assert by_seed[(bias, 0)] == claims[bias].measured and by_seed[(bias, 1)] != by_seed[(bias, 0)]
+
+
+def test_chance_that_random_policies_pass_a_success_claim():
+    from icml26.eval.experiments.rhi import chance_to_pass
+
+    p = 0.3
+    assert chance_to_pass(p, 5, 0.9) == pytest.approx(p ** 5)  # 90% of 5 seeds: all 5
+    assert chance_to_pass(p, 10, 0.9) == pytest.approx(p ** 10 + 10 * p ** 9 * (1 - p))  # 9 or 10 of 10
+    assert chance_to_pass(0.0, 10, 0.9) == 0 and chance_to_pass(1.0, 10, 0.9) == pytest.approx(1)
+    assert chance_to_pass(p, 10, 0.0) == pytest.approx(1)
 
 
 def test_inner_seeds_of_neighbouring_experiment_seeds_do_not_overlap():
