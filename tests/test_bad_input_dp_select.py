@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from icml26.eval.tasks.dp_select import audit_instance, draw_problem, make_class
+from icml26.eval.tasks.dp_select import audit_instance, draw_problem, make_class, rate_instance
 from icml26.training.dp_select import (
     BKSWSelector,
     ForgottenFactorMDE,
@@ -32,6 +32,7 @@ from icml26.training.dp_select import (
     mde_distances,
     neighbours,
     sample,
+    sample_complexity,
     scheffe_table,
     tv,
 )
@@ -142,6 +143,30 @@ PROBES = [
     Probe("draw-problem-s-zero", lambda: draw_problem(cover(), "realizable", 0, 0), "s"),
     Probe("draw-problem-cover-not-pmfs", lambda: draw_problem(H * 2, "realizable", 10, 0), "cover"),
     Probe("audit-instance-n-zero", lambda: audit_instance(0, n=0), "n"),
+    Probe("strong-set-k-negative", fit(StrongSetEM(k=-1)), "k"),
+    # the rate study
+    Probe("sample-complexity-selector-a-class", lambda: sample_complexity(PrivateMDE, H, 0.1), "selector"),
+    Probe("sample-complexity-selector-epsilon-negative", lambda: sample_complexity(PrivateMDE(-1.0), H, 0.1),
+          "epsilon"),
+    Probe("sample-complexity-cover-rows-not-summing", lambda: sample_complexity(PrivateMDE(), H * 2, 0.1), "cover"),
+    Probe("sample-complexity-alpha-zero", lambda: sample_complexity(PrivateMDE(), H, 0.0), "alpha"),
+    Probe("sample-complexity-alpha-nan", lambda: sample_complexity(PrivateMDE(), H, float("nan")), "alpha"),
+    Probe("sample-complexity-alpha-above-one", lambda: sample_complexity(PrivateMDE(), H, 1.5), "alpha"),
+    Probe("sample-complexity-runs-zero", lambda: sample_complexity(PrivateMDE(), H, 0.1, runs=0), "runs"),
+    Probe("sample-complexity-s-min-zero", lambda: sample_complexity(PrivateMDE(), H, 0.1, s_min=0), "s_min"),
+    Probe("sample-complexity-s-max-below-s-min", lambda: sample_complexity(PrivateMDE(), H, 0.1, s_min=64, s_max=32),
+          "s_max"),
+    Probe("sample-complexity-steps-float", lambda: sample_complexity(PrivateMDE(), H, 0.1, steps_per_doubling=0.25),
+          "steps_per_doubling"),
+    Probe("sample-complexity-truths-index-out-of-range", lambda: sample_complexity(
+        PrivateMDE(), H, 0.1, runs=2, truths=np.array([0, 6])), "truths"),
+    Probe("sample-complexity-truths-wrong-count", lambda: sample_complexity(
+        PrivateMDE(), H, 0.1, runs=3, truths=np.array([0, 1])), "truths"),
+    Probe("sample-complexity-truths-not-pmfs", lambda: sample_complexity(PrivateMDE(), H, 0.1, runs=6, truths=H * 2),
+          "truths"),
+    Probe("sample-complexity-seed-negative", lambda: sample_complexity(PrivateMDE(), H, 0.1, seed=-1), "seed"),
+    Probe("rate-instance-name-unknown", lambda: rate_instance("poisson", 16, 5), "name"),
+    Probe("rate-instance-runs-zero", lambda: rate_instance("gaussian", 16, 0), "runs"),
 ]
 
 

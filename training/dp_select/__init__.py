@@ -18,6 +18,7 @@ from icml26.training.dp_select.noise import (
     gumbel_max_draws,
     lazy_exponential_mechanism,
 )
+from icml26.training.dp_select.rates import SampleComplexity, sample_complexity
 from icml26.training.dp_select.selection import (
     BKSWSelector,
     HypothesisClass,
@@ -36,9 +37,10 @@ from icml26.training.dp_select.strong import MAX_STAGE1_OUTCOMES, StrongSetEM
 
 __all__ = [
     "AuditResult", "BACKENDS", "BKSWSelector", "ForgottenFactorMDE", "HypothesisClass", "MAX_STAGE1_OUTCOMES",
-    "MinimumDistanceEstimate", "PrivateMDE", "ScheffeTable", "ScheffeTournament", "StrongSetEM", "agnostic_truth",
+    "MinimumDistanceEstimate", "PrivateMDE", "SampleComplexity", "ScheffeTable", "ScheffeTournament", "StrongSetEM", "agnostic_truth",
     "audit_epsilon", "check_hypotheses", "check_samples", "clopper_pearson", "default_k", "dirichlet_class",
     "em_probabilities", "exact_privacy_loss", "exponential_mechanism", "gaussian_cover", "gumbel_max_draws",
-    "knockout_tournament", "lazy_exponential_mechanism", "mde_distances", "neighbours", "sample", "scheffe_table",
+    "knockout_tournament", "lazy_exponential_mechanism", "mde_distances", "neighbours", "sample", "sample_complexity",
+    "scheffe_table",
     "tv",
 ]

@@ -57,7 +57,10 @@ class StrongSetEM(_Selector):
     hypothesis near ``P`` has a small ``l_R``. Cost ``n (|R| + |O|)``, near-linear for ``k, |R| =
     O(log n)``.
 
-    ``k``: strong-set draws (default ``ceil(log2 n)``); ``n_opponents``: ``|R|`` (default ``2 k``).
+    ``k``: strong-set draws (default ``ceil(log2 n)``); ``k=0`` drops stage 1, so stage 2 scores against
+    ``R`` alone: the ablation that shows what the strong set adds (random opponents are good Scheffé
+    witnesses on some classes and poor ones on others). ``n_opponents``: ``|R|`` (default ``2 k``, and
+    ``2 ceil(log2 n)`` when ``k=0``).
     ``output_probabilities`` is the exact law given the data-free choices ``R`` and the partition that
     ``random_state`` fixes (so pass an int for audits); it enumerates the ``n^k`` stage-1 outcomes.
     Fitted: ``strong_set_``, ``opponents_``, ``epsilon_stages_ = (eps1, eps2)``.
@@ -72,7 +75,7 @@ class StrongSetEM(_Selector):
     def _check(self) -> None:
         super()._check()
         if self.k is not None:
-            check_int("StrongSetEM", "k", self.k, low=1)
+            check_int("StrongSetEM", "k", self.k, low=0)
         if self.n_opponents is not None:
             check_int("StrongSetEM", "n_opponents", self.n_opponents, low=1)
         if self.split is not None:
@@ -85,6 +88,8 @@ class StrongSetEM(_Selector):
         return max(eps1, eps2) if self.split is not None else eps1 + eps2
 
     def _budgets(self) -> tuple[float, float]:
+        if self.k == 0:  # no stage 1: stage 2 gets the whole budget
+            return 0.0, self.epsilon
         return (self.epsilon, self.epsilon) if self.split is not None else (self.epsilon / 2, self.epsilon / 2)
 
     # -- the data-free structure --------------------------------------------------------------
@@ -98,8 +103,8 @@ class StrongSetEM(_Selector):
 
     def _structure(self, cover, samples, structure: np.random.Generator):
         n, s = cover.n, samples.size
-        k = default_k(n) if self.k is None else _check_k("StrongSetEM", self.k, n)
-        m = min(n, 2 * k if self.n_opponents is None else self.n_opponents)
+        k = default_k(n) if self.k is None else (0 if self.k == 0 else _check_k("StrongSetEM", self.k, n))
+        m = min(n, 2 * (k or default_k(n)) if self.n_opponents is None else self.n_opponents)
         opponents = np.sort(structure.choice(n, size=m, replace=False))
         if self.split is None:
             parts = (samples, samples)
@@ -124,14 +129,14 @@ class StrongSetEM(_Selector):
         structure, noise = self._streams()
         k, opponents, (c1, c2) = self._structure(cover, samples, structure)
         eps1, eps2 = self._budgets()
-        u1 = self._stage1_scores(cover, c1, opponents)
+        u1 = self._stage1_scores(cover, c1, opponents) if k else None
         draws = [exponential_mechanism(u1, eps1 / k, rng=noise, backend=self.backend) for _ in range(k)]
-        strong = np.unique(draws)
+        strong = np.unique(np.asarray(draws, dtype=np.int64))
         u2, cols = self._stage2_scores(cover, c2, strong, opponents)
         index = exponential_mechanism(u2, eps2, rng=noise, backend=self.backend)
         n = cover.n
         self.strong_set_, self.opponents_, self.epsilon_stages_ = strong, opponents, (eps1, eps2)
-        return index, (n - 1) * opponents.size + (n - 1) * cols.size
+        return index, (n - 1) * opponents.size * (k > 0) + (n - 1) * cols.size
 
     def _law(self, cover, samples, counts) -> np.ndarray:
         structure, _ = self._streams()
@@ -141,7 +146,7 @@ class StrongSetEM(_Selector):
             raise input_error("StrongSetEM.output_probabilities", "H", f"n^k <= {MAX_STAGE1_OUTCOMES} stage-1 "
                               f"outcomes to enumerate (n = {n}, k = {k})", n ** k)
         eps1, eps2 = self._budgets()
-        p1 = em_probabilities(self._stage1_scores(cover, c1, opponents), eps1 / k)
+        p1 = em_probabilities(self._stage1_scores(cover, c1, opponents), eps1 / k) if k else None
         dev2 = _deviations(cover, c2, np.arange(n), np.arange(n), self.chunk)  # every column, once
         law, cache = np.zeros(n), {}
         for outcome in itertools.product(range(n), repeat=k):
@@ -149,7 +154,7 @@ class StrongSetEM(_Selector):
             if key not in cache:
                 cols = np.union1d(np.fromiter(key, dtype=np.int64), opponents)
                 cache[key] = em_probabilities(-dev2[:, cols].max(axis=1), eps2)
-            law += np.prod(p1[list(outcome)]) * cache[key]
+            law += (np.prod(p1[list(outcome)]) if k else 1.0) * cache[key]
         return law
 
     def _draws(self, cover, samples, counts, n_draws, rng) -> np.ndarray:
@@ -157,8 +162,11 @@ class StrongSetEM(_Selector):
         k, opponents, (c1, c2) = self._structure(cover, samples, structure)
         n = cover.n
         eps1, eps2 = self._budgets()
-        u1 = self._stage1_scores(cover, c1, opponents)
-        strong = np.stack([gumbel_max_draws(u1 * (eps1 / k / 2), n_draws, rng) for _ in range(k)], axis=1)
+        if k:
+            u1 = self._stage1_scores(cover, c1, opponents)
+            strong = np.stack([gumbel_max_draws(u1 * (eps1 / k / 2), n_draws, rng) for _ in range(k)], axis=1)
+        else:
+            strong = np.zeros((n_draws, 0), dtype=np.int64)
         dev2 = _deviations(cover, c2, np.arange(n), np.arange(n), self.chunk)
         out = np.empty(n_draws, dtype=np.int64)
         per = max(1, (1 << 22) // (n * n))
