@@ -85,6 +85,7 @@ PRIVATE = {
     "StrongSetEM k=1": lambda: StrongSetEM(EPS, k=1, random_state=3),
     "StrongSetEM k=2": lambda: StrongSetEM(EPS, k=2, random_state=3),
     "StrongSetEM k=2 shared data": lambda: StrongSetEM(EPS, k=2, split=None, random_state=3),
+    "StrongSetEM k=0 (no strong set)": lambda: StrongSetEM(EPS, k=0, random_state=3),
 }
 
 
@@ -333,10 +334,17 @@ def test_quick_experiment_shrunk_makes_its_claims(tmp_path):
     from icml26.runner import RunConfig
 
     s = dataclasses.replace(SETTINGS["quick"], cost_ns=(250, 500, 1000), cost_reps=1, price_n=200, runs=5,
-                            price_samples=(300,), price_epsilons=(1.0,), accuracy_s=1000, audit_draws=20_000)
+                            price_samples=(300,), price_epsilons=(1.0,), accuracy_s=1000, audit_draws=20_000,
+                            rate_ns=(16, 32), rate_epsilons=(1.0,), rate_runs=9)
     result = run_experiment(RunConfig(out_dir=tmp_path), s)
     claims = {c.statement.split(":")[0]: c for c in result.claims}
-    assert len(result.claims) == 13
+    # cost 4, rate 2 per claimed class + the power check, price 2 (private MDE only), audit 5
+    assert len(result.claims) == 16
+    assert not any("StrongSetEM: worst cell" in c.statement for c in result.claims)
+    rate = result.tables["sample complexity s* (median TV <= alpha) vs n"]
+    assert len(rate) == 3 * 2 and all(r["s* private MDE"] >= 16 for r in rate)
+    for r in rate:
+        assert r["ratio StrongSetEM"] == pytest.approx(r["s* StrongSetEM"] / r["s* private MDE"], rel=1e-3)
     assert result.metrics["evals_slope"]["full private MDE"] == pytest.approx(2.0, abs=0.01)
     for c in result.claims:
         if "Scheffé" in c.statement or "audit" in c.statement:

@@ -50,12 +50,23 @@ class StrongSetEM(_Selector):
     from ``random_state``, not from the data) gives ``D1`` a ``split`` share and ``D2`` the rest; a
     replaced sample is in one part only, so by parallel composition each stage gets the whole budget
     (``eps1 = eps2 = epsilon``) and ``epsilon_ = max(eps1, eps2) = epsilon``. ``split=None``: both stages
-    read all the data, ``eps1 = eps2 = epsilon / 2`` and ``epsilon_ = eps1 + eps2``.
+    read all the data, ``eps1 = eps2 = epsilon / 2`` and ``epsilon_ = eps1 + eps2``. With ``k=0`` there is no
+    stage 1: ``eps1 = 0``, ``eps2 = epsilon``.
 
     Accuracy (spec's argument): if ``O`` holds ``T0`` with ``TV(T0, P) <= beta``, the output satisfies
     ``TV <= OPT + 2 beta + 2 dev + O(log n / (eps s))``; stage 1 makes ``beta`` small because a
     hypothesis near ``P`` has a small ``l_R``. Cost ``n (|R| + |O|)``, near-linear for ``k, |R| =
     O(log n)``.
+
+    What is and is not guaranteed. Privacy: always (the accounting above, checked exactly on small
+    instances). Accuracy: the bound above needs ``O`` to hold a ``T0`` near ``P`` (or at least a Scheffé
+    witness for every hypothesis far from ``P``), and stage 1 finds one only as well as ``l_R`` ranks the
+    hypotheses near ``P``. Random opponents are good witnesses on spread-out classes (Dirichlet histograms,
+    a Gaussian location cover): there the rate measured by
+    :func:`~icml26.training.dp_select.sample_complexity` is private MDE's within a constant factor across
+    ``n``. On a class where they are poor witnesses (narrow Gaussians, the truth at one end of the grid) the
+    strong set must supply them, and nothing bounds the rate in the worst case. Lazy
+    :class:`~icml26.training.dp_select.PrivateMDE` is the path with the optimal rate.
 
     ``k``: strong-set draws (default ``ceil(log2 n)``); ``k=0`` drops stage 1, so stage 2 scores against
     ``R`` alone: the ablation that shows what the strong set adds (random opponents are good Scheffé
