@@ -229,8 +229,8 @@ def rhi_study(s, seed: int) -> dict[str, Any]:
         med = [np.median([r["samples"] for r in runs if r.get("epsilon") == e and r["set"] == set_name]) for e in eps]
         slopes[set_name] = float(np.polyfit(np.log(1 / eps), np.log(med), 1)[0]) if len(eps) > 1 else math.nan
     return {"runs": [r for r in runs if "epsilon" in r], "truth": [r for r in runs if "epsilon" not in r],
-            "exact_iters": exact_iters, "slopes": slopes, "random_gaps": random_gaps, "samples_per_second": samples_total / max(fit_seconds, 1e-9),
-            "fit_seconds": fit_seconds}
+            "exact_iters": exact_iters, "slopes": slopes, "random_gaps": random_gaps,
+            "samples_per_second": samples_total / max(fit_seconds, 1e-9), "fit_seconds": fit_seconds}
 
 
 # ----------------------------------------------------------------------------------------------
