@@ -7,6 +7,14 @@ step each (lr 5e-3, weight decay 5e-4 as the release; the gates' ``log_alpha`` g
 the budget). The hard-concrete temperature is annealed by :func:`anneal_temperature`. After every epoch the
 model is scored on the validation snapshots (deterministic gates, VIB mean) and the best epoch's weights are
 kept (RelBench's protocol: train, validation and test windows ordered in time).
+
+Template penalty chosen on validation (:func:`select_penalty`): the paper's objective weighs each template's
+L0 gate by ``lambda_template`` but gives no rule for it, and at a small weight a template that only fits noise
+stays open ("open" meaning "not harmful", not "useful"). Reconstruction: the full optimiser is trained at a
+grid of template penalties and the largest one whose validation AUROC is within one standard error of the
+best is kept (the one-standard-error rule of Breiman et al., *Classification and Regression Trees*, 1984,
+sec. 3.4.3; Hastie, Tibshirani & Friedman, *Elements of Statistical Learning*, sec. 7.10), the standard
+error being Hanley & McNeil's (1982) for an AUROC.
 """
 
 from __future__ import annotations
@@ -23,7 +31,8 @@ import torch
 from icml26.errors import described, input_error
 from icml26.validation import check_finite, check_int
 
-__all__ = ["RDLTrainConfig", "RDLTrainResult", "anneal_temperature", "train", "evaluate", "auroc"]
+__all__ = ["RDLTrainConfig", "RDLTrainResult", "anneal_temperature", "train", "evaluate", "auroc",
+           "auroc_standard_error", "select_penalty"]
 
 
 @dataclass
@@ -111,11 +120,60 @@ def auroc(y: np.ndarray, score: np.ndarray) -> float:
     return float(roc_auc_score(y, score)) if 0 < y.mean() < 1 else float("nan")
 
 
+def auroc_standard_error(value: float, n_pos: int, n_neg: int) -> float:
+    """Standard error of an AUROC ``value`` measured on ``n_pos`` positives and ``n_neg`` negatives.
+
+    Hanley & McNeil, "The meaning and use of the area under a ROC curve", Radiology 143 (1982), eq. 2:
+    ``SE^2 = (A (1 - A) + (n_pos - 1) (Q1 - A^2) + (n_neg - 1) (Q2 - A^2)) / (n_pos n_neg)`` with
+    ``Q1 = A / (2 - A)``, ``Q2 = 2 A^2 / (1 + A)``. At ``A = 0.5`` it is the exact null variance of the
+    Mann-Whitney statistic, ``(n_pos + n_neg + 1) / (12 n_pos n_neg)``.
+    """
+    fn = "auroc_standard_error"
+    a = check_finite(fn, "value", value, low=0.0, high=1.0)
+    n1, n2 = check_int(fn, "n_pos", n_pos, low=1), check_int(fn, "n_neg", n_neg, low=1)
+    q1, q2 = a / (2.0 - a), 2.0 * a * a / (1.0 + a)
+    var = (a * (1.0 - a) + (n1 - 1) * (q1 - a * a) + (n2 - 1) * (q2 - a * a)) / (n1 * n2)
+    return float(np.sqrt(max(var, 0.0)))
+
+
+def select_penalty(penalties: Sequence[float], val_aurocs: Sequence[float], n_pos: int, n_neg: int) -> int:
+    """Index of the largest penalty whose validation AUROC is within one standard error of the best.
+
+    The one-standard-error rule (Breiman et al. 1984; Hastie et al., *Elements of Statistical Learning*,
+    sec. 7.10): among models whose validation scores differ by less than the validation noise, keep the
+    sparsest, here the one trained with the largest L0 weight. The standard error is the best model's
+    (:func:`auroc_standard_error` on the validation set's ``n_pos`` positives and ``n_neg`` negatives).
+    Reconstruction: the paper fixes ``lambda_template`` (1e-4 in its release) and gives no selection rule.
+
+    Args:
+        penalties: the distinct, non-negative penalty weights the models were trained with.
+        val_aurocs: each model's validation AUROC (same order).
+        n_pos: positive validation labels.
+        n_neg: negative validation labels.
+    """
+    fn = "select_penalty"
+    for name, values in (("penalties", penalties), ("val_aurocs", val_aurocs)):
+        if isinstance(values, (str, bytes)) or not isinstance(values, Sequence | np.ndarray) or len(values) == 0:
+            raise input_error(fn, name, "a non-empty list of numbers", values)
+    lams = [check_finite(fn, "penalties", p, non_negative=True) for p in penalties]
+    vals = [check_finite(fn, "val_aurocs", v, low=0.0, high=1.0) for v in val_aurocs]
+    if len(vals) != len(lams):
+        raise input_error(fn, "val_aurocs", f"{len(lams)} values, one per penalty",
+                          described(f"{len(vals)} values"))
+    if len(set(lams)) != len(lams):
+        raise input_error(fn, "penalties", "distinct values", described(str(lams)))
+    best = int(np.argmax(vals))
+    floor = vals[best] - auroc_standard_error(vals[best], n_pos, n_neg)
+    eligible = [i for i, v in enumerate(vals) if v >= floor]
+    return max(eligible, key=lambda i: lams[i])
+
+
 @torch.no_grad()
 def evaluate(model, graphs: Sequence, task, plan=None) -> dict[str, float]:
     """AUROC over the labelled target rows of ``graphs`` (eval mode); with ``plan``, on the pruned graphs.
 
-    Also the messages sent per layer (mean over graphs) and the seconds of the forward passes.
+    Also the messages sent per layer (mean over graphs), the seconds of the forward passes and the numbers of
+    positive and negative labels scored (``n_pos``, ``n_neg``; for :func:`auroc_standard_error`).
     """
     from icml26.models.rdl_graph import count_messages
 
@@ -138,8 +196,9 @@ def evaluate(model, graphs: Sequence, task, plan=None) -> dict[str, float]:
         ss.append(out.logits[mask].numpy())
         edges.append(count_messages(g))
     model.train(was)
-    return {"auroc": auroc(np.concatenate(ys), np.concatenate(ss)), "messages": float(np.mean(edges)),
-            "forward_seconds": seconds}
+    y = np.concatenate(ys)
+    return {"auroc": auroc(y, np.concatenate(ss)), "messages": float(np.mean(edges)), "forward_seconds": seconds,
+            "n_pos": int((y == 1).sum()), "n_neg": int((y == 0).sum())}
 
 
 @dataclass
