@@ -37,16 +37,24 @@ from icml26.utils import inner_seed
 class TIEDSettings:
     """Sizes of one mode.
 
-    SO(n) study: ``so_dims`` with per-n ``(K, M, draws)`` in ``so_budget``; ``gamma`` range 0.01 -> 10.
+    Symmetric SO(n) study: ``so_dims`` with per-n ``(K, M, draws)`` in ``so_budget``; ``gamma`` range 0.01 -> 10.
+    Mode-weight study (SO(3), ``0.8 e^{20 X11} + 0.2 e^{-20 X11}``): TIED's claimed ``(K, M)`` in ``mode_budget``,
+    ``mode_draws`` raw draws, the ladder ``mode_ladder`` of ``(K, M)`` along which the error must fall (it holds
+    ``mode_budget``), ``mode_extra`` more ``(K, M)`` reported only (full mode: ``M`` alone and ``K`` alone grown)
+    and ``mode_chunk`` draws per sampler call (the cached paths take ``chunk K M`` matrices).
     Digits: ``image_size``, ``epochs`` of the CNN, ``test_items`` held-out digits, ``transforms``, TIED's
     ``steps`` K and ``hypotheses`` H (``homography_hypotheses`` for homographies), ``baseline_items`` digits
     for LieLAC and Langevin, ``free_energy_items`` digits and ``free_energy_hypotheses`` for the free-energy
-    check, ``n_seeds`` seeds in a run
-    of one given seed (full mode: 3).
+    check, ``n_seeds`` seeds in a run of one given seed (full mode: 3).
     """
 
     so_dims: tuple[int, ...]
     so_budget: tuple[tuple[int, int, int], ...]
+    mode_budget: tuple[int, int]
+    mode_draws: int
+    mode_ladder: tuple[tuple[int, int], ...]
+    mode_extra: tuple[tuple[int, int], ...]
+    mode_chunk: int
     image_size: int
     epochs: int
     test_items: int
@@ -61,12 +69,16 @@ class TIEDSettings:
 
 
 SETTINGS = {
-    "quick": TIEDSettings(so_dims=(3,), so_budget=((50, 16, 1000),), image_size=20, epochs=15, test_items=400,
-                          transforms=("se2",), steps=30, hypotheses=8, homography_hypotheses=16, baseline_items=100,
-                          free_energy_items=50, free_energy_hypotheses=4, n_seeds=1),
+    "quick": TIEDSettings(so_dims=(3,), so_budget=((50, 16, 1000),), mode_budget=(200, 16), mode_draws=1000,
+                          mode_ladder=((50, 4), (100, 8), (200, 16)), mode_extra=(), mode_chunk=500,
+                          image_size=20, epochs=15, test_items=400, transforms=("se2",), steps=30, hypotheses=8,
+                          homography_hypotheses=16, baseline_items=100, free_energy_items=50, free_energy_hypotheses=4,
+                          n_seeds=1),
 }
 SETTINGS["full"] = dataclasses.replace(
     SETTINGS["quick"], so_dims=(3, 5, 10), so_budget=((50, 16, 1000), (50, 16, 1000), (100, 32, 2000)),
+    mode_ladder=((50, 4), (100, 8), (200, 16), (400, 32)),
+    mode_extra=((50, 16), (50, 64), (50, 256), (100, 16), (400, 16)),
     transforms=("se2", "homography"), hypotheses=16, baseline_items=400, free_energy_items=400,
     free_energy_hypotheses=16, n_seeds=3)
 
@@ -75,20 +87,69 @@ PPCA_TEMPERATURE, PPCA_COMPONENTS = 50.0, 20
 #: TIED's image settings per transformation: (gamma_min, gamma_max, M, clip).
 IMAGE_TIED = {"se2": (0.1, 1.0, 2, 100.0), "homography": (0.1, 0.5, 4, 100.0)}
 ALIGNMENT_SHARE = 0.9
+#: The asymmetric SO(3) target ``log(w e^{b x} + (1 - w) e^{-b x})``, ``x = X11``: weight ``w`` of the X11 > 0 mode
+#: and sharpness ``b``. Decided before measuring: a barrier of ``e^{-b}`` that no local sampler crosses.
+MODE_WEIGHT, MODE_SHARPNESS = 0.8, 20.0
+#: Thresholds of the mode-weight claims (issue 46, fixed before any measurement): TIED's error at most 0.10, a
+#: third of the 0.30 that a sampler keeping the balanced weights of its starts makes; kinetic Langevin's at least
+#: 0.20, two thirds of that 0.30.
+TIED_MODE_ERROR, LANGEVIN_MODE_ERROR = 0.10, 0.20
+#: Kinetic Langevin on SO(n) (the official SO(10) synthetic setting's step and friction).
+LANGEVIN_STEP, LANGEVIN_FRICTION = 0.01, 5.0
 
 
 # ----------------------------------------------------------------------------------------------
 # 1. SO(n): a sampler, not an optimiser
 # ----------------------------------------------------------------------------------------------
+def _cdf_on_grid(x, dens):
+    import numpy as np
+
+    cdf = np.concatenate([[0.0], np.cumsum((dens[1:] + dens[:-1]) / 2 * np.diff(x))])
+    total = cdf[-1]
+    return cdf / total, dens / total
+
+
 def x11_marginal(n: int, grid: int = 20001):
     """``(x, cdf, density)`` of ``X11`` under ``exp(10 X11^2)`` on ``SO(n)`` with the Haar base measure."""
     import numpy as np
 
     x = np.linspace(-1, 1, grid)
     dens = np.exp(10 * x ** 2) * np.clip(1 - x ** 2, 0, None) ** ((n - 3) / 2)
-    cdf = np.concatenate([[0.0], np.cumsum((dens[1:] + dens[:-1]) / 2 * np.diff(x))])
-    total = cdf[-1]
-    return x, cdf / total, dens / total
+    cdf, dens = _cdf_on_grid(x, dens)
+    return x, cdf, dens
+
+
+def two_mode_marginal(n: int, weight: float = MODE_WEIGHT, sharpness: float = MODE_SHARPNESS, grid: int = 40001):
+    """``(x, cdf, density)`` of ``X11`` under ``w e^{b X11} + (1 - w) e^{-b X11}`` on ``SO(n)`` (Haar base measure:
+    ``X11`` has density ``(1 - x^2)^{(n-3)/2}``, uniform for ``n = 3``)."""
+    import numpy as np
+
+    x = np.linspace(-1, 1, grid)
+    log = np.logaddexp(np.log(weight) + sharpness * x, np.log1p(-weight) - sharpness * x) - sharpness
+    dens = np.exp(log) * np.clip(1 - x ** 2, 0, None) ** ((n - 3) / 2)
+    cdf, dens = _cdf_on_grid(x, dens)
+    return x, cdf, dens
+
+
+def two_mode_log_density(weight: float = MODE_WEIGHT, sharpness: float = MODE_SHARPNESS):
+    """``g -> log(w e^{b g11} + (1 - w) e^{-b g11})`` on batches of elements ``(..., n, n)``."""
+    import torch
+
+    lw, lv = math.log(weight), math.log1p(-weight)
+    return lambda g: torch.logaddexp(lw + sharpness * g[..., 0, 0], lv - sharpness * g[..., 0, 0])
+
+
+def haar_so(n: int, draws: int, generator) -> Any:
+    """``draws`` Haar-distributed elements of ``SO(n)`` (float64): the QR factor of a Gaussian matrix with the
+    signs of ``R``'s diagonal moved into ``Q`` (Mezzadri 2007), then one column flipped where ``det = -1``."""
+    import torch
+
+    A = torch.randn(draws, n, n, generator=generator, dtype=torch.float64)
+    Q, R = torch.linalg.qr(A)
+    Q = Q * torch.sign(torch.diagonal(R, dim1=1, dim2=2))[:, None, :]
+    flip = torch.linalg.det(Q) < 0
+    Q[flip, :, 0] = -Q[flip, :, 0]
+    return Q
 
 
 def analytic_mean_abs_x11(n: int) -> float:
@@ -99,55 +160,109 @@ def analytic_mean_abs_x11(n: int) -> float:
     return quad(lambda x: x * w(x), 0, 1)[0] / quad(w, 0, 1)[0]
 
 
-def so_study(n: int, K: int, M: int, draws: int, seed: int) -> dict[str, Any]:
-    """TIED's raw draws of ``exp(10 X11^2)`` on SO(n), kinetic Langevin beside them; KS and shares.
-
-    Up to n = 5 every chain has its own Monte-Carlo paths and Langevin runs beside; above, the paths are
-    shared by the batch (a per-chain cache of SO(10) paths would take gigabytes) and Langevin is skipped
-    (``K M`` exponentials of the whole batch of 10x10 matrices take minutes on a CPU).
-    """
+def _x11_stats(X, xs, cdf) -> dict[str, Any]:
     import numpy as np
-    import torch
     from scipy.stats import kstest
 
+    v = X[:, 0, 0].numpy()
+    return {"ks": float(kstest(v, lambda u: np.interp(u, xs, cdf)).statistic), "positive": float((v > 0).mean()),
+            "mean_abs": float(np.abs(v).mean()), "x11": v}
+
+
+def _so_config(K: int, M: int, seed: int, per_sample_paths: bool = True):
+    from icml26.models.tied.sampler import TIEDConfig
+
+    return TIEDConfig(steps=K, gamma_min=0.01, gamma_max=10.0, mc_paths=M, dtype="float64",
+                      per_sample_paths=per_sample_paths, seed=seed)
+
+
+def _langevin(group, steps: int, seed: int):
     from icml26.models.tied.baselines import KineticLangevin
+
+    return KineticLangevin(group, steps=steps, step_size=LANGEVIN_STEP, friction=LANGEVIN_FRICTION, clip=None,
+                           seed=seed, dtype="float64")
+
+
+def so_study(n: int, K: int, M: int, draws: int, seed: int) -> dict[str, Any]:
+    """TIED's raw draws of the symmetric ``exp(10 X11^2)`` on SO(n) against its closed-form marginal (KS, shares).
+
+    Up to n = 5 every chain has its own Monte-Carlo paths and kinetic Langevin from Haar draws runs beside on
+    the same gradient budget (reported: from starts spread over both basins it samples this symmetric target
+    as well as TIED, so the symmetric target tells the two apart by nothing); above, the paths are shared by
+    the batch (a per-chain cache of SO(10) paths would take gigabytes) and Langevin is skipped.
+    """
+    import torch
+
     from icml26.models.tied.groups import SO
-    from icml26.models.tied.sampler import TIEDConfig, TIEDSampler, forward_paths
+    from icml26.models.tied.sampler import TIEDSampler
 
     group = SO(n)
     xs, cdf, _ = x11_marginal(n)
-    F = lambda v: np.interp(v, xs, cdf)  # noqa: E731
 
     def log_density(g):
         return 10 * g[..., 0, 0] ** 2
 
-    def stats(X):
-        v = X[:, 0, 0].numpy()
-        return {"ks": float(kstest(v, F).statistic), "positive": float((v > 0).mean()),
-                "mean_abs": float(np.abs(v).mean()), "x11": v}
-
     out = {"n": n, "K": K, "M": M, "draws": draws, "analytic_mean_abs": analytic_mean_abs_x11(n)}
     small = n <= 5
-    config = TIEDConfig(steps=K, gamma_min=0.01, gamma_max=10.0, mc_paths=M, dtype="float64",
-                        per_sample_paths=small, seed=inner_seed(seed, 1, n, bits=31))
+    config = _so_config(K, M, inner_seed(seed, 1, n, bits=31), per_sample_paths=small)
     out["per_sample_paths"] = small
     start = time.process_time()
     X = TIEDSampler(group, None, config).sample_density(log_density, draws)
-    out["tied"] = {**stats(X), "cpu_seconds": time.process_time() - start,
+    out["tied"] = {**_x11_stats(X, xs, cdf), "cpu_seconds": time.process_time() - start,
                    "orthogonality_error": float((X @ X.transpose(1, 2) - torch.eye(n, dtype=X.dtype)).abs().max())}
-    # TIED's initial states: the same generator's first draws, W_K of one forward path per chain
-    init = forward_paths(group, (draws,), K, config, torch.Generator().manual_seed(config.seed))[0][:, -1]
-    out["init"] = stats(init)
-    if not small:
-        nan = {"ks": math.nan, "positive": math.nan, "mean_abs": math.nan, "x11": init[:0, 0, 0].numpy()}
-        out["langevin_same_init"], out["langevin_identity"] = dict(nan), dict(nan)
-        return out
-    lang = KineticLangevin(group, steps=K * M, step_size=0.01, friction=5.0, clip=None,
-                           seed=inner_seed(seed, 2, n, bits=31), dtype="float64")
-    start = time.process_time()
-    out["langevin_same_init"] = {**stats(lang.sample_density(log_density, init)),
-                                 "cpu_seconds": time.process_time() - start}
-    out["langevin_identity"] = stats(lang.sample_density(log_density, group.identity(draws, dtype=torch.float64)))
+    if small:
+        haar = haar_so(n, draws, torch.Generator().manual_seed(inner_seed(seed, 6, n, bits=31)))
+        lang = _langevin(group, K * M, inner_seed(seed, 2, n, bits=31))
+        out["langevin_haar"] = _x11_stats(lang.sample_density(log_density, haar), xs, cdf)
+    return out
+
+
+def mode_study(s: TIEDSettings, seed: int) -> dict[str, Any]:
+    """Mode weights on SO(3): the target ``0.8 e^{20 X11} + 0.2 e^{-20 X11}`` puts 80% of its mass on X11 > 0.
+
+    TIED's raw draws at every ``(K, M)`` of ``s.mode_ladder`` and ``s.mode_extra`` (the mode-weight error
+    ``|share X11 > 0 - exact|`` and KS to the closed-form marginal of ``X11``); kinetic Langevin with ``K M``
+    steps (TIED's gradient evaluations per draw at ``s.mode_budget``) from Haar draws and from TIED's own
+    initial draws ``W_K``. Local samplers keep the mode weights of their starts: a barrier ``e^{-20}`` separates
+    the modes.
+    """
+    import torch
+
+    from icml26.models.tied.groups import SO
+    from icml26.models.tied.sampler import TIEDSampler, forward_paths
+
+    group = SO(3)
+    xs, cdf, _ = two_mode_marginal(3)
+    exact = float(1 - cdf[len(xs) // 2])
+    log_density = two_mode_log_density()
+    draws, chunk = s.mode_draws, s.mode_chunk
+    out: dict[str, Any] = {"exact_share": exact, "draws": draws, "budget": s.mode_budget, "runs": {}}
+
+    def stats(X):
+        st = _x11_stats(X, xs, cdf)
+        return {**st, "error": abs(st["positive"] - exact)}
+
+    def tied(K, M):
+        # chunks of draws, each with its own sampler seed: the cached paths hold chunk * K * M matrices
+        start = time.process_time()
+        parts = [TIEDSampler(group, None, _so_config(K, M, inner_seed(seed, 7, K, M, i, bits=31))).sample_density(
+            log_density, min(chunk, draws - lo)) for i, lo in enumerate(range(0, draws, chunk))]
+        return {**stats(torch.cat(parts)), "cpu_seconds": time.process_time() - start, "K": K, "M": M}
+
+    for K, M in dict.fromkeys(s.mode_ladder + s.mode_extra + (s.mode_budget,)):
+        out["runs"][(K, M)] = tied(K, M)
+    K, M = s.mode_budget
+    out["tied"] = out["runs"][(K, M)]
+    # TIED's initial states at the claimed budget: W_K of one forward path per chain (as its sampler draws them)
+    init = torch.cat([forward_paths(group, (min(chunk, draws - lo),), K, _so_config(K, M, 0),
+                                    torch.Generator().manual_seed(inner_seed(seed, 7, K, M, i, bits=31)))[0][:, -1]
+                      for i, lo in enumerate(range(0, draws, chunk))])
+    haar = haar_so(3, draws, torch.Generator().manual_seed(inner_seed(seed, 8, bits=31)))
+    out["init"], out["haar"] = stats(init), stats(haar)
+    for name, start_at, stream in (("langevin_haar", haar, 9), ("langevin_init", init, 10)):
+        t0 = time.process_time()
+        X = _langevin(group, K * M, inner_seed(seed, stream, bits=31)).sample_density(log_density, start_at)
+        out[name] = {**stats(X), "cpu_seconds": time.process_time() - t0}
     return out
 
 
@@ -247,11 +362,13 @@ def _run_seed(config, s: TIEDSettings, seed: int) -> Result:
     m = result.metrics
     start_all = time.perf_counter()
     cpu_all = time.process_time()
-    with phase("TIED studies", total=len(s.so_dims) + 1 + len(s.transforms)) as done:
+    with phase("TIED studies", total=len(s.so_dims) + 2 + len(s.transforms)) as done:
         so = []
         for n, (K, M, draws) in zip(s.so_dims, s.so_budget):
             so.append(so_study(n, K, M, draws, seed))
             done.update()
+        modes = mode_study(s, seed)
+        done.update()
         start = time.process_time()
         data = load_digit_images(inner_seed(seed, 3, bits=31), size=s.image_size)
         model = train_classifier(data.x_train, data.y_train, epochs=s.epochs, seed=inner_seed(seed, 4, bits=31))
@@ -267,17 +384,15 @@ def _run_seed(config, s: TIEDSettings, seed: int) -> Result:
     m["wall_seconds"] = time.perf_counter() - start_all
     m["cpu_seconds"] = time.process_time() - cpu_all
 
-    # 1. SO(n)
+    # 1. SO(n), the symmetric target: TIED alone against the closed form
     rows = []
     for r in so:
-        for name in ("tied", "langevin_same_init", "langevin_identity", "init"):
-            rows.append({"n": r["n"], "method": {"tied": "TIED", "langevin_same_init": "kinetic Langevin (TIED's init)",
-                                                 "langevin_identity": "kinetic Langevin (init I)",
-                                                 "init": "TIED's initial draws W_K"}[name],
+        names = ("tied", "langevin_haar") if "langevin_haar" in r else ("tied",)
+        for name in names:
+            rows.append({"n": r["n"], "method": {"tied": "TIED", "langevin_haar": "kinetic Langevin (Haar starts)"}[name],
                          "K x M": f"{r['K']} x {r['M']}", "draws": r["draws"], "KS": round(r[name]["ks"], 4),
                          "share X11 > 0": round(r[name]["positive"], 3),
                          "mean |X11|": round(r[name]["mean_abs"], 4), "analytic mean |X11|": round(r["analytic_mean_abs"], 4)})
-        for name in ("tied", "langevin_same_init", "langevin_identity"):
             m[f"so{r['n']}_{name}_ks"] = r[name]["ks"]
             m[f"so{r['n']}_{name}_positive"] = r[name]["positive"]
         m[f"so{r['n']}_tied_cpu_seconds"] = r["tied"]["cpu_seconds"]
@@ -286,21 +401,61 @@ def _run_seed(config, s: TIEDSettings, seed: int) -> Result:
     r3 = next((r for r in so if r["n"] == 3), None)
     if r3 is not None:
         t3 = r3["tied"]
-        result.add_claim(Claim.at_most(f"SO(3): KS distance of TIED's X11 to the closed-form marginal (K = {r3['K']}, "
-                                       f"M = {r3['M']}, {r3['draws']} raw draws)", t3["ks"], 0.06))
-        result.add_claim(Claim.at_least("SO(3): TIED's share of X11 > 0 (both modes)", t3["positive"], 0.44))
-        result.add_claim(Claim.at_most("SO(3): TIED's share of X11 > 0 (both modes)", t3["positive"], 0.56))
-        lg = r3["langevin_same_init"]
-        result.add_claim(Claim.greater(f"SO(3): KS of kinetic Langevin started from TIED's initial draws ({r3['K'] * r3['M']} "
-                                       f"steps, h = 0.01, friction 5; its share X11 > 0: {lg['positive']:.3f}) vs TIED's KS",
-                                       lg["ks"], t3["ks"]))
-        result.add_claim(Claim.at_least("SO(3): kinetic Langevin from I on the same budget stays in one mode "
-                                        "(share X11 > 0)", r3["langevin_identity"]["positive"], 0.95))
+        result.add_claim(Claim.at_most(f"SO(3), symmetric target exp(10 X11^2): KS distance of TIED's X11 to the "
+                                       f"closed-form marginal (K = {r3['K']}, M = {r3['M']}, {r3['draws']} raw draws)",
+                                       t3["ks"], 0.06))
+        result.add_claim(Claim.at_least("SO(3), symmetric target: TIED's share of X11 > 0 (both modes)", t3["positive"],
+                                        0.44))
+        result.add_claim(Claim.at_most("SO(3), symmetric target: TIED's share of X11 > 0 (both modes)", t3["positive"],
+                                       0.56))
     if any(r["n"] == 5 for r in so):
         t5 = next(r for r in so if r["n"] == 5)["tied"]
         result.add_claim(Claim.at_most("SO(5): KS distance of TIED's X11 to the closed-form marginal", t5["ks"], 0.12))
         result.add_claim(Claim.at_least("SO(5): TIED's share of X11 > 0", t5["positive"], 0.44))
         result.add_claim(Claim.at_most("SO(5): TIED's share of X11 > 0", t5["positive"], 0.56))
+
+    # 1b. SO(3), mode weights: the asymmetric target
+    K, M = s.mode_budget
+    exact = modes["exact_share"]
+    target = f"{MODE_WEIGHT:g} e^({MODE_SHARPNESS:g} X11) + {1 - MODE_WEIGHT:g} e^(-{MODE_SHARPNESS:g} X11)"
+    mode_rows = []
+    for name, label in (("tied", f"TIED (K = {K}, M = {M})"),
+                        ("langevin_haar", f"kinetic Langevin from Haar draws ({K * M} steps)"),
+                        ("langevin_init", f"kinetic Langevin from TIED's initial draws ({K * M} steps)"),
+                        ("haar", "Haar draws (Langevin's starts)"), ("init", "TIED's initial draws W_K")):
+        r = modes[name]
+        mode_rows.append({"method": label, "share X11 > 0": round(r["positive"], 3), "exact share": round(exact, 3),
+                          "mode-weight error": round(r["error"], 3), "KS": round(r["ks"], 4)})
+        m[f"modes_{name}_error"] = r["error"]
+        m[f"modes_{name}_ks"] = r["ks"]
+        m[f"modes_{name}_positive"] = r["positive"]
+    result.tables[f"SO(3): mode weights under {target}, raw draws"] = mode_rows
+    ladder_rows = []
+    for (k, mm), r in modes["runs"].items():
+        ladder_rows.append({"K": k, "M": mm, "gradient evaluations per draw": k * mm,
+                            "in the ladder": (k, mm) in s.mode_ladder, "share X11 > 0": round(r["positive"], 3),
+                            "mode-weight error": round(r["error"], 3), "KS": round(r["ks"], 4),
+                            "cpu_seconds": round(r["cpu_seconds"], 2)})
+        m[f"modes_K{k}_M{mm}_error"] = r["error"]
+        m[f"modes_K{k}_M{mm}_ks"] = r["ks"]
+    result.tables["SO(3) mode weights: TIED as K and M grow"] = ladder_rows
+    m["modes_exact_share"] = exact
+    m["modes_tied_cpu_seconds"] = modes["tied"]["cpu_seconds"]
+    m["modes_langevin_cpu_seconds"] = modes["langevin_haar"]["cpu_seconds"] + modes["langevin_init"]["cpu_seconds"]
+    head = f"SO(3), target {target} (exact share of X11 > 0: {exact:.3f}, {modes['draws']} raw draws)"
+    result.add_claim(Claim.at_most(f"{head}: TIED's mode-weight error |share - exact| at K = {K}, M = {M} "
+                                   f"(threshold {TIED_MODE_ERROR:g}, fixed before measuring)",
+                                   modes["tied"]["error"], TIED_MODE_ERROR))
+    for name, start in (("langevin_haar", "Haar draws"), ("langevin_init", "TIED's own initial draws")):
+        result.add_claim(Claim.at_least(
+            f"{head}: kinetic Langevin's mode-weight error at TIED's {K * M} gradient evaluations per draw, started "
+            f"from {start} (h = {LANGEVIN_STEP:g}, friction {LANGEVIN_FRICTION:g}; threshold {LANGEVIN_MODE_ERROR:g})",
+            modes[name]["error"], LANGEVIN_MODE_ERROR))
+    for (k0, m0), (k1, m1) in zip(s.mode_ladder, s.mode_ladder[1:]):
+        lo, hi = modes["runs"][(k1, m1)], modes["runs"][(k0, m0)]
+        for stat, label in (("error", "mode-weight error"), ("ks", "KS distance to the closed form")):
+            result.add_claim(Claim.less(f"SO(3) two-mode target, consistency: TIED's {label} falls from (K, M) = "
+                                        f"({k0}, {m0}) to ({k1}, {m1})", lo[stat], hi[stat]))
 
     # 2. digits
     table = []
@@ -340,12 +495,21 @@ def _run_seed(config, s: TIEDSettings, seed: int) -> Result:
         result.add_claim(Claim.at_least("digits mild homographies: TIED accuracy - random best-of-N's (matched budget)",
                                         a["TIED"] - a["random best-of-N"], 0.08))
 
-    result.figures = {"so_x11_histograms": _so_figure(so), "digits_accuracy": _accuracy_figure(digits),
-                      "digits_canonicalised": _examples_figure(digits), "energy_per_step": _energy_figure(digits)}
+    result.figures = {"so_x11_histograms": _so_figure(so, modes),
+                      "mode_weight_consistency": _consistency_figure(modes, s.mode_ladder),
+                      "digits_accuracy": _accuracy_figure(digits), "digits_canonicalised": _examples_figure(digits), "energy_per_step": _energy_figure(digits)}
     result.notes = (
         f"Mode {config.mode}, seed {seed} (every sampler, transform, split and model seed drawn from it). SO(n): "
         "gamma 0.01 -> 10, per-sample Monte-Carlo paths, float64, raw final draws; KS against the closed-form "
-        "marginal exp(10 x^2)(1 - x^2)^((n-3)/2). Kinetic Langevin: h = 0.01, friction 5, K M steps. Digits "
+        "marginal exp(10 x^2)(1 - x^2)^((n-3)/2) of the symmetric target, and against that of "
+        f"{MODE_WEIGHT:g} e^(20 x) + {1 - MODE_WEIGHT:g} e^(-20 x) (uniform Haar X11 on SO(3)) for the mode weights. "
+        "Kinetic Langevin: h = 0.01, friction 5, K M steps (TIED's gradient evaluations per draw), from Haar draws "
+        "(QR of Gaussian matrices) or from TIED's own initial draws W_K; on the symmetric target it is as good as "
+        "TIED from such starts, so that target is claimed for TIED alone. On the two-mode target every local "
+        "sampler keeps the mode weights of its starts (a barrier e^-20 separates the modes); TIED's error falls as "
+        "K and M grow, and at a fixed K = 50 a larger M lowers the mode-weight error but not the KS distance: the "
+        "Euler steps of the reverse SDE at the top of the schedule (coefficient variance gamma_max^2 / K per step) "
+        "dominate, and a larger K removes them (see the ladder table). Digits "
         f"(the stand-in for affNIST/homNIST, never the paper's numbers): load_digits /16, padded 8 -> 12, "
         f"{s.image_size}x{s.image_size}, a small CNN trained {s.epochs} epochs on the clean training split "
         f"(clean held-out accuracy {m['classifier_clean_accuracy']:.3f}); PPCA (q = {PPCA_COMPONENTS}) energy / "
@@ -359,28 +523,68 @@ def _run_seed(config, s: TIEDSettings, seed: int) -> Result:
         + "".join(f" ({kind}: aligned on {d['free_energy_aligned_share']:.0%} of {s.free_energy_items} items, yet TIED "
                   f"with it reaches {d['free_energy_tied_acc']:.3f} against {d['free_energy_none_acc']:.3f} without "
                   "inversion: a decreasing energy does not prove an aligned one)" for kind, d in digits.items())
-        + ". Kinetic Langevin started from TIED's own initial draws (nearly Haar-uniform at gamma_max = 10) mixes "
-        "within each mode on SO(3), so the claim that its KS exceeds TIED's is measured, not assumed.")
+        + ".")
     return result
 
 
 # ----------------------------------------------------------------------------------------------
 # figures
 # ----------------------------------------------------------------------------------------------
-def _so_figure(so):
+def _so_figure(so, modes):
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(4.2 * len(so), 3.6), layout="constrained")
+    fig = Figure(figsize=(4.2 * (len(so) + 1), 3.6), layout="constrained")
     for i, r in enumerate(so):
-        ax = fig.add_subplot(1, len(so), i + 1)
+        ax = fig.add_subplot(1, len(so) + 1, i + 1)
         xs, _, dens = x11_marginal(r["n"], 2001)
         ax.hist(r["tied"]["x11"], bins=40, range=(-1, 1), density=True, alpha=0.6, label="TIED")
-        ax.hist(r["langevin_identity"]["x11"], bins=40, range=(-1, 1), density=True, alpha=0.4,
-                label="kinetic Langevin (init I)")
+        if "langevin_haar" in r:
+            ax.hist(r["langevin_haar"]["x11"], bins=40, range=(-1, 1), density=True, alpha=0.4,
+                    label="kinetic Langevin (Haar starts)")
         ax.plot(xs, dens, "k", lw=1.5, label="closed form")
         ax.set_title(f"SO({r['n']}): X11 under exp(10 X11^2)")
         ax.set_xlabel("X11")
         ax.legend(fontsize=7)
+    ax = fig.add_subplot(1, len(so) + 1, len(so) + 1)
+    xs, _, dens = two_mode_marginal(3, grid=2001)
+    K, M = modes["budget"]
+    ax.hist(modes["tied"]["x11"], bins=40, range=(-1, 1), density=True, alpha=0.6,
+            label=f"TIED (share > 0: {modes['tied']['positive']:.2f})")
+    ax.hist(modes["langevin_haar"]["x11"], bins=40, range=(-1, 1), density=True, alpha=0.4,
+            label=f"kinetic Langevin, Haar starts ({modes['langevin_haar']['positive']:.2f})")
+    ax.plot(xs, dens, "k", lw=1.5, label=f"closed form ({modes['exact_share']:.2f})")
+    ax.set_yscale("log")
+    ax.set_ylim(1e-2, None)
+    ax.set_title(f"SO(3): X11 under {MODE_WEIGHT:g}/{1 - MODE_WEIGHT:g} modes, K = {K}, M = {M}")
+    ax.set_xlabel("X11")
+    ax.legend(fontsize=7)
+    return fig
+
+
+def _consistency_figure(modes, ladder):
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(9, 3.6), layout="constrained")
+    runs = modes["runs"]
+    series = {"K and M grow (the claimed ladder)": list(ladder)}
+    ks_only = sorted(k for k in runs if k[1] == 16)
+    ms_only = sorted(k for k in runs if k[0] == 50)
+    if len(ks_only) > 1:
+        series["K grows, M = 16"] = ks_only
+    if len(ms_only) > 1:
+        series["M grows, K = 50"] = ms_only
+    for j, (stat, label) in enumerate((("error", "mode-weight error |share - exact|"), ("ks", "KS to the closed form"))):
+        ax = fig.add_subplot(1, 2, j + 1)
+        for name, keys in series.items():
+            ax.plot([k * m for k, m in keys], [runs[k][stat] for k in keys], "o-", label=name)
+            for k in keys:
+                ax.annotate(f"{k[0]}x{k[1]}", (k[0] * k[1], runs[k][stat]), fontsize=6)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("gradient evaluations per draw (K M)")
+        ax.set_ylabel(label)
+        ax.legend(fontsize=7)
+    fig.suptitle("TIED on SO(3), 0.8 / 0.2 modes: consistency as K and M grow")
     return fig
 
 
