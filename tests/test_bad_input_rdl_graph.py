@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from probes import Probe, check, ids
 
 from icml26.eval.tasks.rdl_graph import (
     Database,
@@ -38,8 +39,15 @@ from icml26.models.rdl_graph import (
     parse_template,
     template_edges,
 )
-from icml26.training.rdl_graph import RDLTrainConfig, anneal_temperature, auroc, evaluate, train
-from probes import Probe, check, ids
+from icml26.training.rdl_graph import (
+    RDLTrainConfig,
+    anneal_temperature,
+    auroc,
+    auroc_standard_error,
+    evaluate,
+    select_penalty,
+    train,
+)
 
 SEED_TIME = "2025-03-01"
 
@@ -167,6 +175,20 @@ PROBES = [
           "config"),
     Probe("evaluate-graphs-empty", lambda: evaluate(_model(), [], premium_purchase_task()), "graphs"),
     Probe("auroc-length-mismatch", lambda: auroc(np.array([0.0, 1.0, 1.0]), np.array([0.2, 0.8])), "score"),
+    # choosing the template penalty on validation
+    Probe("auroc_standard_error-value-above-one", lambda: auroc_standard_error(1.2, 30, 70), "value"),
+    Probe("auroc_standard_error-n_pos-zero", lambda: auroc_standard_error(0.8, 0, 70), "n_pos"),
+    Probe("auroc_standard_error-n_neg-float", lambda: auroc_standard_error(0.8, 30, 70.5), "n_neg"),
+    Probe("select_penalty-penalties-negative",
+          lambda: select_penalty([-0.01, 0.1], [0.78, 0.77], 30, 70), "penalties"),
+    Probe("select_penalty-penalties-repeated",
+          lambda: select_penalty([0.1, 0.1], [0.78, 0.77], 30, 70), "penalties"),
+    Probe("select_penalty-penalties-empty", lambda: select_penalty([], [], 30, 70), "penalties"),
+    Probe("select_penalty-val_aurocs-nan",
+          lambda: select_penalty([0.01, 0.1], [0.78, float("nan")], 30, 70), "val_aurocs"),
+    Probe("select_penalty-val_aurocs-one-short",
+          lambda: select_penalty([0.01, 0.1, 0.3], [0.78, 0.77], 30, 70), "val_aurocs"),
+    Probe("select_penalty-n_neg-zero", lambda: select_penalty([0.01, 0.1], [0.78, 0.77], 30, 0), "n_neg"),
 ]
 
 

@@ -7,11 +7,26 @@ import pytest
 import torch
 
 from icml26.errors import InputError
-from icml26.eval.tasks.rdl_graph import (CONST_COLUMN, Database, Table, make_pkey_fkey_graph, premium_purchase_task,
-                                     snapshot, synthetic_ecommerce)
-from icml26.models.rdl_graph import (HardConcreteGate, RDLGraphConfig, RDLGraphModel, add_templates,
-                                     candidate_templates, count_messages, parse_template, template_edges)
-from icml26.training.rdl_graph import RDLTrainConfig, anneal_temperature
+from icml26.eval.tasks.rdl_graph import (
+    CONST_COLUMN,
+    Database,
+    Table,
+    make_pkey_fkey_graph,
+    premium_purchase_task,
+    snapshot,
+    synthetic_ecommerce,
+)
+from icml26.models.rdl_graph import (
+    HardConcreteGate,
+    RDLGraphConfig,
+    RDLGraphModel,
+    add_templates,
+    candidate_templates,
+    count_messages,
+    parse_template,
+    template_edges,
+)
+from icml26.training.rdl_graph import RDLTrainConfig, anneal_temperature, auroc_standard_error, select_penalty
 
 
 def tiny_db():
@@ -195,6 +210,37 @@ def test_anneal_endpoints_and_gate_warmup():
     assert anneal_temperature(19, cfg) == pytest.approx(0.3)
     values = [anneal_temperature(e, cfg) for e in range(20)]
     assert all(a >= b for a, b in zip(values, values[1:]))
+
+
+def test_auroc_standard_error_null_closed_form_and_monte_carlo():
+    # at A = 0.5 Hanley-McNeil's variance is the exact null variance of the Mann-Whitney statistic
+    for n1, n2 in ((10, 10), (7, 40), (300, 700)):
+        assert auroc_standard_error(0.5, n1, n2) == pytest.approx(((n1 + n2 + 1) / (12 * n1 * n2)) ** 0.5, rel=1e-12)
+    assert auroc_standard_error(1.0, 5, 5) == 0.0
+    # exponential scores (negatives Exp(1), positives Exp(rate r)): A = 1 / (1 + r) and Q1, Q2 are exact,
+    # so the standard error matches the spread of AUROCs over repeated draws
+    rng = np.random.default_rng(0)
+    n1, n2, r, reps = 40, 60, 0.4, 4000
+    pos = rng.exponential(1 / r, (reps, n1, 1))
+    neg = rng.exponential(1.0, (reps, 1, n2))
+    aucs = (pos > neg).mean(axis=(1, 2))
+    assert aucs.mean() == pytest.approx(1 / (1 + r), abs=0.005)
+    assert aucs.std() == pytest.approx(auroc_standard_error(1 / (1 + r), n1, n2), rel=0.05)
+
+
+def test_select_penalty_keeps_the_sparsest_model_within_one_standard_error():
+    se = auroc_standard_error(0.80, 300, 700)  # about 0.016
+    lams = [0.01, 0.03, 0.1, 0.3]
+    # all within one SE of the best: the largest penalty
+    assert select_penalty(lams, [0.79, 0.80, 0.795, 0.80 - 0.9 * se], 300, 700) == 3
+    # the largest penalty costs more than one SE: the next largest that does not
+    assert select_penalty(lams, [0.79, 0.80, 0.80 - 0.5 * se, 0.80 - 1.5 * se], 300, 700) == 2
+    # the order of the grid does not matter, and one model is its own choice
+    assert select_penalty([0.3, 0.01, 0.1], [0.70, 0.80, 0.79], 300, 700) == 2
+    assert select_penalty([0.05], [0.6], 10, 10) == 0
+    # fewer validation labels, a wider SE: a sparser model becomes eligible
+    assert select_penalty([0.01, 0.3], [0.80, 0.77], 300, 700) == 0
+    assert select_penalty([0.01, 0.3], [0.80, 0.77], 30, 70) == 1
 
 
 def test_save_and_load_round_trip(tmp_path):

@@ -8,8 +8,15 @@ import pandas as pd
 import pytest
 
 from icml26.errors import InputError
-from icml26.eval.tasks.rdl_graph import (load_relbench_directory, load_relbench_task, premium_purchase_task,
-                                     snapshots, split_seed_times, synthetic_ecommerce, write_relbench_directory)
+from icml26.eval.tasks.rdl_graph import (
+    load_relbench_directory,
+    load_relbench_task,
+    premium_purchase_task,
+    snapshots,
+    split_seed_times,
+    synthetic_ecommerce,
+    write_relbench_directory,
+)
 
 
 def test_synthetic_shop_planted_signal_and_time_splits():
@@ -69,17 +76,19 @@ def test_relbench_local_layout_round_trip_and_relbench1_metadata(tmp_path):
         load_relbench_task(old, "missing")
 
 
-def test_quick_arms_full_optimiser_beats_raw_schema():
-    """Claim 1's direction on a shrunken quick run (300 users): the full optimiser over the raw schema."""
-    from icml26.eval.experiments.rdl_graph import SETTINGS, build_data, run_arm
+def test_quick_arms_full_optimiser_beats_raw_schema_and_closes_the_planted_template():
+    """Claims 1 and 3's direction on a shrunken quick run (300 users): the full optimiser over the raw schema,
+    the planted irrelevant template closed at the largest template penalty of the grid."""
+    from icml26.eval.experiments.rdl_graph import IRRELEVANT, RELEVANT, SETTINGS, build_data, run_arm
 
     s = dataclasses.replace(SETTINGS["quick"], users=300)
     data = build_data(s, 0)
+    assert data["candidates"][-1] == IRRELEVANT and RELEVANT in data["candidates"]
     # the templated graphs that build_data shares among the arms equal the ones an arm would build itself
     import torch
 
-    from icml26.utils import inner_seed
     from icml26.models.rdl_graph import add_templates
+    from icml26.utils import inner_seed
 
     fresh = add_templates(data["graphs"]["val"][1], data["candidates"], max_edges=s.max_edges_per_template,
                           seed=inner_seed(0, 1, 1))
@@ -87,7 +96,23 @@ def test_quick_arms_full_optimiser_beats_raw_schema():
     assert sorted(fresh.edge_types) == sorted(shared.edge_types)
     assert all(torch.equal(fresh[e].edge_index, shared[e].edge_index) for e in fresh.edge_types)
     raw = run_arm((s, 0, "raw", data, 1.0))
-    full = run_arm((s, 0, "full", data, 1.0))
+    full = run_arm((s, 0, "full", data, 1.0, max(s.template_penalties)))
     assert full["test_auroc"] > raw["test_auroc"]
     assert full["messages"] <= full["messages_unpruned"] and full["steps"] == s.epochs * len(data["graphs"]["train"])
+    assert full["lambda_template"] == max(s.template_penalties) and raw["lambda_template"] == s.lambda_template
+    gates = full["plan"]["gate_values"]["template"]
+    assert gates[IRRELEVANT] == 0 and gates[RELEVANT] > 0, gates
+    n_val = sum(int(g["user"].label_mask.sum()) for g in data["graphs"]["val"])
+    assert full["val_n_pos"] + full["val_n_neg"] == n_val and full["val_n_pos"] > 0
     assert json.dumps(full["plan"])  # the plan is plain data
+
+
+@pytest.mark.slow
+def test_the_planted_template_stays_open_at_the_smallest_template_penalty():
+    """Claim 3's contrast: the template is not closed by construction (the grid's smallest penalty keeps it)."""
+    from icml26.eval.experiments.rdl_graph import IRRELEVANT, RELEVANT, SETTINGS, build_data, run_arm
+
+    s = dataclasses.replace(SETTINGS["quick"], users=300)
+    small = run_arm((s, 0, "full", build_data(s, 0), 1.0, min(s.template_penalties)))
+    gates = small["plan"]["gate_values"]["template"]
+    assert gates[IRRELEVANT] > 0 and gates[RELEVANT] > 0, gates
