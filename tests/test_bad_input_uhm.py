@@ -38,6 +38,13 @@ def _walled_off() -> np.ndarray:
     return layout
 
 
+def _simulate(**changes):
+    start = np.repeat(POINT.start_states[:1], 2, axis=0)
+    args = {"env": POINT, "positions": start, "actions": np.zeros((2, 2)), "horizons": np.array([1, 3]),
+            "act": lambda p: np.zeros_like(p), "rng": np.random.default_rng(0), **changes}
+    return mazes.simulate_horizons(**args)
+
+
 def _reset(env, state):
     env.reset(seed=0, options={"state": state})
 
@@ -75,6 +82,13 @@ PROBES = [
     Probe("value_iteration-P-rows-not-distributions", lambda: mazes.value_iteration(ENV.P * 2, ENV.R, 0.9), "P"),
     Probe("success_rate-horizon-negative", lambda: mazes.success_rate(ENV, PI, horizon=-1), "horizon"),
     Probe("pointmaze_success-act-not-callable", lambda: mazes.pointmaze_success(POINT, np.zeros(2)), "act"),
+    Probe("simulate_horizons-position-in-a-wall", lambda: _simulate(positions=np.zeros((2, 2))), "positions"),
+    Probe("simulate_horizons-actions-wrong-shape", lambda: _simulate(actions=np.zeros((2, 3))), "actions"),
+    Probe("simulate_horizons-horizon-zero", lambda: _simulate(horizons=np.array([1, 0])), "horizons"),
+    Probe("simulate_horizons-horizons-float", lambda: _simulate(horizons=np.array([1.0, 2.0])), "horizons"),
+    Probe("simulate_horizons-act-array", lambda: _simulate(act=np.zeros(2)), "act"),
+    Probe("simulate_horizons-rng-int", lambda: _simulate(rng=0), "rng"),
+    Probe("simulate_horizons-env-gridmaze", lambda: _simulate(env=ENV), "env"),
     # tabular horizon models (scikit-learn estimators: parameters checked in fit)
     Probe("TabularUHM.fit-policy-rows-sum-to-2", lambda: uhm.TabularUHM(5).fit(DATA, PI * 2), "policy"),
     Probe("TabularUHM.fit-k_max-zero", lambda: uhm.TabularUHM(0).fit(DATA, PI), "k_max"),

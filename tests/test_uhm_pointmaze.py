@@ -7,6 +7,7 @@ import pytest
 
 from icml26 import InputError
 from icml26.eval.tasks import uhm as mazes
+
 G = 0.99
 
 
@@ -72,3 +73,26 @@ def test_oracle_values_closed_forms():
 def test_oracle_values_bad_input(env, kwargs, name):
     with pytest.raises(InputError, match=name):
         mazes.pointmaze_oracle_values(env, **{"gamma": G, **kwargs})
+
+
+def test_simulate_horizons_is_the_true_n_step_law():
+    """Row i lands where ``horizons[i]`` steps of the dynamics take it: ``n = 1`` is one ``step_batch`` on the
+    same noise stream; without noise each row matches its own step-by-step rollout, and ``n`` matters."""
+    env = mazes.PointMaze2D(size=9, seed=1)
+    pos = np.repeat(env.start_states[:4], 2, axis=0)
+    first = np.tile([[0.5, -0.5], [1.0, 1.0]], (4, 1))
+    ones = np.ones(len(pos), dtype=int)
+    act = lambda p: np.tile([[0.3, 0.9]], (len(p), 1))  # noqa: E731
+    got = mazes.simulate_horizons(env, pos, first, ones, act, np.random.default_rng(3))
+    assert np.array_equal(got, env.step_batch(pos, first, np.random.default_rng(3)))
+    quiet = mazes.PointMaze2D(size=9, seed=1, noise=0.0)
+    n = np.arange(1, len(pos) + 1)
+    got = mazes.simulate_horizons(quiet, pos, first, n, act, np.random.default_rng(0))
+    for i in range(len(pos)):
+        p, a = pos[i:i + 1], first[i:i + 1]
+        for _ in range(n[i]):
+            p = quiet.step_batch(p, a, np.random.default_rng(0))
+            a = act(p)
+        assert np.allclose(got[i], p[0])
+    assert not np.allclose(got, mazes.simulate_horizons(quiet, pos, first, ones, act, np.random.default_rng(0)))
+    assert quiet.free(got).all()

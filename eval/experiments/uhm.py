@@ -63,7 +63,8 @@ class UHMSettings:
     ``neural_hidden``, EMA ``neural_tau``, horizons uniform on ``1..neural_k_max`` and TV at ``neural_k_max``;
     ``tv_horizon``: the tabular recursion check. PointMaze2D: ``pointmaze`` (run it), ``pm_transitions``,
     ``pm_updates``, ``pm_model_steps`` (the flow model's warm-up before the joint phase), ``pm_alpha`` (the
-    actor's BC weight), ``pm_eval_every``.
+    actor's BC weight), ``pm_eval_every``, ``pm_oracle`` (add the reference arm whose horizon model is the true
+    simulator: what the UHM target does with a perfect model).
     """
 
     maze_size: int
@@ -99,6 +100,7 @@ class UHMSettings:
     pm_model_steps: int
     pm_alpha: float
     pm_eval_every: int
+    pm_oracle: bool
 
 
 #: Per-mode settings; tests shrink them with ``dataclasses.replace``.
@@ -109,12 +111,13 @@ SETTINGS = {
                          claim_k_max=10, neural=True, neural_reps=1, neural_steps=1500, neural_lr=3e-3,
                          neural_batch=256, neural_hidden=128, neural_tau=0.1, neural_k_max=20, neural_maze_size=11,
                          neural_transitions=20_000, tv_horizon=30, pointmaze=False, pm_transitions=100_000,
-                         pm_updates=20_000, pm_model_steps=5_000, pm_alpha=0.01, pm_eval_every=2_000),
+                         pm_updates=20_000, pm_model_steps=5_000, pm_alpha=0.01, pm_eval_every=2_000, pm_oracle=False),
 }
 SETTINGS["full"] = dataclasses.replace(SETTINGS["quick"], datasets=("explore", "navigate"), trace_batch=100_000,
                                        sweep_factors=(1, 2, 4, 8), variance_k_max=(5, 10, 20, 50, 100, 200),
                                        neural_reps=3, neural_steps=3000, neural_batch=512, neural_hidden=256,
-                                       neural_k_max=30, neural_maze_size=15, neural_transitions=50_000, pointmaze=True)
+                                       neural_k_max=30, neural_maze_size=15, neural_transitions=50_000, pointmaze=True,
+                                       pm_oracle=True)
 
 
 def make_maze(s: UHMSettings, seed: int, dataset: str = "explore", neural: bool = False):
@@ -376,6 +379,9 @@ def _run_seed(config, s: UHMSettings, seed: int) -> Result:
             f"{pm['metrics']['1step_TD_success']:.2f}, reported)", uhm_err, td_err))
         result.tables["PointMaze2D over updates"] = [{"critic target": name, **{k: round(v, 3) for k, v in r.items()}}
                                                     for name, curve in pm["history"].items() for r in curve]
+        if pm["quality"] is not None:
+            result.tables["PointMaze2D: learned flow UHM vs the true dynamics under the final actor (cell units)"] = [
+                {k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()} for r in pm["quality"]]
 
     m["cpu_seconds"] = time.process_time() - start
     result.figures = {"budget_sweep": _control_figure(ex, s), "target_variance_vs_k_max": _variance_figure(var),
@@ -476,6 +482,12 @@ def pointmaze_study(s, seed: int) -> dict[str, Any]:
     start states, ``min(Q1, Q2)(s_0, pi(s_0))`` averaged over them, against the Monte-Carlo value of the
     shortest-path controller (:func:`~icml26.eval.tasks.uhm.pointmaze_oracle_values`): how far the critic's
     value has propagated from the goal, which is what the horizon model is meant to speed up.
+
+    Diagnosis (``pm_oracle``): a third arm draws ``s_e`` from the true dynamics
+    (:func:`~icml26.eval.tasks.uhm.simulate_horizons`, the same ``n ~ p_H`` and weights) instead of the learned
+    flow, which separates the model's error from the target's variance and the actor-critic; and the learned
+    model's samples at ``n = 1, 10, 25, k_max`` from 48 dataset pairs are compared with simulated rollouts of
+    the final actor (distance of the means, energy distance, share of samples inside walls).
     """
     import numpy as np
     import torch
@@ -511,8 +523,10 @@ def pointmaze_study(s, seed: int) -> dict[str, Any]:
         return {"update": update, "success": success, "start_value": float(q.mean()),
                 "start_value_error": float(np.abs(q - oracle).mean())}
 
-    with phase("PointMaze2D actor-critic", total=2) as bar:
-        for name in ("1-step TD", "UHM"):
+    arms = ("1-step TD", "UHM") + (("UHM, true simulator",) if s.pm_oracle else ())
+    quality = None
+    with phase("PointMaze2D actor-critic", total=len(arms)) as bar:
+        for name in arms:
             start = time.process_time()
             gen = torch.Generator().manual_seed(inner_seed(seed, 8))
             ac = OfflineActorCritic(2, 2, ActorCriticConfig(gamma=s.gamma, alpha=s.pm_alpha), seed=inner_seed(seed, 9, bits=31))
@@ -528,6 +542,8 @@ def pointmaze_study(s, seed: int) -> dict[str, Any]:
                     idx = torch.randint(0, len(S), (256,), generator=gen)
                     flow.update({"states": S[idx], "actions": A[idx], "next_states": S2[idx]},
                                 lambda x: ac.act(x).detach(), gen)
+            elif name == "UHM, true simulator":
+                critic_target = _SimulatorUHMTarget(env, weights, norm, scale, centre, reward_fn, inner_seed(seed, 11))
             else:
                 critic_target = TorchOneStepTD(s.gamma)
             calls, curve = 0, []
@@ -546,12 +562,70 @@ def pointmaze_study(s, seed: int) -> dict[str, Any]:
                          "mean abs(Q - V_oracle) at starts": round(last["start_value_error"], 2),
                          "model calls per target": calls / max(s.pm_updates, 1),
                          "CPU s": round(time.process_time() - start, 1)})
-            key = name.replace(' ', '_').replace('-', '')
+            if flow is not None:
+                quality = flow_quality(env, flow.target_model, ac, S, A, norm, scale, centre, s.k_max,
+                                       inner_seed(seed, 14))
+            key = name.replace(' ', '_').replace('-', '').replace(',', '')
             metrics[f"{key}_success"] = last["success"]
             metrics[f"{key}_start_value_error"] = last["start_value_error"]
             history[name] = curve
             bar.update()
-    return {"rows": rows, "metrics": metrics, "history": history, "oracle": oracle.tolist()}
+    return {"rows": rows, "metrics": metrics, "history": history, "oracle": oracle.tolist(), "quality": quality}
+
+
+class _SimulatorUHMTarget:
+    """The UHM target with the true dynamics as its horizon model (the diagnosis arm, never a learner): the
+    same ``n ~ p_H`` and weights as :class:`~icml26.training.uhm.TorchUHMTarget`, ``s_e`` simulated."""
+
+    def __init__(self, env, weights, norm, scale, centre, reward_fn, seed):
+        import numpy as np
+
+        self.env, self.weights, self.norm, self.scale, self.centre = env, weights, norm, scale, centre
+        self.reward_fn, self.rng = reward_fn, np.random.default_rng(seed)
+
+    def __call__(self, batch, q_fn, policy):
+        import torch
+
+        from icml26.eval.tasks.uhm import simulate_horizons
+        from icml26.training.uhm import nu_target
+
+        s, a, r = batch["states"], batch["actions"], batch["rewards"]
+        n = self.weights.sample(s.shape[0], self.rng)
+        pos = (s * self.scale + self.centre).numpy().astype(float)
+        act = lambda p: policy(self.norm(p)).numpy().astype(float)  # noqa: E731
+        s_e = self.norm(simulate_horizons(self.env, pos, a.numpy().astype(float), n, act, self.rng))
+        return nu_target(r, self.reward_fn(s_e), q_fn(s_e, policy(s_e)), torch.from_numpy(n), self.weights), 1
+
+
+def flow_quality(env, model, ac, S, A, norm, scale, centre, k_max: int, seed: int, pairs: int = 48,
+                 draws: int = 32) -> list[dict[str, float]]:
+    """The learned flow UHM against the true dynamics under the final actor, at ``n = 1, 10, 25, k_max``:
+    for ``pairs`` dataset ``(s, a)``, ``draws`` model samples and ``draws`` simulated rollouts each; the mean
+    distance between their means, the energy distance of the two samples and the share of model samples in
+    walls (positions in cell units)."""
+    import numpy as np
+    import torch
+
+    from icml26.eval.tasks.uhm import simulate_horizons
+
+    rng = np.random.default_rng(seed)
+    gen = torch.Generator().manual_seed(seed)
+    idx = torch.from_numpy(rng.integers(0, len(S), pairs))
+    s0, a0 = S[idx].repeat_interleave(draws, 0), A[idx].repeat_interleave(draws, 0)
+    rows = []
+    for n in sorted({1, 10, 25, k_max} & set(range(1, k_max + 1))):
+        with torch.no_grad():
+            x = (model.sample(s0, a0, torch.full((len(s0),), n), generator=gen) * scale + centre).numpy().astype(float)
+            act = lambda p: ac.act(norm(p)).numpy().astype(float)  # noqa: E731
+            y = simulate_horizons(env, (s0 * scale + centre).numpy().astype(float), a0.numpy().astype(float),
+                                  np.full(len(s0), n), act, rng)
+        xm, ym = x.reshape(pairs, draws, 2), y.reshape(pairs, draws, 2)
+        d = lambda u, v: np.linalg.norm(u[:, :, None] - v[:, None], axis=-1).mean((1, 2))  # noqa: E731
+        rows.append({"n": n, "distance of means": float(np.linalg.norm(xm.mean(1) - ym.mean(1), axis=-1).mean()),
+                     "energy distance": float((2 * d(xm, ym) - d(xm, xm) - d(ym, ym)).mean()),
+                     "model samples in walls": float(1 - env.free(x).mean()),
+                     "true spread": float(ym.std(1).mean()), "model spread": float(xm.std(1).mean())})
+    return rows
 
 
 def pointmaze_figure(pm):

@@ -565,6 +565,56 @@ def pointmaze_success(env: PointMaze2D, act, horizon: int = 300, rollouts: int =
     return float(env.in_goal(pos).mean())
 
 
+def simulate_horizons(env: PointMaze2D, positions, actions, horizons, act, rng: np.random.Generator) -> np.ndarray:
+    """Positions ``n`` steps after ``(s, a)`` in the true dynamics: the first move takes ``actions``, the
+    next ``n - 1`` take ``act(positions)``. A draw from the true ``m^pi(. | s, a, n)`` of the policy ``act``
+    (the quantity a universal horizon model learns, arXiv 2605.15603), for diagnosing a learned model and
+    for an oracle reference arm; the learners never call it.
+
+    Args:
+        env: the PointMaze2D whose dynamics are simulated.
+        positions: ``[B, 2]`` start positions ``s`` (row, col) in free cells.
+        actions: ``[B, 2]`` first actions ``a`` (clipped to ``[-1, 1]`` as :meth:`PointMaze2D.step_batch` does).
+        horizons: ``[B]`` integers ``n >= 1``.
+        act: the policy, a callable ``positions [m, 2] -> actions [m, 2]``.
+        rng: a ``numpy.random.Generator`` for the dynamics' noise.
+
+    Returns ``[B, 2]`` positions, row ``i`` after ``horizons[i]`` steps.
+    """
+    fn = "simulate_horizons"
+    if not isinstance(env, PointMaze2D):
+        raise InputTypeError(fn, "env", "a PointMaze2D", described(type(env).__name__))
+    pos = np.asarray(positions, dtype=float) if not isinstance(positions, (str, bytes)) else None
+    if pos is None or pos.ndim != 2 or pos.shape[1] != 2 or not len(pos) or not np.isfinite(pos).all():
+        raise input_error(fn, "positions", "finite positions of shape (B, 2), B >= 1", describe_value(positions))
+    if not env.free(pos).all():
+        raise input_error(fn, "positions", "positions in free cells", described(f"{int((~env.free(pos)).sum())} in walls"))
+    first = np.asarray(actions, dtype=float) if not isinstance(actions, (str, bytes)) else None
+    if first is None or first.shape != pos.shape or not np.isfinite(first).all():
+        raise input_error(fn, "actions", f"finite actions of shape {pos.shape}", describe_value(actions))
+    n = np.asarray(horizons)
+    if n.shape != (len(pos),) or not np.issubdtype(n.dtype, np.integer) or n.min() < 1:
+        raise input_error(fn, "horizons", f"{len(pos)} integers >= 1",
+                          described(f"values in [{n.min()}, {n.max()}]") if n.shape == (len(pos),)
+                          and np.issubdtype(n.dtype, np.integer) else describe_value(horizons))
+    if not callable(act):
+        raise InputTypeError(fn, "act", "a callable positions [B, 2] -> actions [B, 2]", described(type(act).__name__))
+    if not isinstance(rng, np.random.Generator):
+        raise InputTypeError(fn, "rng", "a numpy.random.Generator", described(type(rng).__name__))
+    out = np.empty_like(pos)
+    a = first
+    for k in range(1, int(n.max()) + 1):
+        pos = env.step_batch(pos, a, rng)
+        done = n == k
+        out[done] = pos[done]
+        if k < n.max():
+            a = np.asarray(act(pos), dtype=float)
+            if a.shape != pos.shape:
+                raise input_error(fn, "act", f"a callable returning actions of shape {pos.shape}",
+                                  described(f"an output {describe_value(a)}"))
+    return out
+
+
 # ----------------------------------------------------------------------------------------------
 # gymnasium registration
 # ----------------------------------------------------------------------------------------------
