@@ -62,10 +62,10 @@ def test_full_mode_runs_at_tiny_size_with_its_neural_and_pointmaze_claims(tmp_pa
     s = dataclasses.replace(SETTINGS["full"], transitions=5000, batch_size=5000, trace_batch=2000, variance_k_max=(5, 10),
                             neural_reps=1, neural_steps=5, neural_hidden=16, neural_k_max=10, neural_maze_size=9,
                             neural_transitions=2000, tv_horizon=10, k_max=10, sweep_factors=(1, 2),
-                            pm_transitions=2000, pm_updates=3, pm_model_steps=2, pm_eval_every=2)
+                            pm_transitions=2000, pm_updates=3, pm_model_steps=2, pm_eval_every=2, pm_claim_updates=(1, 3))
     result = run_experiment(RunConfig(mode="full", out_dir=tmp_path, seeds=(0,)), s)
     statements = [c.statement for c in result.claims]
-    assert len(statements) == 5 and statements[3].startswith("learned categorical UHM")
+    assert len(statements) == 7 and statements[3].startswith("learned categorical UHM")
     assert "direct TV to P_pi^10" in statements[3]
     pm_claim = result.claims[4]
     assert pm_claim.statement.startswith("PointMaze2D, 3 updates")
@@ -76,10 +76,14 @@ def test_full_mode_runs_at_tiny_size_with_its_neural_and_pointmaze_claims(tmp_pa
     assert [r["model calls per target"] for r in rows] == [0, 1, 1]
     assert rows[0]["oracle value at starts"] == pytest.approx(pm["oracle_start_value"], abs=0.01)
     assert pm["oracle_start_value"] > 0
-    # evaluated at update 2 and at the last update, for each arm
+    # the control claim at its two budgets, from the curves
+    for claim, b in zip(result.claims[5:], (1, 3)):
+        assert claim.statement.startswith(f"PointMaze2D, {b} updates, learned flow UHM")
+        assert (claim.measured, claim.reference) == (pm[f"success_at_{b}"]["UHM"], pm[f"success_at_{b}"]["1-step TD"])
+    # evaluated at the claim budgets, every 2 updates and at the last update, for each arm
     curve = result.tables["PointMaze2D over updates"]
     assert [(r["critic target"], r["update"]) for r in curve] == [
-        (arm, u) for arm in ("1-step TD", "UHM", "UHM, true simulator") for u in (2, 3)]
+        (arm, u) for arm in ("1-step TD", "UHM", "UHM, true simulator") for u in (1, 2, 3)]
     quality = result.tables["PointMaze2D: learned flow UHM vs the true dynamics under the final actor (cell units)"]
     assert [r["n"] for r in quality] == [1, 10] and all(0 <= r["model samples in walls"] <= 1 for r in quality)
     assert result.figures["pointmaze_success_and_start_value"].axes
