@@ -350,4 +350,4 @@ def test_quick_experiment_shrunk_makes_its_claims(tmp_path):
         if "Scheffé" in c.statement or "audit" in c.statement:
             assert c.holds, c.statement
     assert claims["audit has power"].measured > 1
-    assert set(result.figures) == {"scheffe_evals_vs_n", "tv_histograms", "audited_epsilon"}
+    assert set(result.figures) == {"scheffe_evals_vs_n", "rate_ratio_vs_n", "tv_histograms", "audited_epsilon"}

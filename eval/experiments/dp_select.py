@@ -196,7 +196,7 @@ def rate_study(s: DPSelectSettings, seed: int, classes: tuple[str, ...] | None =
 
 
 def _rate_claims(result: Result, s: DPSelectSettings, rows: list[dict[str, Any]]) -> None:
-    """Claim 1 on the claimed classes, the third class reported, and the power check on it."""
+    """Claim 2 on the claimed classes, the third class reported, and the power check on it."""
     from icml26.eval.tasks.dp_select import RATE_CLASSES
 
     lo, hi = s.rate_ns[0], s.rate_ns[-1]
@@ -426,8 +426,8 @@ def _run_seed(config, s: DPSelectSettings, seed: int) -> Result:
                                            "per side, 95%) <= nominal epsilon", r["audited lower bound"], r["nominal"]))
     metrics["cpu_seconds"] = time.process_time() - start
 
-    result.figures = {"scheffe_evals_vs_n": _cost_figure(s, cost), "tv_histograms": _tv_figure(rows, s),
-                      "audited_epsilon": _audit_figure(audit)}
+    result.figures = {"scheffe_evals_vs_n": _cost_figure(s, cost), "rate_ratio_vs_n": _rate_figure(s, rate_rows),
+                      "tv_histograms": _tv_figure(rows, s), "audited_epsilon": _audit_figure(audit)}
     result.notes = (
         f"Mode {config.mode}, seed {seed} (truths, samples, strong sets and noise drawn from it by SeedSequence). "
         "The paper's text was not available: StrongSetEM (strong-set loss, stage-1 selection against a fixed "
@@ -453,6 +453,33 @@ def _cost_figure(s, cost):
     ax.set_xlabel("number of hypotheses n")
     ax.set_ylabel("Scheffé evaluations")
     ax.legend()
+    return fig
+
+
+def _rate_figure(s, rows):
+    from matplotlib.figure import Figure
+
+    from icml26.eval.tasks.dp_select import RATE_CLASSES
+
+    fig = Figure(figsize=(4 * len(RATE_CLASSES), 3.6), layout="constrained")
+    for i, name in enumerate(RATE_CLASSES):
+        ax = fig.add_subplot(1, len(RATE_CLASSES), i + 1)
+        for eps in s.rate_epsilons:
+            cell = [r for r in rows if r["class"] == name and r["epsilon"] == eps]
+            ns = [r["n"] for r in cell]
+            ax.semilogx(ns, [r["ratio StrongSetEM"] for r in cell], marker="o", label=f"StrongSetEM, eps {eps:g}")
+            ax.semilogx(ns, [r["ratio random opponents only"] for r in cell], marker="x", ls="--",
+                        label=f"random opponents only, eps {eps:g}")
+        ax.axhline(RATE_RATIO, color="k", ls=":", label="claimed bound")
+        ax.set_yscale("log")
+        ticks = [1, 2, 4, 8, 16, 32]
+        ax.set_yticks(ticks, [str(v) for v in ticks])
+        ax.set_xticks(list(s.rate_ns), [str(n) for n in s.rate_ns])
+        ax.minorticks_off()
+        ax.set_title(f"{name} (alpha {RATE_CLASSES[name]:g})" + ("" if name in RATE_CLAIMED else ", reported"))
+        ax.set_xlabel("number of hypotheses n")
+        ax.set_ylabel("s* / s*(private MDE)")
+    fig.axes[0].legend(fontsize=7)
     return fig
 
 
