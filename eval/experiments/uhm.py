@@ -62,7 +62,8 @@ class UHMSettings:
     replications of ``neural_steps`` Adam steps at ``neural_lr`` of batch ``neural_batch``, trunk
     ``neural_hidden``, EMA ``neural_tau``, horizons uniform on ``1..neural_k_max`` and TV at ``neural_k_max``;
     ``tv_horizon``: the tabular recursion check. PointMaze2D: ``pointmaze`` (run it), ``pm_transitions``,
-    ``pm_updates``, ``pm_model_steps`` (the flow model's warm-up before the joint phase), ``pm_alpha`` (the
+    ``pm_updates``, ``pm_model_steps`` (the flow model's warm-up before the joint phase), ``pm_flow_tau`` (the EMA
+    rate of the flow model's target network, which TD-flow bootstraps horizon ``n`` from), ``pm_alpha`` (the
     actor's BC weight), ``pm_eval_every``, ``pm_claim_updates`` (the two budgets of the control claim; each
     is evaluated), ``pm_oracle`` (add the reference arm whose horizon model is the true
     simulator: what the UHM target does with a perfect model).
@@ -99,6 +100,7 @@ class UHMSettings:
     pm_transitions: int
     pm_updates: int
     pm_model_steps: int
+    pm_flow_tau: float
     pm_alpha: float
     pm_eval_every: int
     pm_claim_updates: tuple[int, ...]
@@ -113,8 +115,8 @@ SETTINGS = {
                          claim_k_max=10, neural=True, neural_reps=1, neural_steps=1500, neural_lr=3e-3,
                          neural_batch=256, neural_hidden=128, neural_tau=0.1, neural_k_max=20, neural_maze_size=11,
                          neural_transitions=20_000, tv_horizon=30, pointmaze=False, pm_transitions=100_000,
-                         pm_updates=20_000, pm_model_steps=5_000, pm_alpha=0.01, pm_eval_every=2_000,
-                         pm_claim_updates=(10_000, 20_000), pm_oracle=False),
+                         pm_updates=20_000, pm_model_steps=5_000, pm_flow_tau=0.005, pm_alpha=0.01,
+                         pm_eval_every=2_000, pm_claim_updates=(10_000, 20_000), pm_oracle=False),
 }
 SETTINGS["full"] = dataclasses.replace(SETTINGS["quick"], datasets=("explore", "navigate"), trace_batch=100_000,
                                        sweep_factors=(1, 2, 4, 8), variance_k_max=(5, 10, 20, 50, 100, 200),
@@ -547,7 +549,7 @@ def pointmaze_study(s, seed: int) -> dict[str, Any]:
                 with torch.random.fork_rng():
                     torch.manual_seed(inner_seed(seed, 10, bits=31))
                     model = UniversalHorizonModel(UHMConfig(state_dim=2, action_dim=2, k_max=s.k_max))
-                flow = TDFlowUpdater(model, weights, lr=3e-4, tau=0.005)
+                flow = TDFlowUpdater(model, weights, lr=3e-4, tau=s.pm_flow_tau)
                 critic_target = TorchUHMTarget(flow.target_model, weights, reward_fn, seed=inner_seed(seed, 11))
                 # warm-up of the model alone (the critic's imagined states need a usable model)
                 for _ in range(s.pm_model_steps):
