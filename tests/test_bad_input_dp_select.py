@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from probes import Probe, check, ids
 
 from icml26.eval.tasks.dp_select import audit_instance, draw_problem, make_class, rate_instance
 from icml26.training.dp_select import (
@@ -36,7 +37,6 @@ from icml26.training.dp_select import (
     scheffe_table,
     tv,
 )
-from probes import Probe, check, ids
 
 H, SAMPLES = audit_instance(0)
 
