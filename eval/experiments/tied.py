@@ -575,6 +575,7 @@ def _so_figure(so, modes):
 
 def _consistency_figure(modes, ladder):
     from matplotlib.figure import Figure
+    from matplotlib.ticker import NullLocator
 
     fig = Figure(figsize=(9, 3.6), layout="constrained")
     runs = modes["runs"]
@@ -593,6 +594,9 @@ def _consistency_figure(modes, ladder):
                 ax.annotate(f"{k[0]}x{k[1]}", (k[0] * k[1], runs[k][stat]), fontsize=6)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ticks = sorted({k * m for keys in series.values() for k, m in keys})
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_xticks(ticks, [str(t) for t in ticks], fontsize=7)
         ax.set_xlabel("gradient evaluations per draw (K M)")
         ax.set_ylabel(label)
         ax.legend(fontsize=7)
