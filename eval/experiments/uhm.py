@@ -63,7 +63,10 @@ class UHMSettings:
     ``neural_hidden``, EMA ``neural_tau``, horizons uniform on ``1..neural_k_max`` and TV at ``neural_k_max``;
     ``tv_horizon``: the tabular recursion check. PointMaze2D: ``pointmaze`` (run it), ``pm_transitions``,
     ``pm_updates``, ``pm_model_steps`` (the flow model's warm-up before the joint phase), ``pm_flow_tau`` (the EMA
-    rate of the flow model's target network, which TD-flow bootstraps horizon ``n`` from), ``pm_alpha`` (the
+    rate of the flow model's target network, which TD-flow bootstraps horizon ``n`` from: 0.05, not the 0.005 of
+    the critics, because each horizon level waits on the EMA lag ``1 / tau``, so ``k_max`` levels need about
+    ``k_max / tau`` model steps; at 0.005 the model's samples at ``n >= 10`` sat cells away from the true ones,
+    many inside walls, after the full budget), ``pm_alpha`` (the
     actor's BC weight), ``pm_eval_every``, ``pm_claim_updates`` (the two budgets of the control claim; each
     is evaluated), ``pm_oracle`` (add the reference arm whose horizon model is the true
     simulator: what the UHM target does with a perfect model).
@@ -115,7 +118,7 @@ SETTINGS = {
                          claim_k_max=10, neural=True, neural_reps=1, neural_steps=1500, neural_lr=3e-3,
                          neural_batch=256, neural_hidden=128, neural_tau=0.1, neural_k_max=20, neural_maze_size=11,
                          neural_transitions=20_000, tv_horizon=30, pointmaze=False, pm_transitions=100_000,
-                         pm_updates=20_000, pm_model_steps=5_000, pm_flow_tau=0.005, pm_alpha=0.01,
+                         pm_updates=20_000, pm_model_steps=5_000, pm_flow_tau=0.05, pm_alpha=0.01,
                          pm_eval_every=2_000, pm_claim_updates=(10_000, 20_000), pm_oracle=False),
 }
 SETTINGS["full"] = dataclasses.replace(SETTINGS["quick"], datasets=("explore", "navigate"), trace_batch=100_000,
