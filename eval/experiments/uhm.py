@@ -66,7 +66,8 @@ class UHMSettings:
     rate of the flow model's target network, which TD-flow bootstraps horizon ``n`` from: 0.05, not the 0.005 of
     the critics, because each horizon level waits on the EMA lag ``1 / tau``, so ``k_max`` levels need about
     ``k_max / tau`` model steps; at 0.005 the model's samples at ``n >= 10`` sat cells away from the true ones,
-    many inside walls, after the full budget), ``pm_alpha`` (the
+    many inside walls, after the full budget), ``pm_critic_layer_norm`` (LayerNorm in every arm's critics, as
+    ReBRAC's: without it a critic queried at a learned model's samples outside the maze can diverge), ``pm_alpha`` (the
     actor's BC weight), ``pm_eval_every``, ``pm_claim_updates`` (the two budgets of the control claim; each
     is evaluated), ``pm_oracle`` (add the reference arm whose horizon model is the true
     simulator: what the UHM target does with a perfect model).
@@ -105,6 +106,7 @@ class UHMSettings:
     pm_model_steps: int
     pm_flow_tau: float
     pm_alpha: float
+    pm_critic_layer_norm: bool
     pm_eval_every: int
     pm_claim_updates: tuple[int, ...]
     pm_oracle: bool
@@ -119,7 +121,8 @@ SETTINGS = {
                          neural_batch=256, neural_hidden=128, neural_tau=0.1, neural_k_max=20, neural_maze_size=11,
                          neural_transitions=20_000, tv_horizon=30, pointmaze=False, pm_transitions=100_000,
                          pm_updates=20_000, pm_model_steps=5_000, pm_flow_tau=0.05, pm_alpha=0.01,
-                         pm_eval_every=2_000, pm_claim_updates=(10_000, 20_000), pm_oracle=False),
+                         pm_critic_layer_norm=True, pm_eval_every=2_000, pm_claim_updates=(10_000, 20_000),
+                         pm_oracle=False),
 }
 SETTINGS["full"] = dataclasses.replace(SETTINGS["quick"], datasets=("explore", "navigate"), trace_batch=100_000,
                                        sweep_factors=(1, 2, 4, 8), variance_k_max=(5, 10, 20, 50, 100, 200),
@@ -546,7 +549,8 @@ def pointmaze_study(s, seed: int) -> dict[str, Any]:
         for name in arms:
             start = time.process_time()
             gen = torch.Generator().manual_seed(inner_seed(seed, 8))
-            ac = OfflineActorCritic(2, 2, ActorCriticConfig(gamma=s.gamma, alpha=s.pm_alpha), seed=inner_seed(seed, 9, bits=31))
+            config = ActorCriticConfig(gamma=s.gamma, alpha=s.pm_alpha, critic_layer_norm=s.pm_critic_layer_norm)
+            ac = OfflineActorCritic(2, 2, config, seed=inner_seed(seed, 9, bits=31))
             flow = None
             if name == "UHM":
                 with torch.random.fork_rng():
