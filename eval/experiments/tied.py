@@ -40,6 +40,15 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from icml26.eval.tasks.tied import (  # the analytic SO(n) targets live with the task
+    MODE_SHARPNESS,
+    MODE_WEIGHT,
+    analytic_mean_abs_x11,
+    haar_so,
+    two_mode_log_density,
+    two_mode_marginal,
+    x11_marginal,
+)
 from icml26.registry import experiment
 from icml26.results import Claim, Result
 from icml26.utils import inner_seed
@@ -99,9 +108,6 @@ PPCA_TEMPERATURE, PPCA_COMPONENTS = 50.0, 20
 #: TIED's image settings per transformation: (gamma_min, gamma_max, M, clip).
 IMAGE_TIED = {"se2": (0.1, 1.0, 2, 100.0), "homography": (0.1, 0.5, 4, 100.0)}
 ALIGNMENT_SHARE = 0.9
-#: The asymmetric SO(3) target ``log(w e^{b x} + (1 - w) e^{-b x})``, ``x = X11``: weight ``w`` of the X11 > 0 mode
-#: and sharpness ``b``. Decided before measuring: a barrier of ``e^{-b}`` that no local sampler crosses.
-MODE_WEIGHT, MODE_SHARPNESS = 0.8, 20.0
 #: Thresholds of the mode-weight claims (issue 46, fixed before any measurement): TIED's error at most 0.10, a
 #: third of the 0.30 that a sampler keeping the balanced weights of its starts makes; kinetic Langevin's at least
 #: 0.20, two thirds of that 0.30.
@@ -113,65 +119,6 @@ LANGEVIN_STEP, LANGEVIN_FRICTION = 0.01, 5.0
 # ----------------------------------------------------------------------------------------------
 # 1. SO(n): a sampler, not an optimiser
 # ----------------------------------------------------------------------------------------------
-def _cdf_on_grid(x, dens):
-    import numpy as np
-
-    cdf = np.concatenate([[0.0], np.cumsum((dens[1:] + dens[:-1]) / 2 * np.diff(x))])
-    total = cdf[-1]
-    return cdf / total, dens / total
-
-
-def x11_marginal(n: int, grid: int = 20001):
-    """``(x, cdf, density)`` of ``X11`` under ``exp(10 X11^2)`` on ``SO(n)`` with the Haar base measure."""
-    import numpy as np
-
-    x = np.linspace(-1, 1, grid)
-    dens = np.exp(10 * x ** 2) * np.clip(1 - x ** 2, 0, None) ** ((n - 3) / 2)
-    cdf, dens = _cdf_on_grid(x, dens)
-    return x, cdf, dens
-
-
-def two_mode_marginal(n: int, weight: float = MODE_WEIGHT, sharpness: float = MODE_SHARPNESS, grid: int = 40001):
-    """``(x, cdf, density)`` of ``X11`` under ``w e^{b X11} + (1 - w) e^{-b X11}`` on ``SO(n)`` (Haar base measure:
-    ``X11`` has density ``(1 - x^2)^{(n-3)/2}``, uniform for ``n = 3``)."""
-    import numpy as np
-
-    x = np.linspace(-1, 1, grid)
-    log = np.logaddexp(np.log(weight) + sharpness * x, np.log1p(-weight) - sharpness * x) - sharpness
-    dens = np.exp(log) * np.clip(1 - x ** 2, 0, None) ** ((n - 3) / 2)
-    cdf, dens = _cdf_on_grid(x, dens)
-    return x, cdf, dens
-
-
-def two_mode_log_density(weight: float = MODE_WEIGHT, sharpness: float = MODE_SHARPNESS):
-    """``g -> log(w e^{b g11} + (1 - w) e^{-b g11})`` on batches of elements ``(..., n, n)``."""
-    import torch
-
-    lw, lv = math.log(weight), math.log1p(-weight)
-    return lambda g: torch.logaddexp(lw + sharpness * g[..., 0, 0], lv - sharpness * g[..., 0, 0])
-
-
-def haar_so(n: int, draws: int, generator) -> Any:
-    """``draws`` Haar-distributed elements of ``SO(n)`` (float64): the QR factor of a Gaussian matrix with the
-    signs of ``R``'s diagonal moved into ``Q`` (Mezzadri 2007), then one column flipped where ``det = -1``."""
-    import torch
-
-    A = torch.randn(draws, n, n, generator=generator, dtype=torch.float64)
-    Q, R = torch.linalg.qr(A)
-    Q = Q * torch.sign(torch.diagonal(R, dim1=1, dim2=2))[:, None, :]
-    flip = torch.linalg.det(Q) < 0
-    Q[flip, :, 0] = -Q[flip, :, 0]
-    return Q
-
-
-def analytic_mean_abs_x11(n: int) -> float:
-    import numpy as np
-    from scipy.integrate import quad
-
-    w = lambda x: np.exp(10 * x ** 2) * (1 - x ** 2) ** ((n - 3) / 2)  # noqa: E731
-    return quad(lambda x: x * w(x), 0, 1)[0] / quad(w, 0, 1)[0]
-
-
 def _x11_stats(X, xs, cdf) -> dict[str, Any]:
     import numpy as np
     from scipy.stats import kstest

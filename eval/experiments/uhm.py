@@ -32,6 +32,7 @@ Full mode adds 4. PointMaze2D: a learned flow UHM inside a ReBRAC-style actor-cr
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 from dataclasses import dataclass
@@ -244,24 +245,6 @@ def recursion_study(s: UHMSettings, seed: int) -> dict[str, Any]:
     return {"tv": [float(mazes.tv_distance(model.M_[n], truth[n])[covered].mean()) for n in range(s.tv_horizon)]}
 
 
-def _categorical(data, n_states: int, n_actions: int, policy, k_max: int, s: UHMSettings, seed: int):
-    from icml26.training.uhm import train_categorical_uhm
-
-    return train_categorical_uhm(data, n_states, n_actions, policy, k_max, gamma=s.gamma, lam=s.lam,
-                                 steps=s.neural_steps, batch_size=s.neural_batch, lr=s.neural_lr,
-                                 hidden_size=s.neural_hidden, tau=s.neural_tau, seed=seed)
-
-
-def model_table(model, n_states: int, n_actions: int, n: int):
-    """``m_theta(. | s, a, n)`` for every pair, ``[S, A, S]``."""
-    import torch
-
-    states = torch.eye(n_states).repeat_interleave(n_actions, 0)
-    actions = torch.eye(n_actions).repeat(n_states, 1)
-    return model.probs(states, actions, torch.full((n_states * n_actions,), n)).numpy().reshape(
-        n_states, n_actions, n_states)
-
-
 def compounding_study(s: UHMSettings, seed: int) -> dict[str, Any]:
     """Claim 1 on the neural study's maze: a categorical UHM trained by the bootstrapped recursion on
     horizons ``1..neural_k_max`` against a categorical 1-step model of the same size, steps and data whose
@@ -271,7 +254,11 @@ def compounding_study(s: UHMSettings, seed: int) -> dict[str, Any]:
 
     from icml26.eval.tasks import uhm as mazes
     from icml26.progress import phase
+    from icml26.training.uhm import train_categorical_uhm
+    from icml26.training.uhm.diagnosis import model_table
 
+    train = functools.partial(train_categorical_uhm, gamma=s.gamma, lam=s.lam, steps=s.neural_steps, lr=s.neural_lr,
+                              batch_size=s.neural_batch, hidden_size=s.neural_hidden, tau=s.neural_tau)
     env, data, covered, _, explore = make_maze(s, seed, neural=True)
     S, A, K = env.n_states, env.n_actions, s.neural_k_max
     truth = mazes.horizon_distributions(env.P, explore, K)
@@ -280,8 +267,8 @@ def compounding_study(s: UHMSettings, seed: int) -> dict[str, Any]:
     with phase("neural horizon models", total=s.neural_reps) as bar:
         for rep in range(s.neural_reps):
             start = time.process_time()
-            direct = _categorical(data, S, A, explore, K, s, inner_seed(seed, 5, rep))
-            one = _categorical(data, S, A, explore, 1, s, inner_seed(seed, 6, rep))
+            direct = train(data, S, A, explore, K, seed=inner_seed(seed, 5, rep))
+            one = train(data, S, A, explore, 1, seed=inner_seed(seed, 6, rep))
             composed = mazes.horizon_distributions(model_table(one, S, A, 1), explore, K)
             rows.append({"rep": rep, "cpu_seconds": time.process_time() - start,
                          "direct": {n: float(mazes.tv_distance(model_table(direct, S, A, n), truth[n - 1])[covered].mean())
@@ -296,9 +283,6 @@ def compounding_study(s: UHMSettings, seed: int) -> dict[str, Any]:
             "composed_n1_median": float(np.median([r["composed"][1] for r in rows]))}
 
 
-# ----------------------------------------------------------------------------------------------
-# the experiment
-# ----------------------------------------------------------------------------------------------
 @experiment("uhm", title="UHM: winsorized nu-targets propagate value faster than 1-step TD; exact target variance; "
                          "direct vs composed horizon models", paper="uhm")
 def run(config) -> Result:
@@ -503,11 +487,10 @@ def pointmaze_study(s, seed: int) -> dict[str, Any]:
     shortest-path controller (:func:`~icml26.eval.tasks.uhm.pointmaze_oracle_values`): how far the critic's
     value has propagated from the goal, which is what the horizon model is meant to speed up.
 
-    Diagnosis (``pm_oracle``): a third arm draws ``s_e`` from the true dynamics
-    (:func:`~icml26.eval.tasks.uhm.simulate_horizons`, the same ``n ~ p_H`` and weights) instead of the learned
-    flow, which separates the model's error from the target's variance and the actor-critic; and the learned
-    model's samples at ``n = 1, 10, 25, k_max`` from 48 dataset pairs are compared with simulated rollouts of
-    the final actor (distance of the means, energy distance, share of samples inside walls).
+    Diagnosis (``pm_oracle``): a third arm draws ``s_e`` from the true dynamics instead of the learned flow
+    (:class:`~icml26.training.uhm.diagnosis.SimulatorUHMTarget`), which separates the model's error from the
+    target's variance and the actor-critic; :func:`~icml26.training.uhm.diagnosis.flow_quality` compares the
+    learned model's samples with simulated rollouts of the final actor.
     """
     import numpy as np
     import torch
@@ -523,6 +506,7 @@ def pointmaze_study(s, seed: int) -> dict[str, Any]:
         TorchUHMTarget,
         winsorized,
     )
+    from icml26.training.uhm.diagnosis import SimulatorUHMTarget, flow_quality
 
     env = mazes.PointMaze2D(size=s.maze_size, seed=inner_seed(seed, 0, bits=31))
     data = mazes.collect_pointmaze_navigate(env, s.pm_transitions, seed=inner_seed(seed, 7))
@@ -564,7 +548,8 @@ def pointmaze_study(s, seed: int) -> dict[str, Any]:
                     flow.update({"states": S[idx], "actions": A[idx], "next_states": S2[idx]},
                                 lambda x: ac.act(x).detach(), gen)
             elif name == "UHM, true simulator":
-                critic_target = _SimulatorUHMTarget(env, weights, norm, scale, centre, reward_fn, inner_seed(seed, 11))
+                critic_target = SimulatorUHMTarget(env, weights, norm, scale, centre, reward_fn, inner_seed(seed, 11),
+                                                   mazes.simulate_horizons)
             else:
                 critic_target = TorchOneStepTD(s.gamma)
             calls, curve = 0, []
@@ -585,68 +570,13 @@ def pointmaze_study(s, seed: int) -> dict[str, Any]:
                          "CPU s": round(time.process_time() - start, 1)})
             if flow is not None:
                 quality = flow_quality(env, flow.target_model, ac, S, A, norm, scale, centre, s.k_max,
-                                       inner_seed(seed, 14))
+                                       inner_seed(seed, 14), mazes.simulate_horizons)
             key = name.replace(' ', '_').replace('-', '').replace(',', '')
             metrics[f"{key}_success"] = last["success"]
             metrics[f"{key}_start_value_error"] = last["start_value_error"]
             history[name] = curve
             bar.update()
     return {"rows": rows, "metrics": metrics, "history": history, "oracle": oracle.tolist(), "quality": quality}
-
-
-class _SimulatorUHMTarget:
-    """The UHM target with the true dynamics as its horizon model (the diagnosis arm, never a learner): the
-    same ``n ~ p_H`` and weights as :class:`~icml26.training.uhm.TorchUHMTarget`, ``s_e`` simulated."""
-
-    def __init__(self, env, weights, norm, scale, centre, reward_fn, seed):
-        import numpy as np
-
-        self.env, self.weights, self.norm, self.scale, self.centre = env, weights, norm, scale, centre
-        self.reward_fn, self.rng = reward_fn, np.random.default_rng(seed)
-
-    def __call__(self, batch, q_fn, policy):
-        import torch
-
-        from icml26.eval.tasks.uhm import simulate_horizons
-        from icml26.training.uhm import nu_target
-
-        s, a, r = batch["states"], batch["actions"], batch["rewards"]
-        n = self.weights.sample(s.shape[0], self.rng)
-        pos = (s * self.scale + self.centre).numpy().astype(float)
-        act = lambda p: policy(self.norm(p)).numpy().astype(float)  # noqa: E731
-        s_e = self.norm(simulate_horizons(self.env, pos, a.numpy().astype(float), n, act, self.rng))
-        return nu_target(r, self.reward_fn(s_e), q_fn(s_e, policy(s_e)), torch.from_numpy(n), self.weights), 1
-
-
-def flow_quality(env, model, ac, S, A, norm, scale, centre, k_max: int, seed: int, pairs: int = 48,
-                 draws: int = 32) -> list[dict[str, float]]:
-    """The learned flow UHM against the true dynamics under the final actor, at ``n = 1, 10, 25, k_max``:
-    for ``pairs`` dataset ``(s, a)``, ``draws`` model samples and ``draws`` simulated rollouts each; the mean
-    distance between their means, the energy distance of the two samples and the share of model samples in
-    walls (positions in cell units)."""
-    import numpy as np
-    import torch
-
-    from icml26.eval.tasks.uhm import simulate_horizons
-
-    rng = np.random.default_rng(seed)
-    gen = torch.Generator().manual_seed(seed)
-    idx = torch.from_numpy(rng.integers(0, len(S), pairs))
-    s0, a0 = S[idx].repeat_interleave(draws, 0), A[idx].repeat_interleave(draws, 0)
-    rows = []
-    for n in sorted({1, 10, 25, k_max} & set(range(1, k_max + 1))):
-        with torch.no_grad():
-            x = (model.sample(s0, a0, torch.full((len(s0),), n), generator=gen) * scale + centre).numpy().astype(float)
-            act = lambda p: ac.act(norm(p)).numpy().astype(float)  # noqa: E731
-            y = simulate_horizons(env, (s0 * scale + centre).numpy().astype(float), a0.numpy().astype(float),
-                                  np.full(len(s0), n), act, rng)
-        xm, ym = x.reshape(pairs, draws, 2), y.reshape(pairs, draws, 2)
-        d = lambda u, v: np.linalg.norm(u[:, :, None] - v[:, None], axis=-1).mean((1, 2))  # noqa: E731
-        rows.append({"n": n, "distance of means": float(np.linalg.norm(xm.mean(1) - ym.mean(1), axis=-1).mean()),
-                     "energy distance": float((2 * d(xm, ym) - d(xm, xm) - d(ym, ym)).mean()),
-                     "model samples in walls": float(1 - env.free(x).mean()),
-                     "true spread": float(ym.std(1).mean()), "model spread": float(xm.std(1).mean())})
-    return rows
 
 
 def pointmaze_figure(pm):

@@ -32,9 +32,12 @@ from icml26.errors import describe as describe_value
 
 # The checks of tabular inputs and the policies of a Q table are shared with the learners; importable from here too.
 from icml26.training.uhm.data import ROW_TOL as ROW_TOL
-from icml26.training.uhm.data import check_layout, check_model, check_policy, check_position, transition_arrays
+from icml26.training.uhm.data import check_layout, check_policy, check_position, transition_arrays
 from icml26.training.uhm.data import greedy_policy as greedy_policy
 from icml26.training.uhm.data import uniform_tie_policy as uniform_tie_policy
+from icml26.training.uhm.exact import horizon_distributions as horizon_distributions
+from icml26.training.uhm.exact import policy_q as policy_q
+from icml26.training.uhm.exact import value_iteration as value_iteration
 from icml26.validation import check_choice, check_finite, check_int
 
 #: Actions of GridMaze: stay, up, down, left, right (row, column moves).
@@ -274,51 +277,8 @@ def collect_navigate(env: GridMaze, n_transitions: int = 50_000, episode_length:
 
 
 # ----------------------------------------------------------------------------------------------
-# exact ground truth
+# exact ground truth: value_iteration, policy_q, horizon_distributions (icml26.training.uhm.exact)
 # ----------------------------------------------------------------------------------------------
-def _check_gamma(function: str, gamma: Any) -> float:
-    return check_finite(function, "gamma", gamma, low=0, high=1, low_open=True, high_open=True)
-
-
-def value_iteration(P, R, gamma: float, tol: float = 1e-10, max_iter: int = 100_000) -> np.ndarray:
-    """``Q*`` by value iteration (``P[s, a, s']``, ``R[s, a]``)."""
-    P, R = check_model("value_iteration", P, R)
-    gamma = _check_gamma("value_iteration", gamma)
-    tol = check_finite("value_iteration", "tol", tol, positive=True)
-    max_iter = check_int("value_iteration", "max_iter", max_iter, low=1)
-    Q = np.zeros_like(R, dtype=float)
-    for _ in range(max_iter):
-        Q_new = R + gamma * P @ Q.max(axis=1)
-        if np.max(np.abs(Q_new - Q)) < tol:
-            return Q_new
-        Q = Q_new
-    return Q
-
-
-def policy_q(P, R, policy, gamma: float) -> np.ndarray:
-    """``Q^pi`` by one linear solve: ``(I - gamma P Pi) q = r`` over (s, a) pairs."""
-    P, R = check_model("policy_q", P, R)
-    gamma = _check_gamma("policy_q", gamma)
-    S, A = R.shape
-    policy = check_policy("policy_q", policy, S, A)
-    M = (P.reshape(S * A, S)[:, :, None] * policy[None]).reshape(S * A, S * A)
-    return np.linalg.solve(np.eye(S * A) - gamma * M, R.reshape(-1)).reshape(S, A)
-
-
-def horizon_distributions(P, policy, k_max: int) -> np.ndarray:
-    """``P_pi^n(x | s, a)`` for n = 1..k_max as an array ``[k_max, S, A, S]`` (index n - 1)."""
-    P, _ = check_model("horizon_distributions", P)
-    k_max = check_int("horizon_distributions", "k_max", k_max, low=1)
-    S, A, _ = P.shape
-    policy = check_policy("horizon_distributions", policy, S, A)
-    state_kernel = np.einsum("sa,sax->sx", policy, P)
-    out = np.empty((k_max, S, A, S))
-    out[0] = P
-    for n in range(1, k_max):
-        out[n] = out[n - 1] @ state_kernel
-    return out
-
-
 def success_rate(env: GridMaze, policy, horizon: int = 100, starts=None) -> float:
     """Exact probability of being at the (absorbing) goal after ``horizon`` steps, averaged over
     ``starts`` (default ``env.start_states``): no rollout noise."""
@@ -493,7 +453,7 @@ def pointmaze_oracle_values(env: PointMaze2D, gamma: float = 0.99, horizon: int 
     fn = "pointmaze_oracle_values"
     if not isinstance(env, PointMaze2D):
         raise InputTypeError(fn, "env", "a PointMaze2D", described(type(env).__name__))
-    gamma = _check_gamma(fn, gamma)
+    gamma = check_finite(fn, "gamma", gamma, low=0, high=1, low_open=True, high_open=True)
     horizon = check_int(fn, "horizon", horizon, low=1)
     rollouts = check_int(fn, "rollouts", rollouts, low=1)
     steer = _BFSController(env, [env.grid.goal])
