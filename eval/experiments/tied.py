@@ -40,7 +40,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from icml26.eval.tasks.tied import (  # the analytic SO(n) targets live with the task
+from icml26.models.tied.targets import (  # the analytic SO(n) targets
     MODE_SHARPNESS,
     MODE_WEIGHT,
     analytic_mean_abs_x11,
