@@ -140,9 +140,7 @@ def reap_dead_cgroups(support: dict | None = None) -> list[str]:
                 continue
             if _owner_alive(parts[2], parts[3] if len(parts) == 5 else None):
                 continue
-            group = CommandCgroup()
-            group._made.append(os.path.join(parent, name))
-            group.remove()  # kills what it still holds, then removes it
+            CommandCgroup.adopt(os.path.join(parent, name)).remove()  # kills what it still holds, then removes it
             if not os.path.exists(os.path.join(parent, name)):
                 removed.append(os.path.join(parent, name))
     return removed
@@ -249,6 +247,13 @@ class CommandCgroup:
         except BaseException:
             group.remove()
             raise
+        return group
+
+    @classmethod
+    def adopt(cls, folder: str) -> CommandCgroup:
+        """An existing cgroup folder (a dead owner's), to :meth:`kill` and :meth:`remove`."""
+        group = cls()
+        group._made.append(folder)
         return group
 
     @property

@@ -9,6 +9,21 @@ import time
 from collections.abc import Callable
 
 
+def processes_with(marker: str, *, at_start: bool = False) -> list[int]:
+    """The pids whose command line holds ``marker`` (begins with it, with ``at_start``)."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/cmdline", "rb") as handle:
+                    line = handle.read()
+            except OSError:
+                continue
+            if line.startswith(marker.encode()) if at_start else marker.encode() in line:
+                found.append(int(entry.name))
+    return found
+
+
 def alive(pid: int) -> bool:
     """Running (a zombie waiting for init to reap it counts as gone)."""
     try:

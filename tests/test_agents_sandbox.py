@@ -681,19 +681,6 @@ def test_cgroups_of_killed_processes_are_reaped(tmp_path):
     assert sorted(os.path.basename(p) for p in removed) == sorted(set(names) - set(kept))
 
 
-def _processes_with(marker: str) -> list[int]:
-    pids = []
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                with open(f"/proc/{entry.name}/cmdline", "rb") as f:
-                    if marker.encode() in f.read():
-                        pids.append(int(entry.name))
-            except OSError:
-                continue
-    return pids
-
-
 @pytest.mark.parametrize("isolation", ["auto", "none"])
 def test_a_command_dies_with_a_run_that_is_sigkilled(repo, tmp_path, isolation):
     """A caller's time-out SIGKILLs the Python running the sandbox: its time limit dies with it, so the command
@@ -702,7 +689,7 @@ def test_a_command_dies_with_a_run_that_is_sigkilled(repo, tmp_path, isolation):
     import sys
     import time
 
-    from orphans import survivors_of_sigkill
+    from orphans import processes_with, survivors_of_sigkill
 
     if isolation == "auto" and _PREFIX is None:
         pytest.skip(f"no namespace isolation here: {_REASON}")
@@ -714,7 +701,7 @@ def test_a_command_dies_with_a_run_that_is_sigkilled(repo, tmp_path, isolation):
             f"box.run('sleep 7{marker}')\n")
     run = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE)
     command = f"7{marker}"
-    assert survivors_of_sigkill(run, lambda: _processes_with(command) if started.exists() else []) == []
+    assert survivors_of_sigkill(run, lambda: processes_with(command) if started.exists() else []) == []
 
 
 def test_without_libseccomp_isolation_is_refused_with_the_reason(monkeypatch):

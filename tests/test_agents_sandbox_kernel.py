@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import pytest
+from orphans import processes_with
 
 from icml26.agents.sandbox import Sandbox, isolation_support
 from icml26.agents.toolcalls import ToolCall
@@ -202,16 +203,7 @@ box.run("exec -a {marker} sleep 90")
 
 
 def _with(marker: str) -> list[int]:
-    found = []
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                with open(f"/proc/{entry.name}/cmdline", "rb") as handle:
-                    if handle.read().startswith(marker.encode()):
-                        found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
+    return processes_with(marker, at_start=True)
 
 
 def _leftovers(pid: int) -> dict[str, list[str]]:
