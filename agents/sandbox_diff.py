@@ -86,7 +86,11 @@ def diff(sb) -> str:
     try:
         git.index = work / "index"
         if (Path(sb.git_dir) / "index").exists():
-            shutil.copyfile(Path(sb.git_dir) / "index", git.index)  # at the base, with its stat data
+            # At the base, with its stat data, and with the index file's own mtime: git re-reads an entry whose
+            # file changed in the same clock tick as the index was written ("racily clean") only when the
+            # index is not newer than that file. A fresh copy is newer, so a same-size edit made right after
+            # the checkout would pass for clean and vanish from the patch.
+            shutil.copy2(Path(sb.git_dir) / "index", git.index)
         else:
             git.run(["read-tree", sb.base], "read-tree")
         excludes = _base_excludes(sb, git)
