@@ -346,7 +346,8 @@ def fit_contrastive(model: nn.Module, sample_images: Callable[[int, np.random.Ge
     loss, not a fixed data set).
 
     Args:
-        model: returns an output with ``embeddings`` for ``model(pixel_values=...)``.
+        model: returns an output with ``embeddings`` for ``model(pixel_values=...)``; both views go through one
+            call (``[2B, ...]``), so a model whose rows interact (batch normalisation) would see them mixed.
         sample_images: ``(batch_size, rng) -> [B, N, N]`` images (array or tensor) from a numpy generator, each
             made into two views by ``transforms``; or ``[B, 2, N, N]`` view pairs, ``transforms`` then applied to
             each view.
@@ -381,8 +382,8 @@ def fit_contrastive(model: nn.Module, sample_images: Callable[[int, np.random.Ge
             v1, v2 = (_apply(images[:, i], transforms, generator) for i in (0, 1))
         else:
             v1, v2 = make_views(images, transforms, generator)
-        z1 = _embeddings(model(pixel_values=v1.to(param.device, param.dtype)))
-        z2 = _embeddings(model(pixel_values=v2.to(param.device, param.dtype)))
+        # both views in one forward: half the calls, and the filters' transform is computed once
+        z1, z2 = _embeddings(model(pixel_values=torch.cat([v1, v2]).to(param.device, param.dtype))).chunk(2)
         loss = loss_fn(z1, z2)
         if not torch.isfinite(loss):
             raise FloatingPointError(f"fit_contrastive: the loss is {loss.item()} at step {step} (lr {lr} too high?)")
