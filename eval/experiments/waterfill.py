@@ -100,15 +100,16 @@ def _train(job) -> dict[str, Any]:
     )
     from icml26.models.waterfill import SpectralCNNConfig, SpectralCNNModel
     from icml26.progress import phase
-    from icml26.training.waterfill import AdditiveNoise, fit_contrastive
+    from icml26.training.waterfill import AdditiveNoise, fit_contrastive, info_nce_loss, spectral_contrastive_loss
 
     kind, s, seed, sigma2, nonlinearity, loss = job
     n = s.image_size
     S = inverse_power_spectrum(n, s.offset)
-    torch.manual_seed(inner_seed(seed, 1, bits=31))  # the initial filters: the same at every sigma2 of a seed
     config = SpectralCNNConfig(image_size=n, num_filters=s.num_filters, embed_dim=s.embed_dim,
                                nonlinearity=nonlinearity, loss=loss)
-    model = SpectralCNNModel(config)
+    with torch.random.fork_rng():  # the initial filters: the same at every sigma2 of a seed; global state untouched
+        torch.manual_seed(inner_seed(seed, 1, bits=31))
+        model = SpectralCNNModel(config)
     U0 = model.filter_power()
     init_energy = float(np.median(model.top_pair_energy()))
     data_seed = inner_seed(seed, 2, int(round(sigma2 * 1e6)), int(kind == "patches"), bits=31)
@@ -122,8 +123,6 @@ def _train(job) -> dict[str, Any]:
         moments = held_out = gaussian_moments(S, sigma2)
         sample = StationaryStream(S)
         transforms = [AdditiveNoise(sigma2)]
-    from icml26.training.waterfill import info_nce_loss, spectral_contrastive_loss
-
     loss_fn = spectral_contrastive_loss if loss == "spectral" else info_nce_loss
     label = f"{kind} sigma2={sigma2:g}" + ("" if (nonlinearity, loss) == ("square", "spectral")
                                           else f" {nonlinearity}/{loss}")
@@ -277,6 +276,7 @@ def _run_seed(config, s: WaterfillSettings, seed: int) -> Result:
 def _spectra_figure(run, s):
     import numpy as np
     from matplotlib.figure import Figure
+    from matplotlib.patches import Circle
 
     from icml26.eval.tasks.waterfill import frequency_classes
 
@@ -293,8 +293,7 @@ def _spectra_figure(run, s):
         grid = np.fft.fftshift(classes.on_grid(u / classes.multiplicity))
         ax.imshow(grid, cmap="magma", extent=(-n // 2 - 0.5, n - n // 2 - 0.5, n - n // 2 - 0.5, -n // 2 - 0.5))
         for r in selected:
-            ax.add_patch(__import__("matplotlib.patches", fromlist=["Circle"]).Circle(
-                (0, 0), r ** 0.5, fill=False, color="cyan", lw=0.8, ls="--"))
+            ax.add_patch(Circle((0, 0), r ** 0.5, fill=False, color="cyan", lw=0.8, ls="--"))
         ax.set_xticks([])
         ax.set_yticks([])
         ax.set_title(f"filter {k}: top pair {U[k].max() / U[k].sum():.2f}", fontsize=7)
