@@ -116,7 +116,7 @@ PAPERS: tuple[Paper, ...] = (
           status="working"),
     Paper("waterfill", "Contrastive waterfilling",
           "A Theory of Contrastive Learning with Natural Images",
-          _homes("waterfill", "models", "training", "eval/tasks", *BOTH, *DOCS),
+          _homes("waterfill", "models", "training", "eval/tasks/", *BOTH, *DOCS),
           "icml26 reproduce waterfill; icml26 bench waterfill", status="working"),
     Paper("tied", "TIED",
           "Inverting Data Transformations via Diffusion Sampling",

@@ -77,6 +77,9 @@ PROBES = [
     Probe("natural_view_pairs-power-zero", lambda: wf.natural_view_pairs(N, 3, 0.1, 0, power=0.0), "power"),
     Probe("natural_view_pairs-photos-too-small",
           lambda: wf.natural_view_pairs(N, 3, 0.1, 0, photos=[np.zeros((7, 7))]), "photos"),
+    Probe("image_sets-names-unknown", lambda: wf.image_sets(["cifar10"]), "names"),
+    Probe("texture_patches-half-unknown", lambda: wf.texture_patches(8, 2, 0, half="left"), "half"),
+    Probe("texture_patches-per_class-zero", lambda: wf.texture_patches(8, 0, 0), "per_class"),
     # the solver
     Probe("waterfill-d-zero", lambda: wf.waterfill(MOM.Q_plus, MOM.R, 0), "d"),
     Probe("waterfill-d-above-classes", lambda: wf.waterfill(MOM.Q_plus, MOM.R, C + 1), "d"),

@@ -317,3 +317,19 @@ def test_the_experiment_runs_and_trains_towards_the_closed_form(tmp_path):
     assert len(result.claims) == 7 and set(result.figures) == {"filter_spectra", "eigenvalues_and_level",
                                                                 "shell_weights_vs_noise", "loss_vs_closed_form"}
     assert "patches" in m
+
+
+def test_offline_image_sets_are_grey_and_texture_patches_come_from_disjoint_halves():
+    pytest.importorskip("skimage")
+    from icml26.eval.tasks.waterfill import IMAGE_SETS, image_sets, texture_patches
+
+    sets = image_sets()
+    assert set(sets) == set(IMAGE_SETS) and len(sets["lfw_subset"]) == 200 and len(sets["textures"]) == 3
+    for images in sets.values():
+        for image in images:
+            assert image.ndim == 2 and image.min() >= 0 and image.max() <= 1
+    top, y = texture_patches(10, 20, seed=0, half="top")
+    bottom, _ = texture_patches(10, 20, seed=0, half="bottom")
+    assert top.shape == (60, 10, 10) and sorted(set(y.tolist())) == [0, 1, 2]
+    np.testing.assert_allclose((top ** 2).mean((1, 2)), 1.0)
+    assert not np.allclose(top, bottom)

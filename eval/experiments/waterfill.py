@@ -48,7 +48,9 @@ class WaterfillSettings:
     ``image_size`` N, ``num_filters`` K, ``embed_dim`` d, ``offset`` of the spectrum; ``sigma2s`` the noise
     sweep (claims 1 and 2 at ``claim_sigma2``); ``steps`` of AdamW (``lr``, ``weight_decay``, ``batch_size``);
     ``patch_pairs`` Monte-Carlo pairs for the natural-patch moments (as many again to score; 0: no patch run);
-    ``variants`` extra runs at ``claim_sigma2``, reported: ``(nonlinearity, loss)`` pairs.
+    ``variants`` extra runs at ``claim_sigma2``, reported: ``(nonlinearity, loss)`` pairs; ``image_sets`` of
+    :data:`~icml26.eval.tasks.waterfill.IMAGE_SETS` trained on like the patches (reported); ``probe_per_class``
+    texture patches per class for the linear probe of every network trained at ``claim_sigma2`` (0: no probe).
     """
 
     image_size: int = 10
@@ -64,11 +66,14 @@ class WaterfillSettings:
     patch_pairs: int = 20_000
     patch_max_shift: int = 2
     variants: tuple[tuple[str, str], ...] = ()
+    image_sets: tuple[str, ...] = ()
+    probe_per_class: int = 0
 
 
 SETTINGS = {"quick": WaterfillSettings()}
 SETTINGS["full"] = dataclasses.replace(SETTINGS["quick"], image_size=16, num_filters=16, steps=16_000,
-                                       variants=(("relu", "spectral"), ("abs", "spectral"), ("square", "info_nce")))
+                                       variants=(("relu", "spectral"), ("abs", "spectral"), ("square", "info_nce")),
+                                       image_sets=("skimage photos", "textures", "lfw_subset"), probe_per_class=300)
 
 
 def _high_share(weights: dict[int, float]) -> float:
@@ -92,6 +97,7 @@ def _train(job) -> dict[str, Any]:
         StationaryStream,
         best_head,
         gaussian_moments,
+        image_sets,
         inverse_power_spectrum,
         monte_carlo_moments,
         population_loss,
@@ -113,9 +119,10 @@ def _train(job) -> dict[str, Any]:
     U0 = model.filter_power()
     init_energy = float(np.median(model.top_pair_energy()))
     data_seed = inner_seed(seed, 2, int(round(sigma2 * 1e6)), int(kind == "patches"), bits=31)
-    if kind == "patches":
+    if kind != "synthetic":  # "patches" (scikit-learn's photos) or "set:<name>" of IMAGE_SETS
         power = float(S.sum() / n ** 2)  # the synthetic images' mean squared pixel
-        sample = NaturalPairStream(n, sigma2, max_shift=s.patch_max_shift, power=power)
+        photos = None if kind == "patches" else image_sets([kind[4:]])[kind[4:]]
+        sample = NaturalPairStream(n, sigma2, max_shift=s.patch_max_shift, power=power, photos=photos)
         moments, held_out = (monte_carlo_moments(sample(s.patch_pairs, np.random.default_rng(inner_seed(seed, k, bits=31))))
                              for k in (3, 4))
         transforms = []
@@ -135,6 +142,8 @@ def _train(job) -> dict[str, Any]:
            "init_energy": init_energy, "energy": float(np.median(model.top_pair_energy())),
            "peaks_k2": sorted(int(moments.classes.k2[c]) for c in U.argmax(1)),
            "filter_power": U.tolist()}
+    if s.probe_per_class and sigma2 == s.claim_sigma2:
+        out["probe_accuracy"] = _probe(model, s, seed)
     if nonlinearity != "square" or loss != "spectral":
         return out
     solution = waterfill(held_out.Q_plus, held_out.R, s.embed_dim, classes=held_out.classes)
@@ -150,10 +159,32 @@ def _train(job) -> dict[str, Any]:
         "shells": {"learned": shell_weights(learned_M, held_out.R, classes),
                    "closed form": shell_weights(solution.M, held_out.R, classes),
                    "random-filter best head": shell_weights(random_head.M, held_out.R, classes)}})
-    if kind == "patches":  # the optimum of the moments SGD could have seen, scored on held-out pairs
+    if kind != "synthetic":  # the optimum of the moments SGD could have seen, scored on held-out pairs
         fitted = waterfill(moments.Q_plus, moments.R, s.embed_dim)
         out["L_star_fit_moments_on_held_out"] = population_loss(fitted.M, held_out.Q_plus, held_out.R)
     return out
+
+
+def _probe(model, s: WaterfillSettings, seed: int) -> float:
+    """Test accuracy of a linear probe (logistic regression on standardised log features) telling brick, grass and
+    gravel apart: patches from the top halves of the textures fit it, patches from the bottom halves test it."""
+    import numpy as np
+    import torch
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from icml26.eval.tasks.waterfill import texture_patches
+
+    def features(half, k):
+        x, y = texture_patches(s.image_size, s.probe_per_class, inner_seed(seed, 5, k, bits=31), half=half)
+        with torch.no_grad():
+            f = model.image_features(torch.as_tensor(x, dtype=next(model.parameters()).dtype)).double().numpy()
+        return np.log(np.maximum(f, 1e-12)), y
+
+    (x_fit, y_fit), (x_test, y_test) = features("top", 0), features("bottom", 1)
+    probe = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000)).fit(x_fit, y_fit)
+    return float(probe.score(x_test, y_test))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -183,6 +214,7 @@ def _run_seed(config, s: WaterfillSettings, seed: int) -> Result:
     if s.patch_pairs:
         jobs.append(("patches", s, seed, s.claim_sigma2, "square", "spectral"))
     jobs += [("synthetic", s, seed, s.claim_sigma2, nl, loss) for nl, loss in s.variants]
+    jobs += [(f"set:{name}", s, seed, s.claim_sigma2, "square", "spectral") for name in s.image_sets]
     runs = map_jobs(_train, jobs, torch.device("cpu"), phase_name="training runs")
     sweep = {r["sigma2"]: r for r in runs if r["kind"] == "synthetic" and r["nonlinearity"] == "square"
              and r["loss"] == "spectral"}
@@ -250,6 +282,19 @@ def _run_seed(config, s: WaterfillSettings, seed: int) -> Result:
             {"scored": name, "L / L* (held-out moments)": round(v, 3)} for name, v in (
                 ("SGD on patches", patches["L"] / star), ("random-filter best head", patches["L_random_head"] / star),
                 ("closed form of the fitting pairs' moments", patches["L_star_fit_moments_on_held_out"] / star))]
+    natural = [r for r in runs if r["kind"] != "synthetic"]
+    if s.image_sets or s.probe_per_class:
+        rows = [{"trained on": f"synthetic, sigma2 = {g0:g}", "L / L* (own moments)": round(main["L"] / main["L_star"], 3),
+                 "random-filter best head / L*": round(main["L_random_head"] / main["L_star"], 3),
+                 "median top-pair energy": round(main["energy"], 3), "texture probe accuracy": main.get("probe_accuracy")}]
+        for r in natural:
+            rows.append({"trained on": "sklearn photos" if r["kind"] == "patches" else r["kind"][4:],
+                         "L / L* (own moments)": round(r["L"] / r["L_star"], 3),
+                         "random-filter best head / L*": round(r["L_random_head"] / r["L_star"], 3),
+                         "median top-pair energy": round(r["energy"], 3),
+                         "texture probe accuracy": r.get("probe_accuracy")})
+        result.tables["image sets and the texture probe (reported; chance 1/3)"] = rows
+        m["texture_probe"] = {row["trained on"]: row["texture probe accuracy"] for row in rows}
     variants = [r for r in runs if (r["nonlinearity"], r["loss"]) != ("square", "spectral")]
     if variants:
         result.tables[f"other nonlinearities and losses (sigma2 = {g0:g}, reported)"] = [

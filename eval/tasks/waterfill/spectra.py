@@ -31,14 +31,12 @@ quantity is checkable (``tests/test_waterfill.py``):
   ``L(M) + 2 gamma tr(M R)`` (``tr(M R) = E||g(v)||^2``, a feature-norm penalty): every mode above the level, with
   weights falling to zero at it. The paper's own waterfilling formula is unknown.
 
-Data: :func:`stationary_images` (Gaussian, any spectrum), :func:`inverse_power_spectrum` (``1 / (|k|^2 + offset)``,
-zero DC, the synthetic setting) and :func:`natural_view_pairs` (patches of scikit-learn's two sample photos, or
-of any grey images, with shifted crops and noise).
+:func:`inverse_power_spectrum` is the synthetic setting's spectrum (``1 / (|k|^2 + offset)``, zero DC); the images
+themselves are in :mod:`icml26.eval.tasks.waterfill.images`.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -48,8 +46,7 @@ from icml26.validation import check_finite, check_int
 
 __all__ = ["FrequencyClasses", "Moments", "WaterfillSolution", "BestHead", "frequency_classes", "class_powers",
            "inverse_power_spectrum", "gaussian_moments", "monte_carlo_moments", "waterfill", "population_loss",
-           "best_head", "best_head_loss", "class_weights", "shell_weights", "stationary_images",
-           "natural_view_pairs", "sample_photos", "StationaryStream", "NaturalPairStream"]
+           "best_head", "best_head_loss", "class_weights", "shell_weights"]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -431,144 +428,3 @@ def shell_weights(M, R, classes: FrequencyClasses) -> dict[int, float]:
     if len(w) != classes.size:
         raise input_error("shell_weights", "classes", f"{len(w)} classes (as M)", classes.size)
     return {r: float(w[idx].sum()) for r, idx in classes.shells().items()}
-
-
-# ----------------------------------------------------------------------------------------------
-# images
-# ----------------------------------------------------------------------------------------------
-def stationary_images(n: int, S, count: int, seed) -> np.ndarray:
-    """``count`` Gaussian stationary ``n x n`` images with spectrum ``S`` (``E|fft2(x)|^2 / n^2 = S``).
-
-    ``x = Re(ifft2(N sqrt(S) Z))`` with ``Z`` complex white noise (unit variance in each part): a Gaussian
-    stationary field with ``E|x_hat|^2 = N^2 S``, because ``S`` is conjugate-symmetric.
-
-    Args:
-        n: the image size.
-        S: ``[n, n]`` power spectrum.
-        count: the number of images.
-        seed: anything ``numpy.random.default_rng`` takes.
-    """
-    n = check_int("stationary_images", "n", n, low=2)
-    S = _spectrum("stationary_images", S)
-    if S.shape != (n, n):
-        raise input_error("stationary_images", "S", f"a spectrum of shape ({n}, {n})", describe(S))
-    count = check_int("stationary_images", "count", count, low=1)
-    return _stationary(np.sqrt(S), count, np.random.default_rng(seed))
-
-
-def _stationary(root_S: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
-    # Re(ifft2(N sqrt(S) Z)) with Z complex white of unit variance per part: one transform instead of two, and the
-    # real part of a field whose spectrum is symmetric has the spectrum (|c(w)|^2 + |c(-w)|^2) / 2 = S N^2.
-    n = root_S.shape[0]
-    z = rng.standard_normal((count, n, n, 2)).view(np.complex128)[..., 0]
-    return np.fft.ifft2(z * (n * root_S)).real
-
-
-class StationaryStream:
-    """:func:`stationary_images` for a training loop: the spectrum is checked once, and images are drawn
-    ``chunk`` batches at a time (one vectorised transform) and handed out batch by batch.
-
-    Args:
-        S: ``[N, N]`` power spectrum.
-        chunk: batches drawn at once.
-    """
-
-    def __init__(self, S, chunk: int = 64) -> None:
-        self.root = np.sqrt(_spectrum("StationaryStream", S))
-        self.chunk = check_int("StationaryStream", "chunk", chunk, low=1)
-        self._left = np.empty((0, *self.root.shape))
-
-    def __call__(self, count: int, rng: np.random.Generator) -> np.ndarray:
-        """``count`` images from ``rng`` (a ``numpy.random.Generator``)."""
-        if len(self._left) < count:
-            self._left = np.concatenate([self._left, _stationary(self.root, count * self.chunk, rng)])
-        out, self._left = self._left[:count], self._left[count:]
-        return out
-
-
-def sample_photos() -> list[np.ndarray]:
-    """scikit-learn's two offline sample photos (china, flower) in grey (luma), float64 in [0, 1]."""
-    from sklearn.datasets import load_sample_images
-
-    return [img.astype(np.float64) @ np.array([0.299, 0.587, 0.114]) / 255.0 for img in load_sample_images().images]
-
-
-def natural_view_pairs(n: int, count: int, sigma2: float, seed, *, max_shift: int = 2, power: float | None = None,
-                       photos: list[np.ndarray] | None = None) -> np.ndarray:
-    """View pairs of natural ``n x n`` patches: two crops of one photo, offset by up to ``max_shift`` pixels in
-    each direction, each with white noise of variance ``sigma2``.
-
-    Each photo has its mean removed; ``power`` (if given) rescales the photos so that a crop's expected mean
-    squared pixel is ``power`` (so noise levels compare with a synthetic setting of that power).
-
-    Args:
-        n: the patch size.
-        count: the number of pairs.
-        sigma2: the noise variance of each view.
-        seed: anything ``numpy.random.default_rng`` takes.
-        max_shift: the largest offset between the two crops, in pixels (>= 0).
-        power: the target mean squared pixel (``None``: keep the photos' scale).
-        photos: grey images (2-D arrays of at least ``n + 2 max_shift`` pixels a side); default
-            :func:`sample_photos`.
-
-    Returns:
-        ``[count, 2, n, n]`` float64 array.
-    """
-    count = check_int("natural_view_pairs", "count", count, low=1)
-    stream = NaturalPairStream(n, sigma2, max_shift=max_shift, power=power, photos=photos, _function="natural_view_pairs")
-    return stream(count, np.random.default_rng(seed))
-
-
-class NaturalPairStream:
-    """:func:`natural_view_pairs` for a training loop: the photos are loaded, checked, centred and scaled once.
-
-    Args:
-        n: the patch size.
-        sigma2: the noise variance of each view.
-        max_shift: the largest offset between the two crops, in pixels (>= 0).
-        power: the target mean squared pixel (``None``: keep the photos' scale).
-        photos: grey images (default :func:`sample_photos`).
-    """
-
-    def __init__(self, n: int, sigma2: float, *, max_shift: int = 2, power: float | None = None,
-                 photos: list[np.ndarray] | None = None, _function: str = "NaturalPairStream") -> None:
-        fn = _function
-        self.n = check_int(fn, "n", n, low=2)
-        self.sigma2 = check_finite(fn, "sigma2", sigma2, non_negative=True)
-        self.max_shift = check_int(fn, "max_shift", max_shift, low=0)
-        if power is not None:
-            power = check_finite(fn, "power", power, positive=True)
-        photos = sample_photos() if photos is None else photos
-        grey = []
-        for i, p in enumerate(photos):
-            p = np.asarray(p, dtype=np.float64)
-            if p.ndim != 2 or min(p.shape) < n + 2 * max_shift or not np.isfinite(p).all():
-                raise input_error(fn, "photos", f"finite 2-D images of at least n + 2 max_shift = "
-                                  f"{n + 2 * max_shift} pixels a side", f"item {i}: {describe(p)}")
-            grey.append(p - p.mean())
-        if not grey:
-            raise input_error(fn, "photos", "at least one image", "an empty list")
-        if power is not None:
-            scale = math.sqrt(power / np.mean([np.mean(p ** 2) for p in grey]))
-            grey = [p * scale for p in grey]
-        self.photos = grey
-
-    def __call__(self, count: int, rng: np.random.Generator) -> np.ndarray:
-        """``[count, 2, n, n]`` view pairs drawn from ``rng`` (a ``numpy.random.Generator``)."""
-        n, max_shift = self.n, self.max_shift
-        out = np.empty((count, 2, n, n))
-        which = rng.integers(len(self.photos), size=count)
-        span = np.arange(n)
-        for k, p in enumerate(self.photos):
-            rows = np.flatnonzero(which == k)
-            if not len(rows):
-                continue
-            h, w = p.shape
-            a = rng.integers(max_shift, h - n - max_shift + 1, size=len(rows))
-            b = rng.integers(max_shift, w - n - max_shift + 1, size=len(rows))
-            da, db = rng.integers(-max_shift, max_shift + 1, size=(2, len(rows)))
-            for view, (ra, rb) in enumerate(((a, b), (a + da, b + db))):
-                out[rows, view] = p[(ra[:, None] + span)[:, :, None], (rb[:, None] + span)[:, None, :]]
-        if self.sigma2 > 0:
-            out += rng.standard_normal(out.shape) * math.sqrt(self.sigma2)
-        return out
