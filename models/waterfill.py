@@ -147,7 +147,7 @@ class SpectralCNNModel(PreTrainedModel):
         z1 = self.head(features)
         z2 = loss = None
         if pixel_values_2 is not None:
-            if pixel_values_2.shape != pixel_values.shape if isinstance(pixel_values_2, torch.Tensor) else True:
+            if not isinstance(pixel_values_2, torch.Tensor) or pixel_values_2.shape != pixel_values.shape:
                 raise input_error("SpectralCNNModel", "pixel_values_2", f"a tensor of shape {tuple(pixel_values.shape)}"
                                   " (as pixel_values)", describe(pixel_values_2))
             from icml26.training.waterfill import info_nce_loss, spectral_contrastive_loss

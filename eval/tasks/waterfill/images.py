@@ -79,7 +79,7 @@ def sample_photos() -> list[np.ndarray]:
     """scikit-learn's two offline sample photos (china, flower) in grey (luma), float64 in [0, 1]."""
     from sklearn.datasets import load_sample_images
 
-    return [img.astype(np.float64) @ np.array([0.299, 0.587, 0.114]) / 255.0 for img in load_sample_images().images]
+    return [_grey(img) for img in load_sample_images().images]
 
 
 def natural_view_pairs(n: int, count: int, sigma2: float, seed, *, max_shift: int = 2, power: float | None = None,
