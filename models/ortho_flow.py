@@ -6,8 +6,8 @@ permutation and per-factor reparametrisation, whatever the latent density. The e
 the IMA code (Gresele et al. NeurIPS 2021, lgresele/independent-mechanism-analysis,
 ``experiments/train_residual_moeb.py``): a flow ``f: x -> z`` trained by likelihood plus ``lambda_orth`` times an
 orthogonality penalty on the generator Jacobian ``J_g = J_f^-1`` (:mod:`icml26.training.ortho_flow`), under a base
-density that does not force independence (a learnable full-covariance Gaussian; ``base="standard_normal"`` is IMA
-proper, which assumes independent factors).
+density that does not force independence (a learnable full-covariance Gaussian, or a zuko MAF for non-Gaussian
+dependence; ``base="standard_normal"`` is IMA proper, which assumes independent factors).
 
 The flow: a learnable linear layer (initialised to the identity) followed by ``num_couplings`` affine couplings
 (RealNVP, Dinh et al. 2017) alternating which half of the coordinates they transform; each conditioner is two tanh
@@ -31,7 +31,7 @@ from transformers.utils import ModelOutput
 from icml26.errors import describe, input_error
 from icml26.validation import check_choice, check_finite, check_int
 
-BASES = ("full_cov_gaussian", "standard_normal")
+BASES = ("full_cov_gaussian", "standard_normal", "maf")
 PENALTIES = ("cima", "cosine", "offdiag_fro")
 JACOBIANS = ("forward", "func", "hutchinson")
 
@@ -44,8 +44,9 @@ class OrthoFlowConfig(PretrainedConfig):
         num_couplings: affine coupling layers.
         hidden: width of the two tanh layers of each conditioner.
         log_scale_bound: the bound of each coupling's log-scale.
-        base: ``"full_cov_gaussian"`` (learnable mean and Cholesky factor: factors may be dependent) or
-            ``"standard_normal"`` (N(0, I): IMA's independence assumption).
+        base: ``"full_cov_gaussian"`` (learnable mean and Cholesky factor: factors may be dependent),
+            ``"standard_normal"`` (N(0, I): IMA's independence assumption) or ``"maf"`` (a zuko masked
+            autoregressive flow over the latents: any dependence, for non-Gaussian copulas).
         penalty: ``"cima"`` (IMA's contrast), ``"cosine"`` (normalised squared cosines) or ``"offdiag_fro"``
             (OroJaR's unnormalised off-diagonal energy); with ``jacobian="hutchinson"`` the penalty is the
             normalised off-diagonal energy estimated by probes.
@@ -54,13 +55,16 @@ class OrthoFlowConfig(PretrainedConfig):
             ``cima_warmup``; 0: none).
         jacobian: ``"forward"``, ``"func"`` or ``"hutchinson"`` (see the module docstring).
         n_probes: Rademacher probes of the Hutchinson estimate.
+        base_transforms: autoregressive transforms of the ``"maf"`` base (each with two hidden layers of
+            ``hidden`` units).
     """
 
     model_type = "icml26_ortho_flow"
 
     def __init__(self, dim: int = 2, num_couplings: int = 8, hidden: int = 64, log_scale_bound: float = 2.0,
                  base: str = "full_cov_gaussian", penalty: str = "cima", lambda_orth: float = 1.0,
-                 warmup_steps: int = 0, jacobian: str = "forward", n_probes: int = 1, **kwargs) -> None:
+                 warmup_steps: int = 0, jacobian: str = "forward", n_probes: int = 1, base_transforms: int = 2,
+                 **kwargs) -> None:
         fn = "OrthoFlowConfig"
         self.dim = check_int(fn, "dim", dim, low=2)
         self.num_couplings = check_int(fn, "num_couplings", num_couplings, low=0)
@@ -72,6 +76,7 @@ class OrthoFlowConfig(PretrainedConfig):
         self.warmup_steps = check_int(fn, "warmup_steps", warmup_steps, low=0)
         self.jacobian = check_choice(fn, "jacobian", jacobian, JACOBIANS)
         self.n_probes = check_int(fn, "n_probes", n_probes, low=1)
+        self.base_transforms = check_int(fn, "base_transforms", base_transforms, low=1)
         super().__init__(**kwargs)
 
 
@@ -166,6 +171,14 @@ class OrthoFlowModel(PreTrainedModel):
                                        for k in range(config.num_couplings))
         self.base_mean = nn.Parameter(torch.zeros(d), requires_grad=config.base == "full_cov_gaussian")
         self.base_tril = nn.Parameter(torch.zeros(d, d), requires_grad=config.base == "full_cov_gaussian")
+        if config.base == "maf":
+            import zuko
+
+            # zuko builds its autoregressive masks with torch.unique, which has no meta kernel: built on the CPU
+            # even inside from_pretrained's meta-device context, then loaded like any other weight
+            with torch.device("cpu"):
+                self.base_flow = zuko.flows.MAF(d, transforms=config.base_transforms,
+                                                hidden_features=(config.hidden, config.hidden))
         self.register_buffer("num_updates", torch.zeros((), dtype=torch.long))
         self._external = None
         self.post_init()
@@ -238,12 +251,16 @@ class OrthoFlowModel(PreTrainedModel):
         d = self.config.dim
         if self.config.base == "standard_normal":
             return -0.5 * (z ** 2).sum(1) - 0.5 * d * math.log(2 * math.pi)
+        if self.config.base == "maf":
+            return self.base_flow().log_prob(z)
         L = self.base_scale_tril()
         white = torch.linalg.solve_triangular(L, (z - self.base_mean).T, upper=False).T
         return -0.5 * (white ** 2).sum(1) - torch.log(torch.diagonal(L)).sum() - 0.5 * d * math.log(2 * math.pi)
 
     def base_scale_tril(self) -> torch.Tensor:
-        """The base's Cholesky factor (identity for ``"standard_normal"``)."""
+        """The base's Cholesky factor (identity for ``"standard_normal"``; a Gaussian base only)."""
+        if self.config.base == "maf":
+            raise input_error("OrthoFlowModel.base_scale_tril", "config.base", "a Gaussian base", "maf")
         if self.config.base == "standard_normal":
             return torch.eye(self.config.dim, dtype=self.linear.dtype, device=self.linear.device)
         return torch.tril(self.base_tril, -1) + torch.diag(torch.exp(torch.diagonal(self.base_tril)))
