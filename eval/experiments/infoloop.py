@@ -423,7 +423,8 @@ def _run_seed(config, s: InfoloopSettings, seed: int) -> Result:
     m["linear"]["first_generation_theory"] = linear["first_generation_theory"]
     result.tables["closed-form loops (reported; prior work's rates)"] = [
         {"loop": f"Gaussian MLE, n = {s.gaussian_n}: mean variance at t = {T} ({s.gaussian_seeds} runs)",
-         "measured": round(m["gaussian"]["mean_var_final"], 4), "theory": round(m["gaussian"]["closed_form"], 4)},
+         "measured": f"{m['gaussian']['mean_var_final']:.4f} (SE {m['gaussian']['se']:.4f})",
+         "theory": round(m["gaussian"]["closed_form"], 4)},
         {"loop": f"linear regression, generation 1: mean excess risk ({s.linear_seeds} runs)",
          "measured": round(m["linear"]["replace"]["risk_1"], 4), "theory": round(m["linear"]["first_generation_theory"], 4)},
         {"loop": f"linear regression, replace: mean excess risk, generation {G + 1} / 1",
