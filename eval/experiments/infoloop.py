@@ -283,6 +283,7 @@ def _addition_loops_quiet(job) -> dict[str, Any]:
                                     **{**common, "loop_rounds": 1})
         base = SyntheticLoopTrainer(model, first, tokenizer, {"prompt": [p for p, _ in real],
                                                               "completion": [c for _, c in real]}, [p for p, _ in pool])
+        base.generator.quiet = True
         base.generator.fit(base.initial)
         round0 = greedy_accuracy(base.generator, 0)["accuracy"]
         for verifier in ("none", "exact"):
@@ -291,6 +292,7 @@ def _addition_loops_quiet(job) -> dict[str, Any]:
             trainer = SyntheticLoopTrainer(copy.deepcopy(model), args, tokenizer,
                                            {"prompt": [p for p, _ in pool], "completion": ["0"] * len(pool)},
                                            [p for p, _ in pool], correct=addition_correct, evaluate=greedy_accuracy)
+            trainer.generator.quiet = True
             trainer.generator.fit = _skip_first_fit(trainer.generator.fit)   # round 0 is the shared model
             history = trainer.train()
             accuracy = history.series("accuracy")

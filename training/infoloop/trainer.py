@@ -64,10 +64,11 @@ class CausalLMGenerator:
         max_new_tokens: tokens per completion.
         temperature: sampling temperature.
         batch_size: prompts per ``generate`` call.
+        quiet: drop the trainers' progress and log printing (for loops inside a larger run).
     """
 
     def __init__(self, model, tokenizer, args: SFTConfig, prompts, samples_per_prompt: int = 1,
-                 max_new_tokens: int = 8, temperature: float = 1.0, batch_size: int = 64) -> None:
+                 max_new_tokens: int = 8, temperature: float = 1.0, batch_size: int = 64, quiet: bool = False) -> None:
         prompts = list(prompts)
         if not prompts or not all(isinstance(p, str) and p for p in prompts):
             raise input_error("CausalLMGenerator", "prompts", "a non-empty list of non-empty strings", describe(prompts))
@@ -78,6 +79,7 @@ class CausalLMGenerator:
         self.temperature = check_finite("CausalLMGenerator", "temperature", temperature, positive=True)
         self.batch_size = check_int("CausalLMGenerator", "batch_size", batch_size, low=1)
         self.fits = 0
+        self.quiet = bool(quiet)
 
     def fit(self, data) -> CausalLMGenerator:
         """Fine-tune on ``(prompts, completions)`` (completion-only loss, TRL's prompt-completion format)."""
@@ -89,7 +91,13 @@ class CausalLMGenerator:
         args = copy.copy(self.args)
         args.output_dir = f"{self.args.output_dir}/round-{self.fits}"
         dataset = Dataset.from_dict({"prompt": [str(p) for p in data[0]], "completion": [str(c) for c in data[1]]})
-        SFTTrainer(model=self.model, args=args, train_dataset=dataset, processing_class=self.tokenizer).train()
+        trainer = SFTTrainer(model=self.model, args=args, train_dataset=dataset, processing_class=self.tokenizer)
+        if self.quiet:
+            from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+            trainer.remove_callback(PrinterCallback)
+            trainer.remove_callback(ProgressCallback)
+        trainer.train()
         self.fits += 1
         return self
 
