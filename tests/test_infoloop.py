@@ -245,3 +245,7 @@ def test_one_round_of_the_language_model_loop_fine_tunes_on_verified_completions
     assert row["n_train"] == round(row["acceptance"] * 16) and 0 <= row["acceptance"] <= 1
     assert trainer.generator.fits == 1 + (row["n_train"] > 0)
     assert addition_correct((np.array(["12+30="], object), np.array(["42"], object))).tolist() == [True]
+    import copy
+
+    with pytest.raises(ValueError, match="CausalLMGenerator: copy"):   # a copy would train weights nobody reads
+        copy.deepcopy(trainer.generator)

@@ -244,7 +244,6 @@ def _addition_loops(job) -> dict[str, Any]:
 
 
 def _addition_loops_quiet(job) -> dict[str, Any]:
-    import copy
     import tempfile
 
     import numpy as np
@@ -259,9 +258,12 @@ def _addition_loops_quiet(job) -> dict[str, Any]:
     real, pool, test = (pairs[: s.addition_pairs], pairs[s.addition_pairs: s.addition_pairs + s.addition_prompts],
                         pairs[s.addition_pairs + s.addition_prompts:])
     tokenizer = build_word_tokenizer([p + c for p, c in pairs])
-    torch.manual_seed(inner_seed(seed, 13, bits=31))
-    model = tiny_model_for_tokenizer(tokenizer, hidden_size=64, num_layers=2, intermediate_size=128,
-                                     seed=inner_seed(seed, 13, bits=31))
+
+    def fresh_model():
+        return tiny_model_for_tokenizer(tokenizer, hidden_size=64, num_layers=2, intermediate_size=128,
+                                        seed=inner_seed(seed, 13, bits=31))
+
+    model = fresh_model()
 
     def greedy_accuracy(generator, t):
         tokenizer.padding_side = "left"
@@ -286,10 +288,13 @@ def _addition_loops_quiet(job) -> dict[str, Any]:
         base.generator.quiet = True
         base.generator.fit(base.initial)
         round0 = greedy_accuracy(base.generator, 0)["accuracy"]
+        trained = {k: v.detach().clone() for k, v in model.state_dict().items()}
         for verifier in ("none", "exact"):
+            copy_of_round0 = fresh_model()   # a deepcopy of a trained model keeps forward wrappers bound to the original
+            copy_of_round0.load_state_dict(trained)
             args = SyntheticLoopConfig(output_dir=f"{tmp}/{verifier}", max_steps=s.addition_steps[1],
                                        loop_verifier=verifier, **common)
-            trainer = SyntheticLoopTrainer(copy.deepcopy(model), args, tokenizer,
+            trainer = SyntheticLoopTrainer(copy_of_round0, args, tokenizer,
                                            {"prompt": [p for p, _ in pool], "completion": ["0"] * len(pool)},
                                            [p for p, _ in pool], correct=addition_correct, evaluate=greedy_accuracy)
             trainer.generator.quiet = True

@@ -81,6 +81,12 @@ class CausalLMGenerator:
         self.fits = 0
         self.quiet = bool(quiet)
 
+    def __deepcopy__(self, memo):
+        raise input_error("CausalLMGenerator", "copy", "no deep copy (a trained transformers model keeps forward "
+                          "wrappers bound to the original, so a copy would train weights its forward never reads): "
+                          "run SyntheticLoop with copy_generator=False, or build a fresh model and load the state dict",
+                          "copy.deepcopy")
+
     def fit(self, data) -> CausalLMGenerator:
         """Fine-tune on ``(prompts, completions)`` (completion-only loss, TRL's prompt-completion format)."""
         from datasets import Dataset
