@@ -15,7 +15,8 @@ layers of ``hidden`` units and a zero-initialised output, and the log-scales are
 ``s = bound tanh(s_raw / bound)``. With ``jacobian="forward"`` the ``d`` tangent vectors of ``J_f`` ride through the
 same pass as the data (exact, one pass instead of ``d``); ``"func"`` uses ``torch.func.vmap(jacfwd(encode))`` (any
 transform, e.g. a zuko flow through :meth:`OrthoFlowModel.from_zuko`); ``"hutchinson"`` estimates the penalty with
-random probes through the decoder's JVP and VJP (large ``d``).
+random probes through the decoder's JVP and VJP (its diagonal still takes ``d`` decoder JVPs, so with this flow's
+decoder it is the slowest path; it suits generators with cheap JVPs).
 """
 
 from __future__ import annotations
