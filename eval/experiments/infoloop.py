@@ -251,7 +251,7 @@ def _addition_loops_quiet(job) -> dict[str, Any]:
 
     from icml26.eval.tasks.infoloop import addition_pairs
     from icml26.tiny import build_word_tokenizer, tiny_model_for_tokenizer
-    from icml26.training.infoloop import SyntheticLoopConfig, SyntheticLoopTrainer, addition_correct
+    from icml26.training.infoloop import CausalLMGenerator, SyntheticLoopConfig, SyntheticLoopTrainer, addition_correct
 
     s, seed = job
     pairs = addition_pairs(s.addition_pairs + 2 * s.addition_prompts, seed=inner_seed(seed, 12, bits=31))
@@ -281,41 +281,23 @@ def _addition_loops_quiet(job) -> dict[str, Any]:
                   loop_max_new_tokens=4)
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
-        first = SyntheticLoopConfig(output_dir=f"{tmp}/round0", max_steps=s.addition_steps[0], loop_verifier="none",
-                                    **{**common, "loop_rounds": 1})
-        base = SyntheticLoopTrainer(model, first, tokenizer, {"prompt": [p for p, _ in real],
-                                                              "completion": [c for _, c in real]}, [p for p, _ in pool])
-        base.generator.quiet = True
-        base.generator.fit(base.initial)
-        round0 = greedy_accuracy(base.generator, 0)["accuracy"]
+        first = SyntheticLoopConfig(output_dir=f"{tmp}/round0", max_steps=s.addition_steps[0], **common)
+        base = CausalLMGenerator(model, tokenizer, first, [p for p, _ in pool], quiet=True)
+        base.fit((np.array([p for p, _ in real], object), np.array([c for _, c in real], object)))
         trained = {k: v.detach().clone() for k, v in model.state_dict().items()}
         for verifier in ("none", "exact"):
             copy_of_round0 = fresh_model()   # a deepcopy of a trained model keeps forward wrappers bound to the original
             copy_of_round0.load_state_dict(trained)
             args = SyntheticLoopConfig(output_dir=f"{tmp}/{verifier}", max_steps=s.addition_steps[1],
                                        loop_verifier=verifier, **common)
-            trainer = SyntheticLoopTrainer(copy_of_round0, args, tokenizer,
-                                           {"prompt": [p for p, _ in pool], "completion": ["0"] * len(pool)},
-                                           [p for p, _ in pool], correct=addition_correct, evaluate=greedy_accuracy)
+            trainer = SyntheticLoopTrainer(copy_of_round0, args, tokenizer, None, [p for p, _ in pool],
+                                           correct=addition_correct, evaluate=greedy_accuracy)
             trainer.generator.quiet = True
-            trainer.generator.fit = _skip_first_fit(trainer.generator.fit)   # round 0 is the shared model
-            history = trainer.train()
-            accuracy = history.series("accuracy")
+            history = trainer.train()                  # round 0 is the shared model, as given
             out["closed" if verifier == "none" else "exact verifier"] = {
-                "accuracy": [round0, *accuracy[1:]], "acceptance": history.series("acceptance")[1:],
+                "accuracy": history.series("accuracy"), "acceptance": history.series("acceptance")[1:],
                 "n_train": history.series("n_train")[1:]}
     return out
-
-
-def _skip_first_fit(fit):
-    """``fit`` that ignores its first call (the loop's round-0 fit: the model is already trained)."""
-    calls = {"n": 0}
-
-    def wrapped(data):
-        calls["n"] += 1
-        return fit(data) if calls["n"] > 1 else None
-
-    return wrapped
 
 
 # ----------------------------------------------------------------------------------------------

@@ -130,10 +130,10 @@ def _train(job) -> dict[str, Any]:
     def score(rows):
         was_training = model.training
         model.eval()
-        with torch.no_grad():
+        with torch.no_grad():  # scores only: no graph (forward-mode tangents need none)
             out = model(x=rows)
             nll = -(model.base_log_prob(out.latents) + out.log_det)
-        J_f = model.flow_jacobian(rows).detach()
+            J_f = model.flow_jacobian(rows)
         model.train(was_training)
         return out.latents.numpy(), nll.numpy().astype(np.float64), J_f
 

@@ -357,7 +357,8 @@ class Accumulate:
     verifier = None
 
     def __call__(self, samples, state, t, rng):
-        state["all"] = _concat([state["all"], samples]) if "all" in state else _concat([state["initial"], samples])
+        kept = [part for part in (state.get("all", state.get("initial")), samples) if part is not None]
+        state["all"] = _concat(kept)
         return state["all"]
 
 
@@ -474,15 +475,15 @@ class LoopHistory:
 
 
 class SyntheticLoop:
-    """Fit, generate, filter, refit: ``run(initial)`` fits the generator on ``initial`` (round 0), then for each of
-    ``rounds`` rounds draws ``n_samples`` samples, lets the policy choose the training set, and refits (a round whose
-    policy keeps nothing keeps the previous model).
+    """Fit, generate, filter, refit: ``run(initial)`` fits the generator on ``initial`` (round 0; ``run()`` takes the
+    generator as already fitted), then for each of ``rounds`` rounds draws ``n_samples`` samples, lets the policy
+    choose the training set, and refits (a round whose policy keeps nothing keeps the previous model).
 
     Args:
         generator: ``fit(data) -> self`` and ``sample(n, rng)``.
         policy: one of this module's policies.
         rounds: rounds after round 0 (>= 1).
-        n_samples: samples per round (default: the size of the initial data).
+        n_samples: samples per round (default: the size of the initial data; required without it).
         seed: seeds the sampling and the policy's draws.
         evaluate: called as ``evaluate(generator, round)`` after every fit; its dict is logged.
         copy_generator: fit a deep copy, leaving the given generator untouched.
@@ -509,16 +510,24 @@ class SyntheticLoop:
         self.evaluate = evaluate
         self.copy_generator = copy_generator
 
-    def run(self, initial) -> LoopHistory:
-        """The loop's history; ``self.model`` is the last fitted generator."""
+    def run(self, initial=None) -> LoopHistory:
+        """The loop's history; ``self.model`` is the last fitted generator.
+
+        Args:
+            initial: round 0's data (``None``: the generator is already fitted, e.g. a trained model).
+        """
         import copy
 
+        if initial is None and self.n_samples is None:
+            raise input_error("SyntheticLoop.run", "initial", "round 0's data, or n_samples set on the loop", None)
         generator = copy.deepcopy(self.generator) if self.copy_generator else self.generator
         n = self.n_samples or _size(initial)
         streams = np.random.SeedSequence(self.seed).spawn(2 * self.rounds)
         history = LoopHistory()
-        generator.fit(initial)
-        history.rounds.append({"round": 0, "n_train": _size(initial), **self._evaluate(generator, 0)})
+        if initial is not None:
+            generator.fit(initial)
+        history.rounds.append({"round": 0, "n_train": 0 if initial is None else _size(initial),
+                               **self._evaluate(generator, 0)})
         state: dict[str, Any] = {"initial": initial}
         for t in range(1, self.rounds + 1):
             samples = generator.sample(n, np.random.default_rng(streams[2 * t - 2]))

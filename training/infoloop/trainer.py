@@ -132,7 +132,7 @@ class CausalLMGenerator:
 
 
 class SyntheticLoopTrainer:
-    """Round 0 fine-tunes on ``train_dataset``'s real pairs; each later round samples completions for ``prompts``,
+    """Round 0 fine-tunes on ``train_dataset``'s real pairs (``None``: the model as given is round 0); each later round samples completions for ``prompts``,
     keeps what the configured verifier accepts (``correct`` is the only place truth lives) and fine-tunes on them.
 
     Args:
@@ -140,7 +140,7 @@ class SyntheticLoopTrainer:
         args: a :class:`SyntheticLoopConfig`.
         processing_class: the tokenizer.
         train_dataset: the round-0 pairs, ``{"prompt": [...], "completion": [...]}`` or a ``datasets.Dataset``
-            with those columns.
+            with those columns; ``None`` when the model is already trained.
         prompts: the prompts the loop completes each round.
         correct: ``correct((prompts, completions)) -> bool per sample``, given to the verifier only.
         evaluate: ``evaluate(generator, round) -> dict`` logged after every fit.
@@ -154,11 +154,13 @@ class SyntheticLoopTrainer:
         if args.loop_verifier != "none" and not callable(correct):
             raise input_error("SyntheticLoopTrainer", "correct", f"a correctness function for the "
                               f"{args.loop_verifier!r} verifier", describe(correct))
-        columns = train_dataset if isinstance(train_dataset, dict) else train_dataset.to_dict()
-        if set(columns) < {"prompt", "completion"} or not columns.get("prompt"):
-            raise input_error("SyntheticLoopTrainer", "train_dataset", "prompt and completion columns with rows",
-                              describe(train_dataset))
-        self.initial = (np.array(columns["prompt"], dtype=object), np.array(columns["completion"], dtype=object))
+        self.initial = None
+        if train_dataset is not None:
+            columns = train_dataset if isinstance(train_dataset, dict) else train_dataset.to_dict()
+            if not {"prompt", "completion"} <= set(columns) or not columns["prompt"]:
+                raise input_error("SyntheticLoopTrainer", "train_dataset", "prompt and completion columns with rows",
+                                  describe(train_dataset))
+            self.initial = (np.array(columns["prompt"], dtype=object), np.array(columns["completion"], dtype=object))
         self.args = args
         self.generator = CausalLMGenerator(model, processing_class, args, prompts, args.samples_per_prompt,
                                            args.loop_max_new_tokens, args.loop_temperature)
@@ -173,8 +175,9 @@ class SyntheticLoopTrainer:
 
     def train(self) -> LoopHistory:
         """Run round 0 and ``args.loop_rounds`` rounds; returns (and keeps) the :class:`LoopHistory`."""
-        loop = SyntheticLoop(self.generator, self.policy, self.args.loop_rounds, seed=self.args.seed,
-                             evaluate=self.evaluate, copy_generator=False)
+        loop = SyntheticLoop(self.generator, self.policy, self.args.loop_rounds,
+                             n_samples=len(self.generator.prompts) * self.generator.samples_per_prompt,
+                             seed=self.args.seed, evaluate=self.evaluate, copy_generator=False)
         self.history = loop.run(self.initial)
         return self.history
 
