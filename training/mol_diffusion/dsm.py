@@ -334,7 +334,8 @@ class _EMACallback(TrainerCallback):
 class DSMTrainer(Trainer):
     """:class:`transformers.Trainer` for (multi-task) DSM: ``compute_loss`` noises each batch's clean ``x0`` with
     the schedule and applies :func:`dsm_loss` with the ``args``' scalarisation (a :class:`DSMConfig`; plain
-    ``TrainingArguments`` give the mean over rows). Rows hold ``cond``, ``target`` and optionally ``task``.
+    ``TrainingArguments`` with ``remove_unused_columns=False`` give the mean over rows). Rows hold ``cond``,
+    ``target`` and optionally ``task``.
 
     Args (besides ``Trainer``'s):
         noise_scheduler: the training schedule (default: :func:`noise_scheduler` with ``args.num_train_timesteps``).

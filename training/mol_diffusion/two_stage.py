@@ -236,7 +236,8 @@ class TwoStageMOL:
             raise input_error(fn, "unlabeled", f"tasks with a specialist ({sorted(self.specialists_)})", missing)
         cond = cols["cond"].repeat(self.pseudo_draws, 1)
         task = cols["task"].repeat(self.pseudo_draws)
-        generator = torch.Generator().manual_seed(self._seed(3))
+        self.pseudo_calls_ = getattr(self, "pseudo_calls_", 0) + 1  # fresh sampler noise for each call
+        generator = torch.Generator().manual_seed(self._seed(3, self.pseudo_calls_))
         x_T = torch.randn((len(cond), self.specialist_config.sample_dim), generator=generator)
         target = torch.empty_like(x_T)
         for k, model in self.specialists_.items():
