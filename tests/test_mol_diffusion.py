@@ -288,7 +288,7 @@ def test_pseudo_samples_at_a_task_zero_condition_cover_both_modes_and_differ_acr
     c = np.repeat(tasks.conditions(1, rng), 200, 0)
     draws = []
     for seed in (0, 1):
-        mol = _small_mol(seed=seed).fit_specialists(paired)
+        mol = _small_mol(seed=seed, specialist_steps=1500).fit_specialists(paired)
         x = mol.pseudo_label({"cond": c, "task": np.zeros(200, dtype=int)})["target"]
         draws.append(np.asarray(x))
     for x in draws:
