@@ -182,6 +182,7 @@ class PointMassEnv(gym.Env):
         self.action_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float64)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
+        """A new episode: the layout's start plus uniform noise of +-0.05, at rest; returns ``(obs, {})``."""
         super().reset(seed=seed)
         start = np.asarray(LAYOUTS[self.layout][0])
         self.pos = start + self.np_random.uniform(-0.05, 0.05, 2)
@@ -190,6 +191,7 @@ class PointMassEnv(gym.Env):
         return np.concatenate([self.pos, self.vel]), {}
 
     def step(self, action):
+        """One step of :func:`point_mass_step`; returns ``(obs, reward, terminated, truncated, info)``."""
         pos, vel = point_mass_step(self.pos[None], self.vel[None], np.asarray(action, dtype=np.float64)[None])
         self.pos, self.vel, self.t = pos[0], vel[0], self.t + 1
         success, collision = (bool(v[0]) for v in episode_status(self.layout, pos))
