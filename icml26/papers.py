@@ -133,7 +133,7 @@ PAPERS: tuple[Paper, ...] = (
           "icml26 reproduce mol_diffusion; icml26 bench mol_diffusion", status="working"),
     Paper("crdproto", "CRDProto (low-rank noisy few-shot)",
           "Rank-guided Diffusion for Noise Few-Shot Learning",
-          _homes("crdproto", "models", *EXPERIMENT), "icml26 reproduce crdproto"),
+          _homes("crdproto", "models/", "training", "eval/tasks", *EXPERIMENT), "icml26 reproduce crdproto"),
     Paper("pbto", "PBTO",
           "Persistent Backdoor Attacks in Class-Incremental Learning via Structural Invariant Anchoring",
           _homes("pbto", "training", *EXPERIMENT), "icml26 reproduce pbto"),

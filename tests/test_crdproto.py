@@ -150,3 +150,142 @@ def test_on_digits_the_relative_score_beats_a_rank_free_detector():
             others[i] = False
             rank_free.append(1 - float(torch.nn.functional.cosine_similarity(Z[i], Z[others].mean(0), dim=0)))
     assert roc_auc_score(truth, scores) > roc_auc_score(truth, rank_free) + 0.05
+
+
+# ----------------------------------------------------------------------------------------------
+# episodes and the noise protocol
+# ----------------------------------------------------------------------------------------------
+def _digit_labels():
+    from sklearn.datasets import load_digits
+
+    return load_digits().target
+
+
+@pytest.mark.parametrize("kind", ["sym_swap", "pair_swap", "outlier"])
+def test_the_noise_protocol_counts_keeps_the_plurality_and_is_deterministic(kind):
+    from icml26.eval.tasks.crdproto import EpisodeSampler, SupportNoise
+
+    y = _digit_labels()
+    base = np.flatnonzero(np.isin(y, [0, 1, 2, 3, 4]))
+    runs = []
+    for _ in range(2):
+        sampler = EpisodeSampler(y, 5, 5, 15, seed=3, classes=[5, 6, 7, 8, 9])
+        noise = SupportNoise(kind, 0.4, seed=4)
+        runs.append([noise(sampler.sample(), y, outliers=base) for _ in range(30)])
+    for a, b in zip(*runs):
+        assert np.array_equal(a.support, b.support) and np.array_equal(a.mask, b.mask)
+    for ep in runs[0]:
+        assert ep.mask.sum(1).tolist() == [2] * 5                             # round(0.4 * 5) per class
+        assert np.array_equal(ep.support_labels, np.repeat(np.arange(5)[:, None], 5, 1))
+        used = set(ep.query.ravel().tolist())
+        assert not used & set(ep.support.ravel().tolist())                    # swapped rows come from spares
+        true = y[ep.support]
+        for i, c in enumerate(ep.classes):
+            assert (true[i] == c).sum() == 3
+            wrong = true[i][true[i] != c]
+            assert len(wrong) == 2 and np.bincount(wrong).max() < 3               # the clean label keeps a plurality
+            if kind == "outlier":
+                assert np.isin(true[i][ep.mask[i]], [0, 1, 2, 3, 4]).all() and (ep.true_labels[i][ep.mask[i]] == -1).all()
+        if kind == "pair_swap":
+            sources = [int(ep.true_labels[i][ep.mask[i]][0]) for i in range(5)]
+            assert sorted(sources) == list(range(5)) and all(s != i for i, s in enumerate(sources))  # a derangement
+
+
+def test_zero_noise_changes_nothing_and_bad_sizes_are_refused():
+    from icml26.eval.tasks.crdproto import EpisodeSampler, SupportNoise
+
+    y = _digit_labels()
+    ep = EpisodeSampler(y, 5, 5, 15, seed=0).sample()
+    clean = SupportNoise("sym_swap", 0.0, seed=0)(ep, y)
+    assert np.array_equal(clean.support, ep.support) and not clean.mask.any()
+    with pytest.raises(ValueError, match="n_shot \\+ n_query"):
+        EpisodeSampler(y, 5, 5, 200)
+    with pytest.raises(ValueError, match="n_way"):
+        EpisodeSampler(y, 11, 5, 15)
+
+
+# ----------------------------------------------------------------------------------------------
+# the prior and the repair
+# ----------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def digits_prior():
+    from sklearn.datasets import load_digits
+
+    from icml26.training.crdproto import fit_feature_prior
+
+    X, y = load_digits(return_X_y=True)
+    X = X / np.linalg.norm(X, axis=1, keepdims=True)
+    base = np.isin(y, [0, 1, 2, 3, 4])
+    prior, fit = fit_feature_prior(X[base], y[base], steps=300, seed=0)
+    return X, y, prior
+
+
+def test_repairs_are_generated_not_copied_keep_k_rows_and_need_no_mask(digits_prior):
+    import inspect
+
+    from icml26.eval.tasks.crdproto import EpisodeSampler, SupportNoise
+    from icml26.models.crdproto import RankGuidedPrototypes
+
+    X, y, prior = digits_prior
+    assert list(inspect.signature(RankGuidedPrototypes.repair).parameters) == ["self", "features", "labels"]
+    ep = SupportNoise("sym_swap", 0.4, seed=1)(EpisodeSampler(y, 5, 5, 15, seed=1, classes=[5, 6, 7, 8, 9]).sample(), y)
+    S = torch.as_tensor(X[ep.support.reshape(-1)], dtype=torch.float32)
+    labels = torch.as_tensor(ep.support_labels.reshape(-1))
+    a = RankGuidedPrototypes(prior, seed=0).repair(S, labels)
+    b = RankGuidedPrototypes(prior, seed=1).repair(S, labels)
+    assert a.features.shape == S.shape and a.flagged.any()
+    rows = torch.nonzero(a.flagged).flatten()
+    assert torch.cdist(a.features[rows], S[~a.flagged]).min() > 0              # not a copy of a clean row
+    assert not torch.allclose(a.features[rows], b.features[rows])               # differs across seeds
+    assert torch.equal(a.features[~a.flagged], S[~a.flagged])
+
+
+def test_guidance_pulls_replacements_toward_the_clean_subspace(digits_prior):
+    from icml26.models.crdproto import RankGuidedPrototypes
+
+    X, y, prior = digits_prior
+    rng = np.random.default_rng(0)
+    rows = np.concatenate([rng.choice(np.flatnonzero(y == c), 5, replace=False) for c in (5, 6)])
+    rows[0], rows[5] = rows[5], rows[0]                                        # one swap each way
+    S = torch.as_tensor(X[rows], dtype=torch.float32)
+    labels = torch.tensor([0] * 5 + [1] * 5)
+    guided = RankGuidedPrototypes(prior, guidance_scale=100.0, seed=0).repair(S, labels)
+    free = RankGuidedPrototypes(prior, guidance_scale=0.0, seed=0).repair(S, labels)
+    assert torch.equal(guided.flagged, free.flagged)
+    for r in torch.nonzero(guided.flagged).flatten().tolist():
+        clean = S[(labels == labels[r]) & ~guided.flagged]
+        mu = clean.mean(0)
+        assert torch.dist(guided.features[r], mu) < torch.dist(free.features[r], mu)
+
+
+def test_the_baselines_are_protonet_median_and_oracle_means():
+    from icml26.models.crdproto import MeanPrototypes, MedianPrototypes, OraclePrototypes
+
+    S = torch.tensor([[0.0, 0.0], [1.0, 0.0], [9.0, 9.0], [5.0, 5.0], [5.0, 6.0], [5.0, 7.0]])
+    labels = torch.tensor([0, 0, 0, 1, 1, 1])
+    mean, median, oracle = MeanPrototypes(), MedianPrototypes(), OraclePrototypes()
+    mean.process_support_set(S, labels)
+    median.process_support_set(S, labels)
+    oracle.process_support_set(S, labels, torch.tensor([False, False, True, False, False, False]))
+    assert torch.allclose(mean.prototypes[0], torch.tensor([10 / 3, 3.0]))
+    assert torch.allclose(median.prototypes[0], torch.tensor([1.0, 0.0]))
+    assert torch.allclose(oracle.prototypes[0], torch.tensor([0.5, 0.0]))
+    logits = mean(torch.tensor([[5.0, 6.0]]))
+    assert logits.argmax(1).item() == 1 and torch.allclose(logits[0, 1], torch.tensor(0.0))
+
+
+def test_the_quick_experiment_makes_its_claims(tmp_path):
+    import dataclasses
+
+    from icml26.eval.experiments.crdproto import SETTINGS, run_experiment
+    from icml26.runner import RunConfig
+
+    s = dataclasses.replace(SETTINGS["quick"], episodes=40, prior_steps=300, select_episodes=4, scales=(100.0,),
+                            lams=(None,), conditions=(("sym_swap", 0.4),))
+    result = run_experiment(RunConfig(out_dir=tmp_path), s)
+    assert len(result.claims) == 4
+    m = result.metrics
+    assert m["CRD_minus_mean"]["mean"] > 0                                       # claim 1's direction
+    assert m["auroc"]["relative"] > m["auroc"]["rank_free"]                     # detection, even at this size
+    assert m["guidance"]["guided_closer"] > m["guidance"]["flagged_rows"] / 2
+    assert set(result.figures) == {"accuracy", "guidance"}
