@@ -88,8 +88,6 @@ def _episodes_job(job) -> dict[str, Any]:
         MedianPrototypes,
         OraclePrototypes,
         RankGuidedPrototypes,
-        anomaly_scores,
-        class_bases,
     )
 
     split, (kind, fraction), chunk, n_episodes, state, chosen, seed = job
@@ -127,7 +125,7 @@ def _episodes_job(job) -> dict[str, Any]:
                 model.process_support_set(S, labels)
             with torch.no_grad():
                 out["accuracy"][arm].append(float((model(Q).argmax(1) == truth).float().mean()))
-        out["relative"] += anomaly_scores(S.double(), labels, bases=class_bases(S.double(), labels, lam=lam)).tolist()
+        out["relative"] += models["CRD"].last_repair.scores.tolist()   # the relative score CRD flagged by
         for r in range(len(labels)):
             others = (labels == labels[r]).clone()
             others[r] = False
