@@ -178,7 +178,9 @@ class PointMassEnv(gym.Env):
         if isinstance(layout, bool) or not isinstance(layout, (int, np.integer)) or not 0 <= layout < len(LAYOUTS):
             raise input_error("PointMassEnv", "layout", f"an int in [0, {len(LAYOUTS)})", layout)
         self.layout = int(layout)
-        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (4,), np.float64)
+        # positions end an episode beyond the arena; speeds stay below the terminal MAX_ACCEL / DAMPING
+        bound = np.array([ARENA + 1.0, ARENA + 1.0, MAX_ACCEL / DAMPING, MAX_ACCEL / DAMPING])
+        self.observation_space = gym.spaces.Box(-bound, bound, (4,), np.float64)
         self.action_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float64)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
