@@ -1,5 +1,6 @@
 """Timing and peak-memory measurement shared by the benchmarks (``icml26 bench``), and the small
-summaries their tables and claims are built from (errors against a reference, NaN-aware max, geometric mean)."""
+summaries their tables and claims are built from (errors against a reference, NaN-aware max, geometric mean,
+paired differences)."""
 
 from __future__ import annotations
 
@@ -131,3 +132,13 @@ def geomean(values) -> float:
     if not values or any(math.isnan(x) or x <= 0 for x in values):
         return float("nan")
     return math.exp(sum(math.log(x) for x in values) / len(values))
+
+
+def paired_difference(a, b) -> dict[str, float]:
+    """Mean, standard error and normal 95% interval (``lo``, ``hi``) of the paired differences ``a - b``
+    (the experiments' paired comparisons over held-out rows, episodes or samples)."""
+    import numpy as np
+
+    d = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
+    mean, se = float(d.mean()), float(d.std(ddof=1) / math.sqrt(len(d)))
+    return {"mean": mean, "se": se, "lo": mean - 1.959964 * se, "hi": mean + 1.959964 * se}

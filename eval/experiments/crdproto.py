@@ -24,7 +24,6 @@ swapped split (base 5-9, novel 0-4), 20% noise, pair swap and outliers (base-cla
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -177,9 +176,9 @@ def _paired(a, b) -> dict[str, float]:
     """Mean, standard error and 95% interval of the paired differences ``a - b`` (in accuracy points)."""
     import numpy as np
 
-    d = 100 * (np.asarray(a) - np.asarray(b))
-    mean, se = float(d.mean()), float(d.std(ddof=1) / math.sqrt(len(d)))
-    return {"mean": mean, "se": se, "lo": mean - 1.959964 * se, "hi": mean + 1.959964 * se}
+    from icml26.eval.measure import paired_difference
+
+    return paired_difference(100 * (np.asarray(a) - np.asarray(b)), 0.0)
 
 
 def _merge(chunks: list[dict[str, Any]]) -> dict[str, Any]:

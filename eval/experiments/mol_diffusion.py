@@ -314,10 +314,10 @@ def run_experiment(config, settings: MOLDiffusionSettings | None = None) -> Resu
 
 def _paired(a, b) -> tuple[float, float]:
     """Mean and standard error of the paired differences ``a - b``."""
-    import numpy as np
+    from icml26.eval.measure import paired_difference
 
-    d = np.asarray(a) - np.asarray(b)
-    return float(d.mean()), float(d.std(ddof=1) / math.sqrt(len(d)))
+    d = paired_difference(a, b)
+    return d["mean"], d["se"]
 
 
 def _scalarised(rows: dict) -> float:
@@ -346,7 +346,8 @@ def _run_seed(config, s: MOLDiffusionSettings, seed: int) -> Result:
     policy = [r for r in runs if r["kind"] == "policy"]
     runs = [r for r in runs if r["kind"] != "policy"]
     tasks = ConditionalTasks(8, seed=inner_seed(seed, 1, bits=31))
-    floor = _floor(tasks, _held_out(tasks, seed))
+    held = _held_out(tasks, seed)
+    floor = _floor(tasks, held)
     two, lab = runs[0]["two_stage"], runs[1]["labeled_only"]
     spec = runs[0]["specialist"]
 
@@ -422,7 +423,7 @@ def _run_seed(config, s: MOLDiffusionSettings, seed: int) -> Result:
         result.tables["point-mass diffusion policies (reported): success rate per environment"] = table
     m["seconds"] = {f"{r['kind']} n={r['n']} {r['options']}": round(r["seconds"], 1) for r in runs}
     m["total_seconds"] = time.perf_counter() - start
-    result.figures = {"held_out_dsm": _dsm_figure(m, n), "samples": _sample_figure(runs[0], runs[1], tasks, seed)}
+    result.figures = {"held_out_dsm": _dsm_figure(m, n), "samples": _sample_figure(runs[0], runs[1], held)}
     if front:
         result.figures["pareto_front"] = _pareto_figure(m["pareto"])
     result.notes = (
@@ -457,11 +458,10 @@ def _dsm_figure(m, n: int):
     return fig
 
 
-def _sample_figure(two_run, lab_run, tasks, seed):
+def _sample_figure(two_run, lab_run, held):
     import numpy as np
     from matplotlib.figure import Figure
 
-    held = _held_out(tasks, seed)
     fig = Figure(figsize=(10, 5.2), layout="constrained")
     panels = (("truth", None), ("specialist", two_run["specialist"]), ("labelled-only", lab_run["labeled_only"]),
               ("two-stage", two_run["two_stage"]))

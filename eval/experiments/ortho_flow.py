@@ -30,7 +30,6 @@ MLP generator, whose own C_IMA flags the assumption as violated; the triangle su
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -210,11 +209,10 @@ def run_experiment(config, settings: OrthoFlowSettings | None = None) -> Result:
 
 def _paired_upper(a, b) -> tuple[float, float, float]:
     """Mean, standard error and upper 95% end of the paired differences ``a - b``."""
-    import numpy as np
+    from icml26.eval.measure import paired_difference
 
-    diff = np.asarray(a) - np.asarray(b)
-    mean, se = float(diff.mean()), float(diff.std(ddof=1) / math.sqrt(len(diff)))
-    return mean, se, mean + 1.959964 * se
+    d = paired_difference(a, b)
+    return d["mean"], d["se"], d["hi"]
 
 
 def _run_seed(config, s: OrthoFlowSettings, seed: int) -> Result:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import gymnasium as gym
 import numpy as np
@@ -40,7 +41,7 @@ class ConditionalTasks:
         check_int("ConditionalTasks", "cond_dim", self.cond_dim, low=1)
         check_int("ConditionalTasks", "seed", self.seed, low=0)
 
-    @property
+    @cached_property
     def directions(self) -> np.ndarray:
         """``[K, cond_dim]`` unit vectors ``u_k``."""
         u = np.random.default_rng(self.seed).standard_normal((NUM_TASKS, self.cond_dim))

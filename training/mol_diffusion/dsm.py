@@ -341,6 +341,8 @@ class DSMTrainer(Trainer):
         noise_scheduler: the training schedule (default: :func:`noise_scheduler` with ``args.num_train_timesteps``).
     """
 
+    _default_scheduler = staticmethod(noise_scheduler)  # the module function: the argument below shadows its name
+
     def __init__(self, *args, noise_scheduler: DDPMScheduler | None = None, **kwargs) -> None:
         kwargs.setdefault("data_collator", collate_dsm)
         super().__init__(*args, **kwargs)
@@ -348,7 +350,7 @@ class DSMTrainer(Trainer):
             raise input_error("DSMTrainer", "args.remove_unused_columns", "False (the rows' 'target' column is not a "
                               "forward argument of the model)", True)
         steps = getattr(self.args, "num_train_timesteps", 100)
-        self.noise_scheduler = noise_scheduler if noise_scheduler is not None else globals()["noise_scheduler"](steps)
+        self.noise_scheduler = noise_scheduler if noise_scheduler is not None else self._default_scheduler(steps)
         if not isinstance(self.noise_scheduler, DDPMScheduler):
             raise TypeError(f"DSMTrainer: noise_scheduler: expected a diffusers DDPMScheduler, got "
                             f"{type(self.noise_scheduler).__name__}")

@@ -31,6 +31,7 @@ from torch import nn
 from icml26.errors import describe, input_error
 from icml26.models.mol_diffusion import EpsMLP, EpsMLPConfig
 from icml26.training.mol_diffusion.dsm import DSMFit, as_columns, check_weights, fit_dsm, noise_scheduler
+from icml26.utils import inner_seed
 from icml26.validation import check_choice, check_finite, check_int, check_random_state
 
 VARIANTS = ("pseudo_samples", "score_regression")
@@ -185,8 +186,6 @@ class TwoStageMOL:
 
     # ------------------------------------------------------------------------------------------
     def _seed(self, *stream: int) -> int:
-        from icml26.utils import inner_seed
-
         return inner_seed(self.seed or 0, *stream, bits=31)
 
     def _weights(self, ids: list[int]) -> torch.Tensor:
@@ -323,8 +322,6 @@ def fit_labeled_only(generalist_config: EpsMLPConfig, paired, *, steps: int = 30
                               len(rows))
         val[rng.choice(rows, n_val, replace=False)] = True
     as_data = lambda m: {"x0": cols["target"][m], "cond": cols["cond"][m], "task": cols["task"][m]}
-    from icml26.utils import inner_seed
-
     model = _new_model(config, inner_seed(seed, 1, bits=31))
     fit = fit_dsm(model, noise_scheduler(num_train_timesteps), as_data(torch.as_tensor(~val)), steps,
                   batch_size=batch_size, lr=lr, weight_decay=weight_decay,
