@@ -152,9 +152,12 @@ def rgrpo(model_path: str, out: Path) -> None:
 
 
 if __name__ == "__main__":
+    from icml26.training.distributed import finish_processes
+
     if sys.argv[4:] == ["saisa"]:
         saisa_and_tfmixer(Path(sys.argv[2]), int(sys.argv[3]))
     elif sys.argv[4:] == ["rgrpo"]:
         rgrpo(sys.argv[1], Path(sys.argv[2]))
     else:
         main(sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]))
+    finish_processes()  # no process exits while its gloo group is alive

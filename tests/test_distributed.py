@@ -140,3 +140,17 @@ def test_rgrpo_under_two_processes_trains_one_model(launcher, model_path, tmp_pa
     for rank in ranks:
         assert len(rank["logs"]) == 2
         assert all(abs(e["reward"] - 0.5) < 1e-6 and e["tools/call_frequency"] == 1.0 for e in rank["logs"])
+
+
+def test_finish_processes_destroys_the_group_and_is_a_no_op_without_one(monkeypatch):
+    import torch.distributed as dist
+
+    from icml26.training.distributed import finish_processes
+
+    finish_processes()  # no group: nothing to do
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(_port()))
+    dist.init_process_group("gloo", rank=0, world_size=1)
+    assert dist.is_initialized()
+    finish_processes()
+    assert not dist.is_initialized()

@@ -7,6 +7,10 @@
 - :func:`is_main_process`: rank 0 alone writes models, JSON and reports.
 - :func:`mean_across_processes`: values logged by one process (R2G's statistics, a final loss)
   averaged over all of them before they are logged or written.
+- :func:`finish_processes`: the last call of a multi-process entry point; every process waits for the
+  others, then the process group is destroyed. A process that exits while its gloo group is alive
+  (rank 1 done while rank 0 still writes the model) can abort at interpreter teardown with
+  ``terminate called without an active exception``; torch asks scripts to destroy the group.
 
 Note that ``accelerate launch --cpu --num_processes 2`` starts a single process (accelerate's
 ``--cpu`` means one CPU process); on a CPU box launch with ``accelerate launch --multi_gpu
@@ -22,7 +26,7 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
-__all__ = ["is_main_process", "launched_world_size", "mean_across_processes", "use_cpu_when_launched_without_gpu"]
+__all__ = ["finish_processes", "is_main_process", "launched_world_size", "mean_across_processes", "use_cpu_when_launched_without_gpu"]
 
 
 def launched_world_size() -> int:
@@ -66,3 +70,16 @@ def mean_across_processes(values: Mapping[str, float], keys: Sequence[str] | Non
     totals = torch.tensor(local, dtype=torch.float64, device=device)
     torch.distributed.all_reduce(totals, op=torch.distributed.ReduceOp.SUM)
     return {k: (s / n if n else math.nan) for k, (s, n) in zip(keys, totals.tolist())}
+
+
+def finish_processes() -> None:
+    """Wait for every process, then destroy the default process group (nothing happens without one).
+
+    Call it once, at the end of a script launched by ``torchrun`` / ``accelerate launch``, after the
+    last collective and the last write: ``icml26 sera train`` does.
+    """
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return
+    if torch.distributed.get_world_size() > 1:
+        torch.distributed.barrier()
+    torch.distributed.destroy_process_group()

@@ -154,13 +154,14 @@ def run(args: argparse.Namespace) -> int:
     from icml26.errors import InputError
 
     if args.sera_command == "train":
-        from icml26.training.distributed import is_main_process
+        from icml26.training.distributed import finish_processes, is_main_process
 
         summary = main_train(args.train_argv)
         if is_main_process():  # one report under accelerate launch / torchrun
             print(f"trained model written to {summary['output_dir']}")
             if summary.get("final_loss") is not None:
                 print(f"final loss: {summary['final_loss']}")
+        finish_processes()
         return 0
 
     from .pipeline import export, generate
