@@ -137,7 +137,7 @@ PAPERS: tuple[Paper, ...] = (
           "icml26 reproduce crdproto; icml26 bench crdproto", status="working"),
     Paper("pbto", "PBTO",
           "Persistent Backdoor Attacks in Class-Incremental Learning via Structural Invariant Anchoring",
-          _homes("pbto", "models", "training", "eval/tasks", *EXPERIMENT), "icml26 reproduce pbto"),
+          _homes("pbto", "models", "training", "eval/tasks/", *BOTH, *DOCS), "icml26 reproduce pbto"),
     Paper("rdl_graph", "Relational graph optimization",
           "What Makes a Desired Graph for Relational Deep Learning?",
           _homes("rdl_graph", "models/", "training", "eval/tasks", *BOTH, *DOCS),

@@ -10,6 +10,7 @@ ResNet.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -61,6 +62,15 @@ class SmallConvNetOutput(ModelOutput):
     features: torch.Tensor | None = None
 
 
+def _linear(d_in: int, d_out: int) -> nn.Linear:
+    """``nn.Linear``; a head with no classes yet (``d_out = 0``) is built without torch's zero-element warning."""
+    if d_out:
+        return nn.Linear(d_in, d_out)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return nn.Linear(d_in, d_out)
+
+
 def _stage(c_in: int, c_out: int, pool: bool) -> nn.Sequential:
     layers: list[nn.Module] = [nn.Conv2d(c_in, c_out, 3, padding=1), nn.BatchNorm2d(c_out), nn.ReLU()]
     if pool:
@@ -83,12 +93,12 @@ class SmallConvNet(PreTrainedModel):
         self.layer1 = _stage(config.in_channels, c1, pool=False)
         self.layer2 = _stage(c1, c2, pool=True)
         self.layer3 = _stage(c2, c3, pool=True)
-        self.head = nn.Linear(c3, config.num_classes)
+        self.head = _linear(c3, config.num_classes)
         self.post_init()
 
     def _init_weights(self, module: nn.Module) -> None:
-        if isinstance(module, (nn.Linear, nn.Conv2d, nn.BatchNorm2d)):  # PyTorch's defaults: seeded init is torch's
-            module.reset_parameters()
+        if isinstance(module, (nn.Linear, nn.Conv2d, nn.BatchNorm2d)) and module.weight.numel():
+            module.reset_parameters()  # PyTorch's defaults: seeded init is torch's
 
     @property
     def feature_dim(self) -> int:
@@ -98,7 +108,7 @@ class SmallConvNet(PreTrainedModel):
         """Grow the head by ``n`` classes, keeping the old rows (weights and biases) as they are."""
         n = check_int("SmallConvNet.add_classes", "n", n, low=1)
         old = self.head
-        new = nn.Linear(old.in_features, old.out_features + n).to(old.weight.device, old.weight.dtype)
+        new = _linear(old.in_features, old.out_features + n).to(old.weight.device, old.weight.dtype)
         with torch.no_grad():
             new.weight[: old.out_features] = old.weight
             new.bias[: old.out_features] = old.bias

@@ -7,6 +7,9 @@ via Structural Invariant Anchoring", ICML 2026; after the public reproduction hj
 - Linear CKA (Kornblith et al. 2019) and the Grassmann distance between top-PCA bases (RMS principal angle over
   pi / 2, the reproduction's normalisation), the paper's subspace-stability diagnostics.
 
+- The neuron-stability check that refutes the "stable neurons" assumption of earlier continual-learning backdoors
+  (:func:`fisher_drift_overlap`): do the channels that matter most for task 1 (Fisher) drift least?
+
 Written here because they are a few lines of torch each; no kept library exposes them for tensors.
 """
 
@@ -85,4 +88,44 @@ def grassmann_distance(A: torch.Tensor, B: torch.Tensor) -> float:
     return float(angles.square().mean().sqrt() / (math.pi / 2))
 
 
-__all__ = ["gram_matrix", "gram_anchor_loss", "linear_cka", "pca_basis", "grassmann_distance"]
+def _conv_channels(model) -> list[tuple[str, torch.nn.Conv2d]]:
+    return [(name, m) for name, m in model.named_modules() if isinstance(m, torch.nn.Conv2d)]
+
+
+def fisher_drift_overlap(before, after, images: torch.Tensor, labels, p: float = 0.1) -> float:
+    """The share of the top-``p`` channels by Fisher information (``before``'s mean squared gradient of the
+    cross-entropy on ``images``/``labels``, summed over each conv output channel's weights) that are also among the
+    bottom-``p`` channels by drift (relative change of the channel's weight norm from ``before`` to ``after``),
+    pooled over every conv layer. Chance level is ``p``; near 0 means the important channels are not the stable
+    ones."""
+    p = check_finite("fisher_drift_overlap", "p", p, low=0.0, high=1.0, low_open=True)
+    convs_a, convs_b = _conv_channels(before), _conv_channels(after)
+    if [n for n, _ in convs_a] != [n for n, _ in convs_b] or not convs_a:
+        raise input_error("fisher_drift_overlap", "after", "the same architecture as before (its conv layers)",
+                          [n for n, _ in convs_b])
+    labels = torch.as_tensor(labels, dtype=torch.long)
+    if not isinstance(images, torch.Tensor) or labels.shape != (images.shape[0],):
+        raise input_error("fisher_drift_overlap", "labels", "one class id per image", describe(labels))
+    model = before
+    was_training = model.training
+    model.eval()
+    fisher = [torch.zeros(m.out_channels, dtype=torch.float64) for _, m in convs_a]
+    for i in range(images.shape[0]):  # per-sample squared gradients (the empirical Fisher's diagonal)
+        model.zero_grad(set_to_none=True)
+        torch.nn.functional.cross_entropy(model(images[i:i + 1]).logits, labels[i:i + 1]).backward()
+        for f, (_, m) in zip(fisher, convs_a):
+            f += m.weight.grad.detach().to(torch.float64).square().flatten(1).sum(1)
+    model.zero_grad(set_to_none=True)
+    model.train(was_training)
+    drift = [((mb.weight.detach() - ma.weight.detach()).flatten(1).norm(dim=1)
+              / ma.weight.detach().flatten(1).norm(dim=1).clamp_min(1e-12)).to(torch.float64)
+             for (_, ma), (_, mb) in zip(convs_a, convs_b)]
+    fisher_all, drift_all = torch.cat(fisher), torch.cat(drift)
+    k = max(1, int(round(p * len(fisher_all))))
+    top = set(torch.topk(fisher_all, k).indices.tolist())
+    stable = set(torch.topk(-drift_all, k).indices.tolist())
+    return len(top & stable) / k
+
+
+__all__ = ["fisher_drift_overlap", "gram_matrix", "gram_anchor_loss", "linear_cka", "pca_basis",
+           "grassmann_distance"]
