@@ -56,6 +56,11 @@ SETTINGS["full"] = dataclasses.replace(
     triggers=("patch", "no_sim_no_align", "sim_only", "align_only", "full"))
 
 
+ARMS_TABLE = "persistence per arm (ASR of the poisoned victim and of the same trigger on the clean one)"
+PER_SEED_TABLE = "persistence per arm and seed"
+MEDIAN_TABLE = "mean ASR over tasks 2-5: median over seeds"
+
+
 def _streams(seed: int):
     from icml26.eval.tasks.pbto import digits_streams
 
@@ -149,7 +154,40 @@ def run_experiment(config, settings: PBTOSettings | None = None) -> Result:
     from icml26.results import over_seeds
 
     s = settings or SETTINGS[config.mode]
-    return over_seeds(config.seeds, lambda seed: _run_seed(config, s, seed))
+    per_seed: dict[int, Result] = {}
+
+    def one(seed: int) -> Result:
+        per_seed[seed] = _run_seed(config, s, seed)
+        return per_seed[seed]
+
+    result = over_seeds(config.seeds, one)
+    if len(per_seed) > 1:
+        keep = ("learner", "trigger", "defence", "mean ASR tasks 2-5", "half-life", "BA t5 poisoned / clean")
+        result.tables[PER_SEED_TABLE] = [
+            {"seed": seed, **{k: row[k] for k in keep}, "ASR task 1 / clean": row["ASR after tasks 1..5"].split()[0]
+             + " / " + row["same trigger, clean victim"].split()[0],
+             "poisoned target exemplars after task 1": row["poisoned exemplars of the target"].split()[0]}
+            for seed, r in per_seed.items() for row in r.tables[ARMS_TABLE]]
+        result.tables[MEDIAN_TABLE] = _medians(result.tables[PER_SEED_TABLE])
+    return result
+
+
+def _medians(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per arm, the median over seeds of the mean ASR over tasks 2-5, and at how many seeds it is above the same
+    learner's ``no_sim_no_align`` arm (without a defence)."""
+    import numpy as np
+
+    arms: dict[tuple, dict[int, float]] = {}
+    for r in rows:
+        arms.setdefault((r["learner"], r["trigger"], r["defence"]), {})[r["seed"]] = r["mean ASR tasks 2-5"]
+    out = []
+    for (learner, trigger, defence), values in arms.items():
+        base = arms.get((learner, "no_sim_no_align", "none"), {})
+        above = sum(values[s] > base[s] for s in values if s in base)
+        out.append({"learner": learner, "trigger": trigger, "defence": defence,
+                    "median mean ASR tasks 2-5": round(float(np.median(list(values.values()))), 3),
+                    "seeds above no_sim_no_align": f"{above} of {len(values)}" if base else "-"})
+    return out
 
 
 def _mcnemar(poisoned: list[bool], clean: list[bool]) -> dict[str, float]:
@@ -197,7 +235,7 @@ def _run_seed(config, s: PBTOSettings, seed: int) -> Result:
         m[f"{learner} / {trigger} / {defence or 'none'}"] = {k: rep[k] for k in (
             "asr", "clean_asr", "ba", "clean_ba", "half_life", "asr_area", "target_memory_poisoned",
             "memory_poison_share", "poisoned")}
-    result.tables["persistence per arm (ASR of the poisoned victim and of the same trigger on the clean one)"] = rows
+    result.tables[ARMS_TABLE] = rows
     result.tables["trajectory ASR per refinement round (proxy checkpoints)"] = [
         {"learner": lr, "trigger": t, "rounds": " ".join(f"{a:.2f}" for a in trig.trajectory_asr_)}
         for (lr, t), trig in triggers.items() if hasattr(trig, "trajectory_asr_")]
