@@ -282,26 +282,46 @@ def _dispatch(job):
 
 
 def _persistence_figure(by):
+    """One column per learner: ASR after each task (solid: poisoned victim; dashed: the same trigger on the clean
+    victim) above BA (solid: poisoned; black dashed: the clean run)."""
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(9, 3.6), layout="constrained")
-    ax_asr, ax_ba = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
-    for k, ((learner, trigger, defence), r) in enumerate(by.items()):
-        rep = r["report"]
-        tasks = range(1, len(rep["asr"]) + 1)
-        label = f"{learner} / {trigger}" + (f" + {defence}" if defence else "")
-        line, = ax_asr.plot(tasks, rep["asr"], marker="o", label=label)
-        ax_asr.plot(tasks, rep["clean_asr"], ls="--", color=line.get_color(), alpha=0.6)
-        ax_ba.plot(tasks, rep["ba"], marker="o", color=line.get_color(), label=label)
-        if k == 0:
-            ax_ba.plot(tasks, rep["clean_ba"], color="k", ls="--", label="clean run")
-    ax_asr.axhline(0.5, color="grey", lw=0.8)
-    ax_asr.set_xlabel("after task")
-    ax_asr.set_ylabel("ASR (dashed: same trigger, clean victim)")
-    ax_ba.set_xlabel("after task")
-    ax_ba.set_ylabel("BA (seen classes)")
-    ax_asr.legend(fontsize=6)
-    ax_ba.legend(fontsize=6)
+    learners = list(dict.fromkeys(k[0] for k in by))
+    arms = list(dict.fromkeys((k[1], k[2]) for k in by))
+    colours = {arm: f"C{i % 10}" for i, arm in enumerate(arms)}
+    fig = Figure(figsize=(3.6 * len(learners) + 1.6, 6.0), layout="constrained")
+    axes = fig.subplots(2, len(learners), squeeze=False, sharex=True)
+    for col, learner in enumerate(learners):
+        ax_asr, ax_ba = axes[0][col], axes[1][col]
+        clean_drawn = False
+        for (lr, trigger, defence), r in by.items():
+            if lr != learner:
+                continue
+            rep = r["report"]
+            tasks = list(range(1, len(rep["asr"]) + 1))
+            colour = colours[trigger, defence]
+            label = trigger + (f" + {defence}" if defence else "")
+            ax_asr.plot(tasks, rep["asr"], marker="o", ms=3, color=colour, label=label)
+            ax_asr.plot(tasks, rep["clean_asr"], ls="--", color=colour, alpha=0.5)
+            ax_ba.plot(tasks, rep["ba"], marker="o", ms=3, color=colour)
+            if not clean_drawn and defence is None:
+                ax_ba.plot(tasks, rep["clean_ba"], color="k", ls="--", label="clean run")
+                clean_drawn = True
+        ax_asr.axhline(0.5, color="grey", lw=0.8)
+        ax_asr.set_title(learner, fontsize=10)
+        ax_asr.set_ylim(-0.03, 1.03)
+        ax_ba.set_xlabel("after task")
+        ax_ba.set_xticks(tasks)
+        if col == 0:
+            ax_asr.set_ylabel("ASR (dashed: same trigger, clean victim)", fontsize=8)
+            ax_ba.set_ylabel("BA on the seen classes", fontsize=8)
+        ax_ba.legend(fontsize=7)
+    handles: dict[str, Any] = {}
+    for ax in axes[0]:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, handle)
+    axes[0][-1].legend(list(handles.values()), list(handles), fontsize=7, loc="upper left",
+                       bbox_to_anchor=(1.02, 1.0))
     return fig
 
 
