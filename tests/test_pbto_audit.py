@@ -139,7 +139,7 @@ def test_pgd_stays_in_the_ball_stamps_raw_pixels_and_each_component_changes_delt
     original = SmallConvNet.forward_with_features
 
     def spy(self, pixel_values, layers=("pooled",)):
-        inputs.append((float(pixel_values.min()), float(pixel_values.max())))
+        inputs.append((float(pixel_values.detach().min()), float(pixel_values.detach().max())))
         return original(self, pixel_values, layers)
 
     monkeypatch.setattr(SmallConvNet, "forward_with_features", spy)

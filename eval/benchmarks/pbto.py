@@ -54,10 +54,7 @@ def run(config, sizes: dict | None = None) -> Result:
         delta = torch.zeros(source.shape[1:])
 
         def steps(trigger):
-            def go():
-                models = trigger._surrogates(proxy_learner)
-                trigger._pgd(models, trigger._references(models, reference), source, proxy.target, delta, 0)
-            return go
+            return lambda: trigger.optimise(proxy_learner, reference, source, proxy.target, delta)
 
         ms = interleaved_median_ms({name: steps(t) for name, t in arms.items()}, torch.device("cpu"),
                                    warmup=size["warmup"], repeats=size["repeats"])

@@ -189,6 +189,15 @@ class AnchoredTrigger:
         self.linf_.append(norms)
         return delta.detach()
 
+    def optimise(self, learner, reference: torch.Tensor, source: torch.Tensor, target: int, delta: torch.Tensor,
+                 round_index: int = 0) -> torch.Tensor:
+        """One PGD run (``steps`` sign steps) from ``delta`` over ``learner``'s checkpoints (all or the last), the
+        anchor being the mean Gram of the ``reference`` images under each; returns the new delta and appends the
+        steps' ``||delta||_inf`` to ``linf_``. :meth:`fit` calls it once per round; minibatches come from
+        ``seed`` and ``round_index``."""
+        models = self._surrogates(learner)
+        return self._pgd(models, self._references(models, reference), source, target, delta, round_index)
+
     @torch.no_grad()
     def _trajectory_asr(self, learner, source: torch.Tensor, target: int) -> float:
         stamped = (source + self.delta_).clamp(0.0, 1.0)
@@ -223,9 +232,7 @@ class AnchoredTrigger:
                 if r > 0 and t == 0:
                     x, y, _ = poison(x, y, self, target, self.proxy_rate, seed=inner_seed(self.seed, 3, r, bits=31))
                 learner.fit_task(x, y)
-            models = self._surrogates(learner)
-            delta = self._pgd(models, self._references(models, reference), source, target, delta, r)
-            self.delta_ = delta
+            self.delta_ = delta = self.optimise(learner, reference, source, target, delta, r)
             self.trajectory_asr_.append(self._trajectory_asr(learner, source, target))
         return self
 
