@@ -140,9 +140,7 @@ class CILLearner:
         self.checkpoints: list[Checkpoint] = []
         self.memory: dict[int, torch.Tensor] = {}       # class -> row indices into its task's images
         self.memory_history: list[dict[int, torch.Tensor]] = []  # the memory after each task
-        self._exemplars: dict[int, torch.Tensor] = {}   # class -> candidate images in herding order (kept rows only)
-        self._order: dict[int, torch.Tensor] = {}       # class -> candidate row indices in herding order
-        self._candidates: dict[int, torch.Tensor] = {}  # class -> the images of the task where it arrived
+        self._exemplars: dict[int, torch.Tensor] = {}   # class -> the images of memory[class], in that order
 
     # ------------------------------------------------------------------------------------------
     def protocol(self) -> dict:
@@ -198,10 +196,10 @@ class CILLearner:
         x, y = images, labels
         if self._exemplars:
             x = torch.cat([images, *self._exemplars.values()])
-            y = torch.cat([labels, *[torch.full((len(v),), c) for c, v in self._exemplars.items()]])
+            y = torch.cat([labels, *[torch.full((len(v),), k) for k, v in self._exemplars.items()]])
         self._train(x, y, old, previous, task=len(self.checkpoints))
         self._rebuild_memory(images, labels, new)
-        self.memory_history.append({c: v.clone() for c, v in self.memory.items()})
+        self.memory_history.append(dict(self.memory))
         self.checkpoints.append(Checkpoint(copy.deepcopy(self.model).eval(), self._class_means(), self.classes))
         return self
 
@@ -239,8 +237,9 @@ class CILLearner:
         quota = self._quota()
         if quota == 0:
             return
-        for cls in list(self._order):  # old classes keep the prefix of their herding order
-            self._order[cls] = self._order[cls][:quota]
+        # old classes keep the prefix of their herding order (new dicts: the history keeps the old ones)
+        self.memory = {cls: order[:quota] for cls, order in self.memory.items()}
+        self._exemplars = {cls: ex[:quota] for cls, ex in self._exemplars.items()}
         for cls in new:
             rows = torch.nonzero(labels == cls).flatten()
             candidates = images[rows]
@@ -252,11 +251,10 @@ class CILLearner:
                                       f"a [{len(rows)}] boolean mask of kept candidates", describe(keep))
                 if not bool(keep.any()):
                     keep[:] = True  # a defence that rejects a whole class keeps nothing to replay: ignore it
-            kept = torch.nonzero(keep).flatten()
-            self._order[cls] = rows[kept[herding(self._features(candidates[kept]), quota)]]
-            self._candidates[cls] = images
-        self.memory = {cls: order.clone() for cls, order in self._order.items()}
-        self._exemplars = {cls: self._candidates[cls][order] for cls, order in self._order.items()}
+            chosen = torch.nonzero(keep).flatten()
+            chosen = chosen[herding(self._features(candidates[chosen]), quota)]
+            self.memory[cls] = rows[chosen]
+            self._exemplars[cls] = candidates[chosen]
 
     def _class_means(self) -> torch.Tensor | None:
         if self.config.inference == "logits":

@@ -155,8 +155,7 @@ class PersistenceAudit:
             bad = int(flags[rows].sum()) if rows is not None and t >= self.poison_task else 0
             in_target.append(bad)
             share.append(bad / stored if stored else 0.0)
-        first = self.stream.tasks[self.poison_task]
-        images = torch.cat([first.x_train, first.x_test])
+        images = torch.cat([task.x_train, task.x_test])
         return AuditReport(
             trigger=getattr(self.trigger, "name", type(self.trigger).__name__),
             defence=None if self.defence is None else getattr(self.defence, "name", type(self.defence).__name__),
