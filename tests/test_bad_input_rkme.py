@@ -60,6 +60,8 @@ PROBES = [
     Probe("RKMESpecification.fit-reduce-a-string", lambda: _fit(reduce="no"), "reduce"),
     Probe("RKMESpecification.fit-scaler-unfitted", lambda: _fit(scaler=object()), "scaler"),
     Probe("RKMESpecification.fit-min_cluster_size-zero", lambda: _fit(min_cluster_size=0), "min_cluster_size"),
+    Probe("RKMESpecification.fit-record_floor-negative", lambda: _fit(record_floor=-0.1), "record_floor"),
+    Probe("RKMESpecification.fit-record_floor-nan", lambda: _fit(record_floor=float("nan")), "record_floor"),
     Probe("RKMESpecification.fit-X-sparse", lambda: RKMESpecification().fit(__import__("scipy.sparse").sparse
                                                                             .csr_matrix(X)), "X"),
     Probe("RKMESpecification.score-X-other-dimension", lambda: SPEC.score(X[:, :2]), "X"),

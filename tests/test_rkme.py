@@ -131,15 +131,44 @@ def test_replace_one_neighbours_kme_distance_is_exact(digits):
     assert expected <= 2 / n
 
 
+def _closest_to_a_record(spec, X):
+    Xs = spec.scaler_.transform(X)
+    return float(np.sqrt(((Xs[:, None, :] - spec.Z_[None]) ** 2).sum(-1)).min())
+
+
 def test_no_reduced_point_copies_a_record_at_small_m(digits):
     for seed in range(6):
         X = _sample(digits, 200, 10 + seed)
         for m in (5, 10, 20):
             spec = RKMESpecification(n_points=m, random_state=seed).fit(X)
-            Xs = spec.scaler_.transform(X)
-            d = np.sqrt(((Xs[:, None, :] - spec.Z_[None]) ** 2).sum(-1))
-            assert d.min() > 1e-6, (seed, m, d.min())
+            assert _closest_to_a_record(spec, X) > 1e-6, (seed, m)
             assert len(spec.Z_) == m
+
+
+def test_no_reduced_point_lies_within_the_record_floor_even_at_m_n_over_2(digits):
+    copies = 0
+    for seed in range(3):
+        X = _sample(digits, 200, seed)
+        for m in (100, 200):  # n/2, and m >= n (the 2n/3 fallback)
+            spec = RKMESpecification(n_points=m, random_state=seed).fit(X)
+            floor = 0.1 / math.sqrt(spec.gamma_)
+            assert _closest_to_a_record(spec, X) >= floor * (1 - 1e-9), (seed, m)
+            h = spec.mmd2_history_
+            assert all(b <= a + 1e-15 for a, b in zip(h, h[1:]))
+        # negative control: without the floor the Z steps put points on records (the 2 of 3 at n/2)
+        copies += _closest_to_a_record(RKMESpecification(n_points=100, random_state=seed, record_floor=0.0).fit(X),
+                                       X) < 1e-4
+    assert copies >= 2
+
+
+def test_the_record_floor_escapes_a_crowd_of_records():
+    from icml26.training.rkme.kernels import _keep_off_records
+
+    X = np.linspace(0.0, 1.0, 1001)[:, None]  # records 0.001 apart: every point inside [0, 1] is too close
+    Z = np.array([[0.5], [0.5], [0.2001], [3.0]])
+    out = _keep_off_records(Z, X, 0.05, np.random.default_rng(0))
+    d = np.abs(out - X.T).min(1)
+    assert (d >= 0.05).all() and out[3, 0] == 3.0  # a point already clear of the records stays put
 
 
 def test_nan_rows_are_imputed_by_column_means(digits):

@@ -48,6 +48,7 @@ from icml26.training.rkme.kernels import (
     _data_self_term,
     _gaussian_kernel,
     _kernel_row_means,
+    _keep_off_records,
     _kmeans_start,
     _mmd2,
     _simplex_qp,
@@ -114,7 +115,9 @@ class RKMESpecification(BaseEstimator):
     ``standardize`` (fit a :class:`StandardScaling` on ``X`` unless ``scaler`` is given), ``scaler`` (a
     published one: a market's), ``beta_solver`` (``"clarabel"`` via qpsolvers, or ``"slsqp"``),
     ``min_cluster_size`` (the k-means size floor), ``reference_update`` (learnware's Z direction with a
-    fixed step), ``random_state``.
+    fixed step), ``record_floor`` (every published ``z_j`` lies at least ``record_floor / sqrt(gamma)``, that
+    fraction of the kernel's length scale, from every training record; 0 turns the floor off: the reference's
+    behaviour, whose ``Z`` steps put points on records at ``m = n/2``), ``random_state``.
 
     Fitted: ``Z_`` (m x d, standardised space), ``beta_``, ``gamma_``, ``scaler_`` (or None),
     ``n_samples_``, ``mmd2_history_`` (MMD^2 to the data's KME after the start and after each alternation).
@@ -123,11 +126,11 @@ class RKMESpecification(BaseEstimator):
     def __init__(self, n_points: int = 100, gamma: float | str = "median", steps: int = 3, step_size: float = 0.1,
                  nonnegative_beta: bool = True, reduce: bool = True, standardize: bool = True, scaler: Any = None,
                  beta_solver: str = "clarabel", min_cluster_size: int = 2, reference_update: bool = False,
-                 random_state: int | None = None) -> None:
+                 record_floor: float = 0.1, random_state: int | None = None) -> None:
         self.n_points, self.gamma, self.steps, self.step_size = n_points, gamma, steps, step_size
         self.nonnegative_beta, self.reduce, self.standardize, self.scaler = nonnegative_beta, reduce, standardize, scaler
         self.beta_solver, self.min_cluster_size = beta_solver, min_cluster_size
-        self.reference_update, self.random_state = reference_update, random_state
+        self.reference_update, self.record_floor, self.random_state = reference_update, record_floor, random_state
 
     # -- validation -----------------------------------------------------------------------------
     def __sklearn_tags__(self):
@@ -153,6 +156,7 @@ class RKMESpecification(BaseEstimator):
             StandardScaling.of(self.scaler, f, "scaler")
         check_choice(f, "beta_solver", self.beta_solver, BETA_SOLVERS)
         check_int(f, "min_cluster_size", self.min_cluster_size, low=1)
+        check_finite(f, "record_floor", self.record_floor, non_negative=True)
         check_random_state(f, "random_state", self.random_state)
 
     def _check_fitted(self, function: str) -> None:
@@ -189,16 +193,22 @@ class RKMESpecification(BaseEstimator):
         n = len(Xs)
         m = int(self.n_points) if self.n_points < n else max(1, (2 * n) // 3)
         floor = max(1, min(int(self.min_cluster_size), n // m))
-        Z = _kmeans_start(Xs, m, floor, seed)
+        # Reconstruction (the rule): no published point equals, or sits within the floor of, a record
+        rng, radius = np.random.default_rng(seed), float(self.record_floor) / math.sqrt(self.gamma_)
+
+        def off_records(Z_: np.ndarray) -> np.ndarray:
+            return _keep_off_records(Z_, Xs, radius, rng)
+
+        Z = off_records(_kmeans_start(Xs, m, floor, seed))
         self_term = _data_self_term(Xs, self.gamma_)
         beta = self._beta_step(Z, Xs)
         history = [_mmd2(Z, beta, Xs, self.gamma_, self_term)]
         for _ in range(int(self.steps)):
             G = _z_gradient(Z, beta, Xs, self.gamma_, reference=self.reference_update)
             if self.reference_update:
-                Z = Z - self.step_size * G
+                Z = off_records(Z - self.step_size * G)
             else:
-                Z = self._backtrack(Z, G, beta, Xs, self_term, history[-1])
+                Z = self._backtrack(Z, G, beta, Xs, self_term, history[-1], off_records)
             new_beta = self._beta_step(Z, Xs)
             value = _mmd2(Z, new_beta, Xs, self.gamma_, self_term)
             if not self.reference_update:  # keep the old beta when the solver's tolerance would raise MMD^2
@@ -217,10 +227,10 @@ class RKMESpecification(BaseEstimator):
             return _simplex_qp(K, C, self.beta_solver)
         return np.linalg.solve(K + 1e-5 * np.eye(len(Z)), C)
 
-    def _backtrack(self, Z, G, beta, Xs, self_term, current, halvings: int = 30) -> np.ndarray:
+    def _backtrack(self, Z, G, beta, Xs, self_term, current, off_records, halvings: int = 30) -> np.ndarray:
         step = float(self.step_size)
         for _ in range(halvings):
-            trial = Z - step * G
+            trial = off_records(Z - step * G)
             if _mmd2(trial, beta, Xs, self.gamma_, self_term) <= current:
                 return trial
             step /= 2
