@@ -12,13 +12,17 @@ from icml26.training.rkme import (
     LearnwareMarket,
     RKMESpecification,
     StandardScaling,
+    balanced_halves,
     convert_dist_to_score,
     data_self_term,
     gaussian_kernel,
     kernel_row_means,
+    lira_log_ratio,
+    logit_confidence,
     median_gamma,
     neighbour_kme_distance,
     noisy_copy_spec,
+    per_target_advantage,
     simplex_qp,
     z_gradient,
 )
@@ -30,6 +34,7 @@ SPEC = RKMESpecification(n_points=4, random_state=0).fit(X)
 MARKET = LearnwareMarket(1.0, SCALER)
 MARKET.add("one", None, MARKET.specification(X, n_points=4, random_state=0))
 USER = MARKET.specification(X[:10], n_points=3, random_state=0)
+HALVES = balanced_halves(8, 3, seed=0)
 RESULT = games.GameResult("membership", 2, 0.0, 0.0, 0.0, 0.0, 0.0, "x", correct_with=np.array([True, False]),
                           correct_without=np.array([True, True]))
 
@@ -108,6 +113,25 @@ PROBES = [
               "membership", 3, 0, 0, 0, 0, 0, "x", correct_with=np.ones(3, bool), correct_without=np.ones(3, bool))),
           "b"),
     Probe("merge_worlds-parts-empty", lambda: games.merge_worlds([]), "parts"),
+    # the LiRA attack and its game
+    Probe("balanced_halves-n_records-odd", lambda: balanced_halves(9, 3), "n_records"),
+    Probe("balanced_halves-pairs-two", lambda: balanced_halves(8, 2), "pairs"),
+    Probe("balanced_halves-seed-negative", lambda: balanced_halves(8, 3, seed=-1), "seed"),
+    Probe("logit_confidence-p-above-1", lambda: logit_confidence([0.5, 1.5]), "p"),
+    Probe("lira_log_ratio-membership-not-complementary",
+          lambda: lira_log_ratio(np.zeros((6, 8)), np.vstack([HALVES[:5], HALVES[4:5]])), "membership"),
+    Probe("lira_log_ratio-membership-not-bool", lambda: lira_log_ratio(np.zeros((6, 8)), HALVES.astype(int)),
+          "membership"),
+    Probe("lira_log_ratio-stats-wrong-shape", lambda: lira_log_ratio(np.zeros((6, 7)), HALVES), "stats"),
+    Probe("lira_log_ratio-stats-nan", lambda: lira_log_ratio(np.full((6, 8), np.nan), HALVES), "stats"),
+    Probe("lira_log_ratio-variance-unknown", lambda: lira_log_ratio(np.zeros((6, 8)), HALVES, variance="pooled"),
+          "variance"),
+    Probe("per_target_advantage-membership-wrong-shape",
+          lambda: per_target_advantage(np.zeros((6, 8)), HALVES[:, :7]), "membership"),
+    Probe("LiraGame-pairs-two", lambda: games.LiraGame(pairs=2), "pairs"),
+    Probe("LiraGame-n-too-large", lambda: games.LiraGame(n=700), "n"),
+    Probe("LiraGame-variance-unknown", lambda: games.LiraGame(variance="fixed"), "variance"),
+    Probe("LiraGame-public-too-small", lambda: games.LiraGame(public=10), "public"),
 ]
 
 

@@ -12,13 +12,17 @@ from icml26.training.rkme import (
     LearnwareMarket,
     RKMESpecification,
     StandardScaling,
+    balanced_halves,
     convert_dist_to_score,
     data_self_term,
     gaussian_kernel,
     kernel_row_means,
+    lira_log_ratio,
+    logit_confidence,
     median_gamma,
     neighbour_kme_distance,
     noisy_copy_spec,
+    per_target_advantage,
     simplex_qp,
     z_gradient,
 )
@@ -356,6 +360,72 @@ def test_ours_is_at_most_1_1x_learnwares_mmd2_at_m_50(digits):  # pragma: no cov
 
 
 # ----------------------------------------------------------------------------------------------
+# LiRA
+# ----------------------------------------------------------------------------------------------
+def test_balanced_halves_put_every_record_in_exactly_one_model_of_each_pair():
+    member = balanced_halves(40, 5, seed=0)
+    assert member.shape == (10, 40) and (member[0::2] == ~member[1::2]).all()
+    assert (member.sum(1) == 20).all() and (member.sum(0) == 5).all()
+    assert not (balanced_halves(40, 5, seed=1) == member).all()
+
+
+def _naive_log_ratio(S, member, variance):
+    """Leave one pair out by slicing, Gaussians by np.mean / np.var: the reference for the running sums."""
+    out = np.zeros_like(S)
+    for k in range(len(S)):
+        keep = np.arange(len(S)) // 2 != k // 2
+        Sk, Ik = S[keep], member[keep]
+        side = [Sk.T[Ik.T].reshape(S.shape[1], -1), Sk.T[~Ik.T].reshape(S.shape[1], -1)]  # (records, shadows)
+        mu = [a.mean(1) for a in side]
+        var = [a.var(1, ddof=1) for a in side]
+        if variance == "global":
+            var = [np.full(S.shape[1], v.mean()) for v in var]
+        var = [v + 1e-8 for v in var]
+        ll = [-0.5 * (S[k] - m) ** 2 / v - 0.5 * np.log(v) for m, v in zip(mu, var)]
+        out[k] = ll[0] - ll[1]
+    return out
+
+
+@pytest.mark.parametrize("variance", ["per_target", "global"])
+def test_lira_log_ratio_matches_a_naive_leave_one_pair_out_fit(variance):
+    rng = np.random.default_rng(0)
+    member = balanced_halves(30, 6, seed=3)
+    S = rng.normal(size=member.shape) + 0.7 * member
+    assert np.allclose(lira_log_ratio(S, member, variance), _naive_log_ratio(S, member, variance), atol=1e-9)
+
+
+def test_lira_separates_a_member_signal_and_not_noise():
+    rng = np.random.default_rng(1)
+    member = balanced_halves(400, 8, seed=1)
+    noise = rng.normal(size=member.shape) + rng.normal(size=(1, 400))  # a per-target offset, no membership
+    assert abs(per_target_advantage(lira_log_ratio(noise, member), member).mean()) < 0.03
+    signal = noise + 3.0 * member
+    assert per_target_advantage(lira_log_ratio(signal, member), member).mean() > 0.8
+    # the global-variance variant cannot undo a per-target scale the per-target one sees
+    scaled = rng.normal(size=member.shape) * np.exp(rng.normal(size=(1, 400))) + 0.5 * member
+    assert per_target_advantage(lira_log_ratio(scaled, member), member).mean() > 0
+
+
+def test_logit_confidence_is_the_log_odds():
+    assert np.allclose(logit_confidence([0.5, 0.9, 0.1]), [0.0, math.log(9), -math.log(9)])
+    assert np.isfinite(logit_confidence([0.0, 1.0])).all()
+
+
+def test_lira_game_catches_raw_records_and_the_model_leaks_some():
+    from icml26.eval.tasks.rkme import LiraGame, lira_result, lira_worlds, merge_worlds, rkme_factory
+
+    game = LiraGame(n=60, pairs=4)
+    factories = {"raw": rkme_factory(reduce=False), "m = 3": rkme_factory(n_points=3)}
+    whole = lira_worlds(game, factories, seed=0)
+    parts = merge_worlds([lira_worlds(game, factories, seed=0, worlds=range(a, b)) for a, b in ((0, 3), (3, 8))])
+    assert np.array_equal(parts["model"], whole["model"]) and np.array_equal(parts["member"], whole["member"])
+    raw, small = lira_result(whole, "raw"), lira_result(whole, "m = 3")
+    assert raw.with_spec >= 0.99 and raw.ci_low > 0 and raw.per_adversary["nearest reduced point"] >= 0.99
+    assert 0.1 < raw.without < 0.9 and small.without == raw.without
+    assert small.delta < raw.delta and raw.worlds == 8 and len(raw.correct_with) == 120
+
+
+# ----------------------------------------------------------------------------------------------
 # the experiment, shrunk
 # ----------------------------------------------------------------------------------------------
 def test_quick_experiment_shrunk_keeps_the_claims_direction(tmp_path):
@@ -363,7 +433,7 @@ def test_quick_experiment_shrunk_keeps_the_claims_direction(tmp_path):
     from icml26.runner import RunConfig
 
     s = dataclasses.replace(SETTINGS["quick"], market_points=(5, 10), users=10, worlds=60, n=60, game_points=(5,),
-                            batches=2, attribute_worlds=30, leak_sigmas=(0.3,))
+                            batches=2, attribute_worlds=30, leak_sigmas=(0.3,), lira_pairs=4)
     result = run_experiment(RunConfig(out_dir=tmp_path), s)
     claims = {c.statement.split(" (")[0].split(":")[0]: c for c in result.claims}
     assert claims["top-1 identification at every m >= 10"].measured >= 0.9
@@ -371,3 +441,7 @@ def test_quick_experiment_shrunk_keeps_the_claims_direction(tmp_path):
     assert result.metrics["membership"]["reduce=False"]["delta"] > result.metrics["membership"]["m = 5"]["delta"]
     assert set(result.figures) == {"identification_and_risk_vs_m", "mmd2_vs_m", "membership_roc"}
     assert result.metrics["attribute"]["reduce=False"]["delta"] > result.metrics["attribute"]["m = 10"]["delta"]
+    lira = result.metrics["lira"]
+    assert lira["reduce=False"]["with_spec"] >= 0.99 and lira["m = 50"]["delta"] > lira["m = 10"]["delta"]
+    closest = {k: v["closest_reduced_point_to_a_member"] for k, v in lira.items()}
+    assert closest["m = 10"] > 0.5 and closest["reduce=False"] < 1e-6

@@ -389,6 +389,76 @@ def membership_result(worlds: dict[str, Any], name: str, folds: int = 5, seed: i
 
 
 # ----------------------------------------------------------------------------------------------
+# membership against a per-target LiRA
+# ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LiraGame:
+    """Membership against the online per-target LiRA (:mod:`icml26.training.rkme.lira`): a pool of ``2 n``
+    private records, ``pairs`` complementary pairs of worlds (each a model and specs fit on one half of the
+    pool), every world in turn the released one and the other pairs its shadows (``pairs - 1`` a side); every
+    pool record is a target in every world. ``variance``: ``"per_target"`` or ``"global"``."""
+
+    n: int = 200
+    pairs: int = 32
+    variance: str = "per_target"
+    public: int = 600
+
+    def __post_init__(self) -> None:
+        from icml26.training.rkme.lira import LIRA_VARIANCES
+
+        check_int("LiraGame", "public", self.public, low=50, high=N_DIGITS - 4)
+        check_int("LiraGame", "n", self.n, low=2, high=(N_DIGITS - self.public) // 2)
+        check_int("LiraGame", "pairs", self.pairs, low=3)
+        check_choice("LiraGame", "variance", self.variance, LIRA_VARIANCES)
+
+
+def lira_worlds(game: LiraGame, factories: Mapping[str, Callable], seed: int, data: DigitsSplit | None = None,
+                worlds: range | None = None) -> dict[str, Any]:
+    """The worlds ``worlds`` (a sub-range of ``range(2 pairs)``, for parallel batches): per world its
+    membership row, the model's ``phi`` of every pool record and, per factory, the log distance of every
+    pool record to the nearest reduced point."""
+    from icml26.training.rkme.lira import balanced_halves, logit_confidence
+
+    data = data or digits_split(game.public, seed=int(np.random.SeedSequence((seed, 0)).generate_state(1)[0]))
+    rng = np.random.default_rng(np.random.SeedSequence((seed, 4)))
+    pool = rng.choice(len(data.X_private), 2 * game.n, replace=False)
+    X, y = data.X_private[pool], data.y_private[pool]
+    member = balanced_halves(2 * game.n, game.pairs, seed=int(rng.integers(2**31)))
+    seeds = np.random.SeedSequence((seed, 5)).spawn(2 * game.pairs)
+    ks = list(worlds or range(2 * game.pairs))
+    phi, logd = np.zeros((len(ks), len(X))), {name: np.zeros((len(ks), len(X))) for name in factories}
+    for w, k in enumerate(ks):
+        wseed = int(seeds[k].generate_state(1)[0]) % (2**31)
+        rows = member[k]
+        phi[w] = logit_confidence(_label_proba(fit_model(X[rows], y[rows], data.scaler, seed=wseed), X, y)[0])
+        for name, factory in factories.items():
+            spec = factory(X[rows], data.scaler, data.gamma, wseed)
+            logd[name][w] = np.log(spec.nearest_distance(X) + 1e-9)
+    return {"member": member[ks], "model": phi, "spec": logd}
+
+
+def lira_result(worlds: dict[str, Any], name: str, variance: str = "per_target") -> GameResult:
+    """The three LiRA adversaries of :func:`lira_worlds` for specification ``name``: the model only, the
+    nearest reduced point only, and both (their log ratios add); advantages are per target (``TPR - FPR``
+    over the worlds), averaged over the targets; ``delta`` is both minus model only, paired over targets."""
+    from icml26.eval.measure import paired_difference as paired
+    from icml26.training.rkme.lira import lira_log_ratio, per_target_advantage
+
+    member = worlds["member"]
+    L0 = lira_log_ratio(worlds["model"], member, variance)
+    Ls = lira_log_ratio(worlds["spec"][name], member, variance)
+    adv = {k: per_target_advantage(L, member) for k, L in
+           (("model only", L0), ("nearest reduced point", Ls), ("model + nearest reduced point", L0 + Ls))}
+    a0, a1 = adv["model only"], adv["model + nearest reduced point"]
+    d = paired(a1, a0)
+    b, p0, p1 = member.ravel(), L0.ravel(), (L0 + Ls).ravel()
+    return GameResult("membership", len(member), float(a0.mean()), float(a1.mean()), d["mean"], d["lo"], d["hi"],
+                      "LiRA: model + nearest reduced point", {k: float(v.mean()) for k, v in adv.items()},
+                      _tpr_at(b, p0), _tpr_at(b, p1), {"model only": _coarse_roc(b, p0), "with spec": _coarse_roc(b, p1)},
+                      (1 + a1) / 2, (1 + a0) / 2)
+
+
+# ----------------------------------------------------------------------------------------------
 # attribute inference
 # ----------------------------------------------------------------------------------------------
 def attribute_worlds(game: AttributeGame, factories: Mapping[str, Callable], seed: int,
