@@ -17,6 +17,7 @@ from icml26.training.conjoint import (
     closed_form_system,
     fit_logit_irls,
     penalty,
+    solve_batch,
 )
 
 DESIGN = task.factorial_design(2, 2)
@@ -47,6 +48,10 @@ PROBES = [
           "probs['a']"),
     Probe("FactorialDesign-levels-one-level", lambda: FactorialDesign({"a": [0, 1], "b": ["x"]}), "levels['b']"),
     Probe("FactorialDesign-levels-a-list", lambda: FactorialDesign([["x", "y"]]), "levels"),
+    Probe("FactorialDesign-n_monte-one", lambda: FactorialDesign({"a": [0, 1]}, n_monte=1), "n_monte"),
+    Probe("FactorialDesign-n_monte-float", lambda: FactorialDesign({"a": [0, 1]}, n_monte=100.0), "n_monte"),
+    Probe("FactorialDesign-random_state-negative", lambda: FactorialDesign({"a": [0, 1]}, random_state=-1),
+          "random_state"),
     Probe("FactorialDesign.sample-n-negative", lambda: DESIGN.sample(-1, np.random.default_rng(0)), "n"),
     Probe("FactorialDesign.sample-rng-an-int", lambda: DESIGN.sample(5, 0), "rng"),
     # the paired logit
@@ -87,6 +92,18 @@ PROBES = [
     Probe("AverageCasePolicy.fit-conf_level-one", lambda: AverageCasePolicy(conf_level=1.0).fit(MODEL), "conf_level"),
     Probe("AverageCasePolicy.fit-scale-unknown", lambda: AverageCasePolicy(scale="logit").fit(MODEL), "scale"),
     Probe("AverageCasePolicy.fit-model-data", lambda: AverageCasePolicy().fit(DATA), "model"),
+    Probe("AverageCasePolicy.fit-interval-unknown", lambda: AverageCasePolicy(interval="jackknife").fit(MODEL),
+          "interval"),
+    Probe("AverageCasePolicy.fit-interval-bootstrap-with-KL",
+          lambda: AverageCasePolicy(penalty="KL", interval="bootstrap").fit(MODEL), "interval"),
+    Probe("AverageCasePolicy.fit-n_boot-five", lambda: AverageCasePolicy(n_boot=5).fit(MODEL), "n_boot"),
+    Probe("solve_batch-model-unfitted", lambda: solve_batch(PairedConjointLogit(), [COEF], 1.0), "model"),
+    Probe("solve_batch-coefs-wrong-width", lambda: solve_batch(MODEL, np.zeros((3, 5)), 1.0), "coefs"),
+    Probe("solve_batch-lam-zero", lambda: solve_batch(MODEL, [MODEL.coef_], 0.0), "lam"),
+    Probe("solve_batch-scale-unknown", lambda: solve_batch(MODEL, [MODEL.coef_], 1.0, scale="logit"), "scale"),
+    Probe("solve_batch-n_iter-zero", lambda: solve_batch(MODEL, [MODEL.coef_], 1.0, n_iter=0), "n_iter"),
+    Probe("win_prob_mc_se-pi-not-summing-to-1", lambda: MODEL.win_prob_mc_se([np.array([0.7, 0.7]), P[1]]),
+          "pi[0]"),
     Probe("AverageCasePolicy.conf_int-conf_level-zero", lambda: POLICY.conf_int(0.0), "conf_level"),
     Probe("AverageCasePolicyCV.fit-lams-empty", lambda: _fit(_cv(lams=[])), "lams"),
     Probe("AverageCasePolicyCV.fit-lams-negative", lambda: _fit(_cv(lams=[0.1, -1.0])), "lams"),

@@ -8,8 +8,10 @@ maximises its own Q minus lam Pen(pi, p). With primaries (the reference's ``two_
 t ~ pi and a field candidate t' ~ slate (the design p), judged by the party's primary voters with
 coefficients scaled by ``primary_strength``: nu(x) = pi(x) E_{t'}[kappa(x, t')] + slate(x) (1 - E_{t~pi}[kappa(t, x)]).
 
-Everything is exact over the enumerated profile space (no Monte Carlo), so the best-response gap is not
-sampling noise; ``n_monte`` replaces the slate by the empirical distribution of ``n_monte`` fixed draws from
+Everything is exact over the enumerated profile space, so the best-response gap is not sampling noise; above
+``MAX_PROFILES`` profiles (or with ``FactorialDesign(n_monte=...)``) the game is played on the design's fixed
+Monte-Carlo sample of profiles (common random numbers, :mod:`icml26.training.conjoint.profiles`), where the gap is
+exact for that sample and the slate is the sample itself; ``n_monte`` replaces the slate by the empirical distribution of ``n_monte`` fixed draws from
 p (common random numbers, as the reference's ``nMonte_adversarial``).
 Reconstruction: the strategic divergence is the per-factor total variation ``1/2 sum_l abs(pi_A,dl - pi_B,dl)`` and
 its mean over factors (the paper's abstract names it; its formula was not located in the code).
@@ -22,7 +24,7 @@ import torch
 from sklearn.base import BaseEstimator
 
 from icml26.errors import InputTypeError, described, input_error
-from icml26.training.conjoint.model import DTYPE, MAX_PROFILES, FactorialDesign, PairedConjointLogit, _profile_table
+from icml26.training.conjoint.model import DTYPE, FactorialDesign, PairedConjointLogit
 from icml26.training.conjoint.policy import (
     PENALTIES,
     _initial_logits,
@@ -30,6 +32,7 @@ from icml26.training.conjoint.policy import (
     _softmax_split,
     ascend,
 )
+from icml26.training.conjoint.profiles import profile_table, row_weights
 from icml26.validation import check_choice, check_finite, check_int, check_random_state
 
 PLAYERS = ("A", "B")
@@ -125,9 +128,6 @@ class MinimaxPolicy(BaseEstimator):
         for key, m in models.items():
             if m.design_.factors != design.factors or m.design_.n_levels != design.n_levels:
                 raise input_error(name, f"models[{key!r}]", f"a model over the design {design!r}", m.design_)
-        if design.n_profiles > MAX_PROFILES:
-            raise input_error(name, "design", f"at most {MAX_PROFILES} profiles (the game is enumerated)",
-                              design.n_profiles)
         roles = {"A": models["A"], "B": models["B"]}
         if self.primaries:
             roles["A_primary"] = models.get("A_primary", models["A"])
@@ -141,10 +141,10 @@ class MinimaxPolicy(BaseEstimator):
         sizes = [len(m.coef_) for m in unique]
         self._offsets = np.cumsum([0] + sizes)
         self._theta = torch.cat([m.coef_tensor() for m in unique])
-        grid, _ = _profile_table(design, roles["A"].pairs_)
-        self._grid = grid
-        if self.n_monte is None:
-            self._slate = design.profile_probs(design.p_tensor(), grid)
+        grid, _, base = profile_table(design, roles["A"].pairs_)
+        self._grid, self._base = grid, base
+        if self.n_monte is None or design.monte_carlo:
+            self._slate = row_weights(design, design.p_tensor(), grid, base)
         else:
             rng = np.random.default_rng(self.random_state)
             draws = design.sample(self.n_monte, rng)
@@ -175,16 +175,16 @@ class MinimaxPolicy(BaseEstimator):
 
     def _win_A(self, pi_A, pi_B, S, K_A, K_B):
         design = self.design_
-        nu_A = self._nominee(design.profile_probs(pi_A, self._grid), K_A)
-        nu_B = self._nominee(design.profile_probs(pi_B, self._grid), K_B)
+        nu_A = self._nominee(row_weights(design, pi_A, self._grid, self._base), K_A)
+        nu_B = self._nominee(row_weights(design, pi_B, self._grid, self._base), K_B)
         return nu_A @ S @ nu_B
 
     def _game(self, pi_A, pi_B, theta):
         """(f_A, f_B, Q_A, Q_B): penalised payoffs and win probabilities, Q_B computed from B's side."""
         design = self.design_
         S, K_A, K_B = self._matrices(theta)
-        nu_A = self._nominee(design.profile_probs(pi_A, self._grid), K_A)
-        nu_B = self._nominee(design.profile_probs(pi_B, self._grid), K_B)
+        nu_A = self._nominee(row_weights(design, pi_A, self._grid, self._base), K_A)
+        nu_B = self._nominee(row_weights(design, pi_B, self._grid, self._base), K_B)
         Q_A, Q_B = nu_A @ S @ nu_B, nu_B @ S @ nu_A  # S[t, u] = P(a nominee t beats a nominee u)
         p = design.p_tensor()
         return (Q_A - self.lam * _penalty(self.penalty, pi_A, p), Q_B - self.lam * _penalty(self.penalty, pi_B, p),

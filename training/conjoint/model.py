@@ -9,18 +9,21 @@ from __future__ import annotations
 import itertools
 import math
 import os
-import weakref
 
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator
 
 from icml26.errors import InputError, InputTypeError, describe, described, input_error
+from icml26.training.conjoint.profiles import (
+    DTYPE,
+    MAX_PROFILES,
+    bilinear_mc_se,
+    profile_table,
+    row_weights,
+)
 from icml26.validation import check_choice, check_finite, check_int
 
-DTYPE = torch.float64
-#: profile spaces up to this size are enumerated exactly (the ``|T| x |T|`` win matrix stays below ~130 MB)
-MAX_PROFILES = 4096
 #: a policy's per-factor probabilities must sum to 1 within this tolerance (float32 softmax outputs pass)
 POLICY_ATOL = 1e-6
 INTERACTIONS = ("none", "all", "screened")
@@ -42,10 +45,20 @@ class FactorialDesign:
     (uniform) or a mapping from factor name to probabilities summing to 1 (strictly positive). Level 0 of
     each factor is the reference of the treatment coding; ``features`` codes profiles (integer level
     indices, one column per factor) as main effects and two-way interactions, each unordered pair once.
+
+    ``n_monte``: how win probabilities, AMCEs, marginal means and the game integrate over profiles. None
+    (default): exactly, by enumerating the profile space, when it has at most ``MAX_PROFILES`` profiles, else by
+    Monte Carlo over ``DEFAULT_MONTE`` profiles; an int >= 2: always by Monte Carlo over that many profiles.
+    The Monte-Carlo sample is drawn once from p (seeded by ``random_state``, an int) and reused for every
+    policy (common random numbers), each sampled profile weighted by P_pi(t) / P_p(t), so values stay smooth in
+    pi and solvers see a fixed objective (Reconstruction: the reference samples ``nMonte_Qglm`` relaxed
+    profiles per step; a fixed importance-weighted sample keeps the best-response gap exact for that sample).
     """
 
-    def __init__(self, levels, probs=None):
+    def __init__(self, levels, probs=None, n_monte=None, random_state=0):
         name = "FactorialDesign"
+        self.n_monte = None if n_monte is None else check_int(name, "n_monte", n_monte, low=2)
+        self.random_state = check_int(name, "random_state", random_state, low=0)
         if not hasattr(levels, "items") or len(levels) == 0:
             raise input_error(name, "levels", "a non-empty mapping of factor name to levels", levels)
         self.factors = [str(f) for f in levels]
@@ -77,6 +90,11 @@ class FactorialDesign:
     @property
     def n_factors(self) -> int:
         return len(self.factors)
+
+    @property
+    def monte_carlo(self) -> bool:
+        """Whether profiles are integrated by Monte Carlo (see ``n_monte``) rather than enumerated."""
+        return self.n_monte is not None or self.n_profiles > MAX_PROFILES
 
     def __repr__(self) -> str:
         return f"FactorialDesign({dict(zip(self.factors, self.n_levels))})"
@@ -252,7 +270,8 @@ def fit_logit_irls(X, y, groups=None, *, max_iter: int = 50, tol: float = 1e-8):
 
 
 #: columns of :meth:`PairedConjointLogit.amce` and :meth:`PairedConjointLogit.marginal_means`, as ``cregg``'s
-EFFECT_COLUMNS = ("feature", "level", "estimate", "std_error", "z", "p", "lower", "upper")
+#: plus ``mc_se``, the Monte-Carlo standard error of the estimate (0 when the profile space is enumerated)
+EFFECT_COLUMNS = ("feature", "level", "estimate", "std_error", "z", "p", "lower", "upper", "mc_se")
 
 
 class PairedConjointLogit(BaseEstimator):
@@ -439,58 +458,72 @@ class PairedConjointLogit(BaseEstimator):
         return self.design_.expected_features(pi, self.pairs_) @ coef
 
     def win_matrix(self, coef=None, strength=1.0) -> torch.Tensor:
-        """sigma(strength (eta(t) - eta(u))) over every pair of profiles (t, u) of the enumerated space."""
+        """sigma(strength (eta(t) - eta(u))) over every pair of rows (t, u) of the design's profile table: the
+        enumerated profile space, or its fixed Monte-Carlo sample (``FactorialDesign(n_monte=...)``)."""
         name = "PairedConjointLogit.win_matrix"
         self._check_fitted(name)
-        self._check_size(name)
         strength = check_finite(name, "strength", strength, non_negative=True)
         return self._win_matrix(self._check_coef(name, coef), strength)
 
     def _win_matrix(self, coef, strength=1.0) -> torch.Tensor:
-        grid, X = _profile_table(self.design_, self.pairs_)
+        grid, X, _ = profile_table(self.design_, self.pairs_)
         eta = X @ coef
         return torch.sigmoid(strength * (eta[:, None] - eta[None, :]))
 
-    def _check_size(self, function):
-        if self.design_.n_profiles > MAX_PROFILES:
-            raise input_error(function, "design", f"at most {MAX_PROFILES} profiles to enumerate",
-                              self.design_.n_profiles)
-
     def win_prob(self, pi, opponent=None, coef=None) -> torch.Tensor:
-        """E_{t~pi, u~opponent}[P(t chosen over u)], exact over the profile space; differentiable in pi,
-        opponent and coef (defaults: opponent = the design's p, coef = ``coef_``). ``pi`` and ``opponent``
-        are factored policies: one probability vector per factor (non-negative, summing to 1)."""
+        """E_{t~pi, u~opponent}[P(t chosen over u)]: exact over the profile space up to ``MAX_PROFILES`` profiles,
+        else by Monte Carlo over the design's fixed sample (see :class:`FactorialDesign` and
+        :meth:`win_prob_mc_se`); differentiable in pi, opponent and coef (defaults: opponent = the design's p,
+        coef = ``coef_``). ``pi`` and ``opponent`` are factored policies: one probability vector per factor
+        (non-negative, summing to 1)."""
         name = "PairedConjointLogit.win_prob"
+        pi, opponent, coef = self._check_pair(name, pi, opponent, coef)
+        return self._win_prob(pi, opponent, coef)
+
+    def win_prob_mc_se(self, pi, opponent=None, coef=None) -> float:
+        """The Monte-Carlo standard error of :meth:`win_prob` (0.0 when the profile space is enumerated)."""
+        name = "PairedConjointLogit.win_prob_mc_se"
+        pi, opponent, coef = self._check_pair(name, pi, opponent, coef)
+        design = self.design_
+        if not design.monte_carlo:
+            return 0.0
+        grid, _, base = profile_table(design, self.pairs_)
+        with torch.no_grad():
+            a, b = row_weights(design, pi, grid, base), row_weights(design, opponent, grid, base)
+            return float(bilinear_mc_se(a[None, :], self._win_matrix(coef), b)[0])
+
+    def _check_pair(self, name, pi, opponent, coef):
         self._check_fitted(name)
-        self._check_size(name)
         design = self.design_
         pi = design.check_policy(pi, name, "pi")
         opponent = design.p_tensor() if opponent is None else design.check_policy(opponent, name, "opponent")
-        return self._win_prob(pi, opponent, self._check_coef(name, coef))
+        return pi, opponent, self._check_coef(name, coef)
 
     def _win_prob(self, pi, opponent=None, coef=None) -> torch.Tensor:
         """:meth:`win_prob` without checks (inside solvers and ``torch.func`` transforms)."""
         design = self.design_
         opponent = design.p_tensor() if opponent is None else opponent
         coef = self.coef_tensor() if coef is None else coef
-        grid, _ = _profile_table(design, self.pairs_)
-        return design.profile_probs(pi, grid) @ self._win_matrix(coef) @ design.profile_probs(opponent, grid)
+        grid, _, base = profile_table(design, self.pairs_)
+        return row_weights(design, pi, grid, base) @ self._win_matrix(coef) @ row_weights(design, opponent, grid, base)
+
+    def _level_weights(self) -> torch.Tensor:
+        """(sum L_d, rows): row weights of the policies "level l of factor d, the rest p", one per level.
+
+        With the level of factor d fixed at l and the rest following p, P(t) = [t_d = l] P_p(t) / p_dl."""
+        design = self.design_
+        grid, _, base = profile_table(design, self.pairs_)
+        probs = row_weights(design, design.p_tensor(), grid, base)
+        out = torch.cat([(torch.nn.functional.one_hot(grid[:, d], design.n_levels[d]).to(DTYPE) * probs[:, None]).T
+                         for d in range(design.n_factors)])
+        return out / out.sum(1, keepdim=True)  # = [t_d = l] P_p(t) / p_dl when enumerated
 
     def _marginal_means(self, coef) -> torch.Tensor:
-        """Every level's marginal mean, factor by factor (sum of L_d entries), as a function of coef.
-
-        With the level of factor d fixed at l and the rest following p, P(t) = [t_d = l] P_p(t) / p_dl, so
-        the mean is the p-weighted win rate of the profiles with that level, divided by p_dl.
-        """
+        """Every level's marginal mean, factor by factor (sum of L_d entries), as a function of coef: the win
+        probability against p of the policy with that level fixed and the other factors following p."""
         design = self.design_
-        grid, _ = _profile_table(design, self.pairs_)
-        probs = design.profile_probs(design.p_tensor(), grid)
-        against_p = self._win_matrix(coef) @ probs  # P(t beats u ~ p) for every profile t
-        out = []
-        for d, q in enumerate(design.p):
-            hits = torch.nn.functional.one_hot(grid[:, d], design.n_levels[d]).to(DTYPE)
-            out.append((probs * against_p) @ hits / torch.as_tensor(q, dtype=DTYPE))
-        return torch.cat(out)
+        grid, _, base = profile_table(design, self.pairs_)
+        return self._level_weights() @ (self._win_matrix(coef) @ row_weights(design, design.p_tensor(), grid, base))
 
     def _effects_table(self, function, conf_level, h0, amce: bool):
         import pandas as pd
@@ -498,17 +531,24 @@ class PairedConjointLogit(BaseEstimator):
         from torch.func import jacrev
 
         self._check_fitted(function)
-        self._check_size(function)
         conf_level = check_finite(function, "conf_level", conf_level, low=0, high=1, low_open=True, high_open=True)
         h0 = check_finite(function, "h0", h0)
         design, coef = self.design_, self.coef_tensor()
         with torch.no_grad():
             mm = self._marginal_means(coef)
-        J = jacrev(self._marginal_means)(coef)
+        # a Monte-Carlo table makes the win matrix large: reverse passes a few outputs at a time
+        J = jacrev(self._marginal_means, chunk_size=4 if design.monte_carlo else None)(coef)
+        A = self._level_weights()
         if amce:  # each level minus its factor's reference level (level 0): estimate and Jacobian row alike
             starts = np.cumsum([0] + design.n_levels[:-1])
             ref = torch.as_tensor(np.repeat(starts, design.n_levels))
             mm, J = mm - mm[ref], J - J[ref]
+        mc_se = np.zeros(len(mm))
+        if design.monte_carlo:
+            grid, _, base = profile_table(design, self.pairs_)
+            with torch.no_grad():
+                mc_se = bilinear_mc_se(A, self._win_matrix(coef), row_weights(design, design.p_tensor(), grid, base),
+                                       A[ref] if amce else None).numpy()
         cov = J @ torch.as_tensor(self.vcov_, dtype=DTYPE) @ J.T
         estimate = mm.numpy()
         se = np.sqrt(np.clip(np.diagonal(cov.numpy()), 0, None))
@@ -521,7 +561,8 @@ class PairedConjointLogit(BaseEstimator):
             "feature": [f for f in design.factors for _ in design.levels[f]],
             "level": [lv for f in design.factors for lv in design.levels[f]],
             "estimate": estimate, "std_error": se, "z": z, "p": 2 * norm.sf(np.abs(z)),
-            "lower": estimate - crit * se, "upper": estimate + crit * se}, columns=list(EFFECT_COLUMNS))
+            "lower": estimate - crit * se, "upper": estimate + crit * se, "mc_se": mc_se},
+            columns=list(EFFECT_COLUMNS))
 
     def marginal_means(self, conf_level: float = 0.95, h0: float = 0.5):
         """Per factor and level, P(a profile with that level is chosen) when the other factors and the
@@ -530,7 +571,8 @@ class PairedConjointLogit(BaseEstimator):
         Returns a pandas DataFrame, one row per level, with columns ``feature``, ``level``, ``estimate``,
         ``std_error`` (delta method, J Sigma J^T with ``vcov_``, respondent-clustered when the model was), ``z``
         and ``p`` (the normal test of ``estimate = h0``; 0.5 is no effect in a forced choice, ``cregg``'s
-        default is 0) and the ``conf_level`` normal interval ``lower``, ``upper``.
+        default is 0), the ``conf_level`` normal interval ``lower``, ``upper``, and ``mc_se``, the Monte-Carlo
+        standard error of the estimate when the design integrates by Monte Carlo (0 when enumerated).
         """
         return self._effects_table("PairedConjointLogit.marginal_means", conf_level, h0, amce=False)
 
@@ -560,17 +602,3 @@ def _design_from_data(left, right) -> FactorialDesign:
         levels[str(c)] = list(counts.index)
         probs[str(c)] = (counts / counts.sum()).to_numpy()
     return FactorialDesign(levels, probs)
-
-
-#: per design (weakly held: a design's tables go with it), per tuple of pairs: (grid, X)
-_TABLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _profile_table(design: FactorialDesign, pairs):
-    """(grid, X) of the enumerated profile space as torch tensors, cached per (design, pairs)."""
-    tables = _TABLES.setdefault(design, {})
-    key = tuple(pairs)
-    if key not in tables:
-        grid = design.profiles()
-        tables[key] = (torch.as_tensor(grid), torch.as_tensor(design.features(grid, pairs), dtype=DTYPE))
-    return tables[key]

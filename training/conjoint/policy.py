@@ -24,6 +24,7 @@ implicit differentiation of the optimality condition. The two-party game is
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import torch
@@ -45,6 +46,11 @@ PENALTIES = ("L2", "KL", "L1", "LInfinity")
 SOLVERS = ("auto", "closed_form", "gradient")
 SE_METHODS = ("auto", "closed_form", "unrolled", "implicit")
 SCALES = ("linear", "probability")
+INTERVALS = ("delta", "bootstrap")
+
+
+class BoundaryWarning(UserWarning):
+    """A delta-method standard error at an optimum on the simplex's boundary, where it under-covers."""
 
 
 
@@ -234,14 +240,22 @@ class AverageCasePolicy(BaseEstimator):
     reference's ``se_method="full"``) or ``"implicit"`` (the implicit function theorem at the optimum, on the
     simplex face it lies on: levels at probability 0 stay there, see :func:`_active_face`).
 
+    ``interval``: how :meth:`conf_int` bounds the value. ``"delta"``: value_ +- z value_se_; at an optimum on the
+    simplex's boundary (a level of pi* below ``ACTIVE_TOL``, the small-lam regime) it under-covers, so fit
+    then warns with :class:`BoundaryWarning` and sets ``at_boundary_``. ``"bootstrap"`` (L2 penalty): the bias-corrected
+    normal interval of a parametric bootstrap of the solve, ``n_boot`` draws theta* ~ N(coef_, vcov_) each re-solved
+    exactly (:mod:`icml26.training.conjoint.bootstrap`; measured: it narrows but does not close the
+    boundary under-coverage) and sets ``value_boot_``
+    (the draws' values) and ``value_bias_`` (their mean minus ``value_``, the plug-in's estimated bias).
+
     After ``fit(model, design)``: ``pi_`` (one array per factor), ``objective_`` (penalised), ``value_``
     (the unpenalised value on ``scale``), ``value_se_``, ``pi_se_``, ``solver_used_``, ``jacobian_``
-    (d(value, pi)/d theta) and :meth:`conf_int`.
+    (d(value, pi)/d theta), ``at_boundary_`` and :meth:`conf_int`.
     """
 
     def __init__(self, penalty: str = "L2", lam: float = 1.0, solver: str = "auto", se_method: str = "auto",
                  scale: str = "linear", conf_level: float = 0.90, max_iter: int = 500, n_unroll: int = 300,
-                 random_state=None):
+                 interval: str = "delta", n_boot: int = 400, random_state=None):
         self.penalty = penalty
         self.lam = lam
         self.solver = solver
@@ -250,11 +264,18 @@ class AverageCasePolicy(BaseEstimator):
         self.conf_level = conf_level
         self.max_iter = max_iter
         self.n_unroll = n_unroll
+        self.interval = interval
+        self.n_boot = n_boot
         self.random_state = random_state
 
     def _check_params(self, function: str) -> None:
         """scikit-learn's rule: ``__init__`` stores, ``fit`` validates (so ``set_params`` values are checked too)."""
         check_choice(function, "penalty", self.penalty, PENALTIES)
+        check_choice(function, "interval", self.interval, INTERVALS)
+        check_int(function, "n_boot", self.n_boot, low=10)
+        if self.interval == "bootstrap" and (self.penalty != "L2" or not self.lam > 0):
+            raise input_error(function, "interval", "'delta' unless penalty='L2' with lam > 0 (the bootstrap "
+                              "re-solves by projected gradient on the L2 objective)", self.interval)
         check_finite(function, "lam", self.lam, non_negative=True)
         check_choice(function, "solver", self.solver, SOLVERS)
         check_choice(function, "se_method", self.se_method, SE_METHODS)
@@ -291,7 +312,19 @@ class AverageCasePolicy(BaseEstimator):
 
     def fit(self, model: PairedConjointLogit, design: FactorialDesign | None = None) -> AverageCasePolicy:
         pi = self._solve(model, design)
+        self.at_boundary_ = bool(min(float(q.min()) for q in self.pi_) < ACTIVE_TOL)
         self._delta_method(model, pi)
+        if self.at_boundary_ and self.se_method_used_ != "none":
+            warnings.warn(f"AverageCasePolicy: a level of pi* is below {ACTIVE_TOL} (an optimum on the simplex's "
+                          "boundary): the delta-method value_se_ under-covers there (the plug-in maximum is biased "
+                          "upward); use interval='bootstrap' for the value's interval", BoundaryWarning,
+                          stacklevel=2)
+        if self.interval == "bootstrap":
+            from icml26.training.conjoint.bootstrap import bootstrap_values
+
+            rng = np.random.default_rng(self.random_state)
+            self.value_boot_ = bootstrap_values(model, self.lam, self.scale, self.n_boot, rng)
+            self.value_bias_ = float(self.value_boot_.mean() - self.value_)
         return self
 
     def _solve(self, model, design=None) -> list[torch.Tensor]:
@@ -394,8 +427,9 @@ class AverageCasePolicy(BaseEstimator):
         return 1.0 / max(float(torch.linalg.eigvalsh((H + H.T) / 2).abs().max()), 1e-8)
 
     def conf_int(self, conf_level: float | None = None) -> dict:
-        """Normal intervals: {"value": (lo, hi), factor: array (L_d, 2)} at ``conf_level`` (default the
-        estimator's)."""
+        """Intervals at ``conf_level`` (default the estimator's): {"value": (lo, hi), factor: array (L_d, 2)};
+        the value's is the bias-corrected bootstrap interval with ``interval="bootstrap"``, else normal (delta method);
+        the probabilities' are normal (delta method)."""
         from scipy.stats import norm
 
         name = "AverageCasePolicy.conf_int"
@@ -405,6 +439,10 @@ class AverageCasePolicy(BaseEstimator):
         level = check_finite(name, "conf_level", level, low=0, high=1, low_open=True, high_open=True)
         z = float(norm.ppf(0.5 + level / 2))
         out = {"value": (self.value_ - z * self.value_se_, self.value_ + z * self.value_se_)}
+        if self.interval == "bootstrap":
+            from icml26.training.conjoint.bootstrap import bias_corrected_interval
+
+            out["value"] = bias_corrected_interval(self.value_, self.value_boot_, level)
         for f, q, s in zip(self.design_.factors, self.pi_, self.pi_se_):
             out[f] = np.stack([q - z * s, q + z * s], axis=1)
         return out
