@@ -23,6 +23,13 @@ specification ``s_D``.
   attack (an adversary may ignore the spec, ``V(f, s) >= V(f)``), chosen on the evaluation worlds, which
   biases the incremental risk up, never down. Advantage ``2 acc - 1``; the paired difference of the per-world
   correctness of the best with-spec adversary and the model-only one, with a normal 95% interval.
+- :class:`LiraGame`: membership against the online per-target LiRA (Carlini et al., arXiv 2112.03570;
+  :mod:`icml26.training.rkme.lira`), the attacker strong enough to test the paper's claim: ``2 pairs`` worlds
+  on complementary halves of a pool of ``2 n`` private records, each world in turn released with the other
+  pairs as its shadows; every pool record is a target in every world. Three adversaries: the model's
+  ``phi = log(p / (1 - p))``, the log nearest-reduced-point distance, and both (log ratios added); the
+  advantage is each target's ``TPR - FPR`` at log ratio > 0, averaged, and the increment (both minus model
+  only) is paired over targets with a normal 95% interval.
 - :class:`AttributeGame` (theta = ``x*``'s hidden pixel, given the others and ``x* in D``): the adversary
   picks a value on a grid. Without the spec: the better of the model (``argmax_v p_f(y* | x*(v))``) and the
   population (``argmax_v`` of the public data's kernel mean at ``x*(v)``); with the spec also

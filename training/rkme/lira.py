@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from icml26.errors import InputError, describe, described
-from icml26.validation import check_choice, check_int, check_random_state
+from icml26.validation import check_choice, check_int
 
 LIRA_VARIANCES = ("per_target", "global")
 #: added to every fitted variance: a statistic that is constant on one side (a raw record's distance 0)
@@ -31,21 +31,21 @@ LIRA_VARIANCES = ("per_target", "global")
 VARIANCE_FLOOR = 1e-8
 
 
-def balanced_halves(n_records: int, pairs: int, seed: int | None = 0) -> np.ndarray:
+def balanced_halves(n_records: int, pairs: int, seed: int = 0) -> np.ndarray:
     """Membership of ``2 pairs`` shadow models over ``n_records`` pool records, a ``(2 pairs, n_records)`` bool
     array: row ``2p`` is a random half of the pool (``n_records // 2`` records), row ``2p + 1`` its complement.
 
     Args:
         n_records: records in the common pool (even, at least 2).
         pairs: complementary pairs of models (at least 3: a leave-one-pair-out target keeps 2 shadows a side).
-        seed: seed of the random halves.
+        seed: seed of the random halves (a non-negative int).
     """
     f = "balanced_halves"
     n_records = check_int(f, "n_records", n_records, low=2)
     if n_records % 2:
         raise InputError(f, "n_records", "an even number (two halves)", n_records)
     pairs = check_int(f, "pairs", pairs, low=3)
-    check_random_state(f, "seed", seed)
+    check_int(f, "seed", seed, low=0)
     rng = np.random.default_rng(seed)
     out = np.zeros((2 * pairs, n_records), dtype=bool)
     for p in range(pairs):
