@@ -4,6 +4,7 @@ probe is one wrong value in an otherwise valid call, and must be refused clearly
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from probes import Probe, check, ids
 
@@ -27,6 +28,8 @@ MODEL = PairedConjointLogit(backend="numpy").fit(DATA.left, DATA.right, DATA.cho
 POLICY = AverageCasePolicy(lam=1.0).fit(MODEL)
 GAME = MinimaxPolicy(lam=0.5, n_steps=20, random_state=0).fit({"A": MODEL, "B": MODEL})
 P = [np.array([0.5, 0.5]), np.array([0.5, 0.5])]
+LONG = pd.DataFrame({"respondent": [0, 0, 0, 0], "task": [0, 0, 1, 1], "profile": [1, 2, 1, 2],
+                     "selected": [1, 0, 0, 1], "f1": [0, 1, 1, 0], "f2": [1, 0, 0, 1]})
 X = np.random.default_rng(0).normal(size=(20, 2))
 Y = (np.arange(20) % 2).astype(float)
 
@@ -68,6 +71,22 @@ PROBES = [
     Probe("PairedConjointLogit.fit-no-pairs", lambda: _fit(left=DATA.left[:0], right=DATA.right[:0],
                                                            chosen=DATA.chosen[:0], respondent=None), "left"),
     Probe("PairedConjointLogit.fit-design-a-dict", lambda: _fit(design={"f1": [0, 1]}), "design"),
+    Probe("PairedConjointLogit.fit_long-data-an-array", lambda: PairedConjointLogit().fit_long(np.zeros((4, 3))),
+          "data"),
+    Probe("PairedConjointLogit.fit_long-choice-missing-column", lambda: PairedConjointLogit().fit_long(LONG, choice="y"),
+          "choice"),
+    Probe("PairedConjointLogit.fit_long-respondent-missing-column",
+          lambda: PairedConjointLogit().fit_long(LONG, respondent="id"), "respondent"),
+    Probe("PairedConjointLogit.fit_long-task-missing-column", lambda: PairedConjointLogit().fit_long(LONG, task="t"),
+          "task"),
+    Probe("PairedConjointLogit.fit_long-profile-missing-column",
+          lambda: PairedConjointLogit().fit_long(LONG, profile="p"), "profile"),
+    Probe("PairedConjointLogit.fit_long-attributes-unknown",
+          lambda: PairedConjointLogit().fit_long(LONG, attributes=["f9"]), "attributes"),
+    Probe("PairedConjointLogit.fit_long-choice-not-binary",
+          lambda: PairedConjointLogit().fit_long(LONG.assign(selected=LONG.selected * 2)), "choice"),
+    Probe("PairedConjointLogit.fit_long-data-three-profiles-in-a-task",
+          lambda: PairedConjointLogit().fit_long(LONG.assign(task=0)), "data"),
     Probe("PairedConjointLogit.from_coefficients-coef-wrong-length",
           lambda: PairedConjointLogit.from_coefficients(DESIGN, [0.1, 0.2]), "coef"),
     Probe("PairedConjointLogit.from_coefficients-vcov-not-psd",

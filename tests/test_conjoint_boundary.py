@@ -104,3 +104,37 @@ def test_symmetric_zero_sum_game_is_even():
     game = MinimaxPolicy((0.5, 0.5), lam=0.3, n_steps=600, random_state=0).fit({"A": model, "B": model})
     assert game.best_response_gap_ < 1e-3
     assert abs(game.value_A_ - 0.5) < 1e-6
+
+
+def _long(data, design):
+    import pandas as pd
+
+    rows = []
+    for i in range(len(data)):
+        for k, side in ((1, data.left), (2, data.right)):
+            rows.append({"respondent": data.respondent[i], "task": i, "profile": k,
+                         "selected": int(data.chosen[i] == (k == 1)),
+                         **{f: design.levels[f][side[i, d]] for d, f in enumerate(design.factors)}})
+    return pd.DataFrame(rows).sample(frac=1.0, random_state=0)  # row order must not matter
+
+
+def test_long_format_fits_the_same_model_and_refuses_malformed_tasks():
+    from icml26.errors import InputError
+
+    design = FactorialDesign({"age": ["young", "mid", "old"], "party": ["D", "R"]})
+    data = task.simulate(design, task.true_coefficients(design, 0), 300, seed=0)
+    wide = PairedConjointLogit(backend="numpy").fit(data.left, data.right, data.chosen, data.respondent, design)
+    df = _long(data, design)
+    long = PairedConjointLogit(backend="numpy").fit_long(df, design=design)
+    np.testing.assert_allclose(long.coef_, wide.coef_, atol=1e-10)
+    np.testing.assert_allclose(long.vcov_, wide.vcov_, atol=1e-12)
+    with pytest.raises(InputError, match="exactly two profiles"):
+        PairedConjointLogit().fit_long(df.iloc[1:], design=design)
+    both = df.assign(selected=1)
+    with pytest.raises(InputError, match="exactly one chosen"):
+        PairedConjointLogit().fit_long(both, design=design)
+    odd = df.assign(age=df.age.replace("old", "ancient"))
+    with pytest.raises(InputError, match="age"):
+        PairedConjointLogit().fit_long(odd, design=design)
+    with pytest.raises(InputError, match="choice"):
+        PairedConjointLogit().fit_long(df, choice="chosen", design=design)

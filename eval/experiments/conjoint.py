@@ -13,8 +13,8 @@ installed. Claims:
 2. Coverage at an interior truth: 90% delta-method intervals for U(pi_hat*) cover U(pi*(theta_0); theta_0) in
    [0.85, 0.95]; mean SE within 20% of the Monte-Carlo SD; the optimiser-noise negative control fails.
 3. Coverage at a boundary truth (a level of pi* at 0; the generator's draws are searched for one): the 90%
-   parametric-bootstrap interval of ``AverageCasePolicy(interval="bootstrap")`` (vectorised across replications)
-   covers the true value in [0.85, 0.95] of 300 replications at n_pairs 2000, on the linear scale (lam 0.2) and
+   parametric-bootstrap (bias-corrected normal) interval of ``AverageCasePolicy(interval="bootstrap")``
+   (vectorised across replications) covers the true value in [0.85, 0.95] of 300 replications at n_pairs 2000, on the linear scale (lam 0.2) and
    the win-probability scale (lam 0.05).
 4. Finite-sample error: the mean relative error of pi* and Q* falls from n_pairs 500 to 2000 in every arm, and is
    at most 0.1 for 10 binary factors at 2000.
@@ -63,9 +63,9 @@ class ConjointSettings:
     n_boot: int = 200
     boot_iter: int = 150
     mc_design: tuple[int, int] = (5, 3)
-    mc_draws: int = 2048
+    mc_draws: int = 1024
     big_game_design: tuple[int, int] = (8, 3)
-    big_game_draws: int = 512
+    big_game_draws: int = 256
 
 
 SETTINGS = {
@@ -78,7 +78,7 @@ SETTINGS = {
                              coverage_reps=300, noise_reps=30, game_design=(3, 3),
                              shares=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9), game_pairs=4000, game_lam=0.3,
                              game_steps=2000,
-                             train_demo=True),
+                             train_demo=True, n_boot=400, boot_iter=300, mc_draws=2048, big_game_draws=1024),
 }
 Z90 = 1.6448536269514722
 
@@ -162,27 +162,26 @@ def _truth(design, lam, scale, seed, stream, boundary: bool):
 
 
 def boundary_coverage_study(n_factors: int, n_levels: int, n_pairs: int, reps: int, lam: float, scale: str,
-                            seed: int, n_boot: int, boot_iter: int, delta_reps: int = 0, boundary: bool = True) -> dict:
+                            seed: int, n_boot: int, boot_iter: int, boundary: bool = True) -> dict:
     """Coverage of the 90% parametric-bootstrap (bias-corrected normal) interval for the true value at a boundary truth.
 
     Each replication fits the logit (numpy IRLS, respondent-cluster sandwich), solves pi_hat and re-solves
     ``n_boot`` draws theta* ~ N(theta_hat, Sigma_hat), all replications' solves batched in one
     :func:`solve_batch` (the estimator of ``AverageCasePolicy(interval="bootstrap")``, vectorised across
-    replications). The delta method's coverage (the baseline) is measured on the first ``delta_reps``.
+    replications). The baseline is the delta method on the simplex face, value_hat +- z sqrt(g' Sigma_hat g),
+    g the gradient of value(pi*(theta); theta) at theta_hat by central differences of the batched solve.
     """
-    import warnings
-
     import numpy as np
 
     from icml26.eval.tasks import conjoint as task
-    from icml26.training.conjoint import AverageCasePolicy, PairedConjointLogit, solve_batch
+    from icml26.training.conjoint import PairedConjointLogit, solve_batch
     from icml26.training.conjoint.bootstrap import bias_corrected_interval
 
     design = task.factorial_design(n_factors, n_levels)
     coef, truth, pi_star = _truth(design, lam, scale, seed, 10 + (scale == "probability"), boundary)
     start = time.perf_counter()
-    estimates, draws, delta_cover, models = [], [], [], []
-    for r, child in enumerate(_streams(seed, 12 + (scale == "probability") + 2 * (not boundary), reps)):
+    estimates, draws, models = [], [], []
+    for child in _streams(seed, 12 + (scale == "probability") + 2 * (not boundary), reps):
         data_seed, boot_seed = child.spawn(2)
         data = task.simulate(design, coef, n_pairs, data_seed)
         model = PairedConjointLogit("all", backend="numpy").fit(data.left, data.right, data.chosen,
@@ -191,19 +190,21 @@ def boundary_coverage_study(n_factors: int, n_levels: int, n_pairs: int, reps: i
         estimates.append(model.coef_)
         draws.append(np.random.default_rng(boot_seed).multivariate_normal(model.coef_, model.vcov_, n_boot,
                                                                           method="eigh"))
-        if r < delta_reps:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                policy = AverageCasePolicy(lam=lam, scale=scale).fit(model)
-            delta_cover.append(abs(policy.value_ - truth) <= Z90 * policy.value_se_)
-    v_hat = solve_batch(models[0], np.stack(estimates), lam, scale, boot_iter)[0]
+    estimates = np.stack(estimates)
+    v_hat = solve_batch(models[0], estimates, lam, scale, boot_iter)[0]
+    k, h = estimates.shape[1], 1e-5
+    steps = np.concatenate([estimates + h * e for e in np.eye(k)] + [estimates - h * e for e in np.eye(k)])
+    moved = solve_batch(models[0], steps, lam, scale, boot_iter)[0].reshape(2, k, reps)
+    grad = ((moved[0] - moved[1]) / (2 * h)).T
+    delta_se = np.sqrt(np.einsum("ni,nij,nj->n", grad, np.stack([m.vcov_ for m in models]), grad))
+    delta_cover = np.abs(v_hat - truth) <= Z90 * delta_se
     v_star = solve_batch(models[0], np.concatenate(draws), lam, scale, boot_iter)[0].reshape(reps, n_boot)
     intervals = np.array([bias_corrected_interval(v, d, 0.90) for v, d in zip(v_hat, v_star)])
     cover = (intervals[:, 0] <= truth) & (truth <= intervals[:, 1])
     return {"scale": scale, "lam": lam, "boundary": boundary, "n_pairs": n_pairs, "reps": reps, "truth": truth,
             "zero_levels": int(sum((q < 1e-4).sum() for q in pi_star)),
-            "coverage": float(cover.mean()), "delta_coverage": float(np.mean(delta_cover)) if delta_cover else math.nan,
-            "delta_reps": delta_reps, "plug_in_bias": float(v_hat.mean() - truth),
+            "coverage": float(cover.mean()), "delta_coverage": float(delta_cover.mean()),
+            "plug_in_bias": float(v_hat.mean() - truth), "mean_delta_se": float(delta_se.mean()),
             "mc_sd": float(v_hat.std(ddof=1)), "bootstrap_bias": float((v_star.mean(1) - v_hat).mean()),
             "mean_width": float((intervals[:, 1] - intervals[:, 0]).mean()),
             "seconds": time.perf_counter() - start}
@@ -461,7 +462,16 @@ def _run_seed(config, s: ConjointSettings, seed: int) -> Result:
         f"lam = {s.game_lam}, primary_strength 1, slate = p, enumerated exactly; the average-case strategy is "
         "the party's best reply to the design's opponent p under the general electorate alone (no primaries). "
         "Reconstructions: strategic divergence = mean per-factor TV; the primary push-forward; L1-logistic "
-        "screening in place of glinternet (not used here).")
+        "screening in place of glinternet (not used here). Boundary coverage: "
+        f"{s.boundary_design[0]} factors of {s.boundary_design[1]} levels, a generator truth whose optimum has a "
+        f"level at 0, {s.boundary_reps} replications of {s.boundary_pairs} pairs, {s.n_boot} parametric draws per "
+        "replication re-solved from p by projected accelerated gradient (solve_batch), bias-corrected normal "
+        "interval; the delta-method baseline uses the face-aware gradient of the same solve. Diagnosis where it "
+        "under-covers: the value is convex in theta with curvature ~1/lam, and the bootstrap's bias and spread at "
+        "theta_hat track the plug-in error (a low estimate sees a larger bias), so centring on theta_hat "
+        "mis-corrects; with every interaction fitted, about 1 in 8 estimates also makes the penalised objective "
+        "non-concave (several local optima). Monte Carlo: the design's fixed sample of profiles (common random "
+        "numbers, self-normalised importance weights); the 8 x 3 game uses the generator's true electorate.")
     return result
 
 
@@ -508,9 +518,9 @@ def _claims(result, s, game, coverage, errors):
 def _new_claims(result, s, boundary, mc, big):
     """Boundary-optimum coverage of the bootstrap interval, Monte Carlo against enumeration, the large game."""
     for row in boundary:
-        what = (f"90% parametric-bootstrap intervals cover the true policy value at a boundary optimum "
-                f"({row['zero_levels']} levels of pi* at 0; {row['scale']} scale, lam = {row['lam']}, "
-                f"{row['reps']} reps, n_pairs = {row['n_pairs']})")
+        what = (f"90% parametric-bootstrap (bias-corrected) intervals cover the true policy value at a boundary "
+                f"optimum ({row['scale']} scale, lam = {row['lam']}, {row['reps']} reps, n_pairs = {row['n_pairs']}; "
+                "delta-method baseline in the table)")
         result.add_claim(Claim.at_least(what + ": coverage >= 0.85", row["coverage"], 0.85))
         result.add_claim(Claim.at_most(what + ": coverage <= 0.95", row["coverage"], 0.95))
     result.add_claim(Claim.at_most(

@@ -103,10 +103,20 @@ def solve_batch(model: PairedConjointLogit, coefs, lam: float, scale: str = "lin
 
     Reconstruction: projected accelerated gradient ascent (FISTA with gradient restarts) on the per-factor
     simplices, started at p with step 1 / (2 lam + a bound on the value's curvature); the projection makes
-    probabilities exactly 0 at a boundary optimum. ``model``: a fitted :class:`PairedConjointLogit` (its design
-    and interaction terms); ``coefs``: (N, k) coefficient vectors; ``lam``: the L2 penalty's weight (> 0);
-    ``scale``: ``"linear"`` or ``"probability"`` (the win probability against p); ``n_iter``: iterations.
-    Returns (values (N,), unpenalised on ``scale``; pis, a list of (N, L_d) arrays, one per factor).
+    probabilities exactly 0 at a boundary optimum. Designs above ``MAX_PROFILES`` profiles use the design's
+    Monte-Carlo sample on the probability scale.
+
+    Args:
+        model: a fitted :class:`PairedConjointLogit` (its design and interaction terms; its coefficients are
+            not used).
+        coefs: (N, k) coefficient vectors, one problem each.
+        lam: the L2 penalty's weight (> 0).
+        scale: ``"linear"`` (the linear predictor) or ``"probability"`` (the win probability against p).
+        n_iter: iterations of the ascent.
+
+    Returns:
+        (values, pis): values (N,) unpenalised on ``scale`` at the optima; pis a list of (N, L_d) arrays, one
+        per factor.
     """
     name = "solve_batch"
     if not isinstance(model, PairedConjointLogit) or not hasattr(model, "coef_"):
@@ -124,15 +134,15 @@ def solve_batch(model: PairedConjointLogit, coefs, lam: float, scale: str = "lin
     check_choice(name, "scale", scale, ("linear", "probability"))
     n_iter = check_int(name, "n_iter", n_iter, low=1)
     values = _Values(model, coefs, scale)
+    slices = [slice(a, b) for a, b in zip(values.offsets[:-1], values.offsets[1:])]
     design = model.design_
     p = np.concatenate(design.p)
     step = 1.0 / (2 * lam + values.curvature)[:, None]
-    slices = [slice(a, b) for a, b in zip(values.offsets[:-1], values.offsets[1:])]
 
     def project(v):
         return np.concatenate([_project_simplex(v[:, s]) for s in slices], axis=1)
 
-    x = np.tile(p, (len(coefs), 1))
+    x = np.tile(p, (len(coefs), 1))  # every problem starts at the design (the objective need not be concave)
     y, t = x.copy(), np.ones(len(coefs))
     for _ in range(n_iter):
         grad = values(y)[1] - 2 * lam * (y - p)

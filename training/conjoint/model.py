@@ -408,6 +408,18 @@ class PairedConjointLogit(BaseEstimator):
         self.n_pairs_ = len(L)
         return self
 
+    def fit_long(self, data, *, choice: str = "selected", respondent: str = "respondent", task: str = "task",
+                 profile: str = "profile", attributes=None, design: FactorialDesign | None = None):
+        """Fit on long-format data, one row per profile as ``cjoint`` / ``cregg`` take it (column names as
+        cjoint's ``selected``, ``respondent.id``, ``task.id``, ``profile.id``); see
+        :func:`icml26.training.conjoint.long.pairs_from_long` for each argument. Clusters are respondents."""
+        from icml26.training.conjoint.long import pairs_from_long
+
+        left, right, chosen, ids = pairs_from_long(data, choice=choice, respondent=respondent, task=task,
+                                                   profile=profile, attributes=attributes,
+                                                   function="PairedConjointLogit.fit_long")
+        return self.fit(left, right, chosen, ids, design)
+
     def _screen(self, design, L, R, y, groups, pairs):
         from sklearn.linear_model import LogisticRegressionCV
         from sklearn.model_selection import GroupKFold, KFold
