@@ -462,7 +462,7 @@ def test_reduced_experiment_end_to_end(tmp_path):
 
     small = dataclasses.replace(conjoint.SETTINGS["quick"], arms=((3, 3),), error_reps=12, coverage_pairs=(1000,),
                                 coverage_reps=20, noise_reps=3, shares=(0.3,), game_pairs=1000, game_steps=300,
-                                boundary_reps=30, n_boot=40, boot_iter=100, mc_draws=256, big_game_draws=128)
+                                boundary_reps=30, n_boot=40, boot_iter=100, big_game_draws=128)
     result = conjoint.run_experiment(RunConfig(mode="quick", seeds=(0,), out_dir=tmp_path), small)
     claims = {c.statement: c for c in result.claims}
     for statement, claim in claims.items():
