@@ -39,7 +39,9 @@ class ConjointSettings:
     one ``lam``; the coverage study's design, pair counts and replications; the game's design, voter shares,
     pairs per fitted model, ``game_lam`` and the solver's step budget ``game_steps`` (the best-response gap,
     computed separately, says whether it sufficed); ``raw_game_lam`` for the near-unregularised game in which claim
-    1 is checked on the win probability itself."""
+    1 is checked on the win probability itself; the boundary-coverage study's design, pairs, replications and
+    (scale, lam) arms, with ``n_boot`` bootstrap draws per replication solved in ``boot_iter`` iterations; the
+    Monte-Carlo check's design and sample size; the 8 x 3 game's design and Monte-Carlo sample size."""
 
     arms: tuple[tuple[int, int], ...]
     n_pairs: tuple[int, ...]

@@ -15,6 +15,7 @@ import torch
 from sklearn.base import BaseEstimator
 
 from icml26.errors import InputError, InputTypeError, describe, described, input_error
+from icml26.training.conjoint.irls import fit_logit_irls
 from icml26.training.conjoint.profiles import (
     DTYPE,
     MAX_PROFILES,
@@ -220,56 +221,6 @@ def check_factored_policy(pi, n_levels, function: str, argument: str, factors=No
 # ==============================================================================================
 # Step one: the paired logit
 # ==============================================================================================
-def fit_logit_irls(X, y, groups=None, *, max_iter: int = 50, tol: float = 1e-8):
-    """Logistic regression without intercept by Newton-IRLS, with the cluster-robust sandwich.
-
-    Returns (coef, vcov). With ``groups`` the covariance is statsmodels' ``cov_type="cluster"`` one,
-    (G / (G - 1)) ((N - 1) / (N - K)) B^-1 M B^-1 with M the sum over clusters of the outer product of
-    the clusters' scores; without groups it is the model-based inverse information B^-1.
-    """
-    name = "fit_logit_irls"
-    max_iter = check_int(name, "max_iter", max_iter, low=1)
-    tol = check_finite(name, "tol", tol, positive=True)
-    try:
-        X, y = np.asarray(X, dtype=float), np.asarray(y, dtype=float)
-    except (TypeError, ValueError):
-        raise InputTypeError(name, "X", "a numeric (n, k) design matrix and n responses",
-                             described(f"{type(X).__name__} and {type(y).__name__}")) from None
-    if X.ndim != 2 or X.shape[0] <= X.shape[1] or X.shape[1] < 1 or not np.isfinite(X).all():
-        raise input_error(name, "X", "a finite (n, k) matrix with n > k >= 1", describe(X))
-    n, k = X.shape
-    if y.shape != (n,) or not np.isin(y, (0, 1)).all():
-        raise input_error(name, "y", f"{n} values in {{0, 1}}", describe(y))
-    if groups is not None:
-        groups = np.asarray(groups)
-        if groups.shape != (n,) or len(np.unique(groups)) < 2:
-            raise input_error(name, "groups", f"None or {n} cluster labels with at least two clusters",
-                              describe(groups))
-    beta = np.zeros(k)
-    for _ in range(max_iter):
-        mu = 1 / (1 + np.exp(-(X @ beta)))
-        w = mu * (1 - mu)
-        info = (X * w[:, None]).T @ X
-        step = np.linalg.solve(info, X.T @ (y - mu))
-        beta = beta + step
-        if np.abs(step).max() < tol:  # Newton converges quadratically: the next step would be ~tol^2
-            break
-    mu = 1 / (1 + np.exp(-(X @ beta)))
-    bread = np.linalg.inv((X * (mu * (1 - mu))[:, None]).T @ X)
-    if groups is None:
-        return beta, bread
-    _, codes = np.unique(groups, return_inverse=True)
-    n_groups = codes.max() + 1
-    from scipy.sparse import csr_matrix
-
-    members = csr_matrix((np.ones(n), (codes, np.arange(n))), shape=(n_groups, n))
-    scores = members @ (X * (y - mu)[:, None])  # each cluster's summed score
-    meat = scores.T @ scores
-    correction = n_groups / (n_groups - 1) * (n - 1) / (n - k)
-    return beta, correction * bread @ meat @ bread
-
-
-#: columns of :meth:`PairedConjointLogit.amce` and :meth:`PairedConjointLogit.marginal_means`, as ``cregg``'s
 #: plus ``mc_se``, the Monte-Carlo standard error of the estimate (0 when the profile space is enumerated)
 EFFECT_COLUMNS = ("feature", "level", "estimate", "std_error", "z", "p", "lower", "upper", "mc_se")
 
