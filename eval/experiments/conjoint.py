@@ -18,9 +18,11 @@ installed. Claims:
    the win-probability scale (lam 0.05).
 4. Finite-sample error: the mean relative error of pi* and Q* falls from n_pairs 500 to 2000 in every arm, and is
    at most 0.1 for 10 binary factors at 2000.
-5. Monte Carlo with common random numbers agrees with enumeration within 3 MC SE (Q, AMCEs, marginal means) on a
-   design small enough to enumerate; the game with primaries on an 8 x 3 design (6,561 profiles, above
-   MAX_PROFILES) returns a best-response gap below 1e-3.
+5. The game with primaries on an 8 x 3 design (6,561 profiles, above MAX_PROFILES, integrated by Monte Carlo)
+   returns a best-response gap below 1e-3. Monte Carlo against enumeration (the largest |MC - exact| / MC SE over
+   Q, every AMCE and marginal mean) is reported, not claimed: it is a check of numerical integration (a test,
+   ``tests/test_conjoint_boundary.py``), and the largest of ~28 calibrated z-scores exceeds 3 at ~7% of seeds by
+   chance alone.
 """
 
 from __future__ import annotations
@@ -429,7 +431,7 @@ def _run_seed(config, s: ConjointSettings, seed: int) -> Result:
         bar.update()
         demo = train_demo(s.lam) if s.train_demo else None
     _claims(result, s, game, coverage, errors)
-    _new_claims(result, s, boundary, mc, big)
+    _new_claims(result, s, boundary, big)
     result.tables["boundary coverage (parametric bootstrap)"] = [
         {k: round(v, 5) if isinstance(v, float) else v for k, v in r.items()} for r in boundary]
     result.tables["Monte Carlo vs enumeration"] = [{k: round(v, 5) if isinstance(v, float) else v
@@ -517,18 +519,15 @@ def _claims(result, s, game, coverage, errors):
                                                    "<= 0.1", at[0][f"rel_error_{what}"], 0.1))
 
 
-def _new_claims(result, s, boundary, mc, big):
-    """Boundary-optimum coverage of the bootstrap interval, Monte Carlo against enumeration, the large game."""
+def _new_claims(result, s, boundary, big):
+    """Boundary-optimum coverage of the bootstrap interval and the large game (Monte Carlo against enumeration
+    is reported in its table)."""
     for row in boundary:
         what = (f"90% parametric-bootstrap (bias-corrected) intervals cover the true policy value at a boundary "
                 f"optimum ({row['scale']} scale, lam = {row['lam']}, {row['reps']} reps, n_pairs = {row['n_pairs']}; "
                 "delta-method baseline in the table)")
         result.add_claim(Claim.at_least(what + ": coverage >= 0.85", row["coverage"], 0.85))
         result.add_claim(Claim.at_most(what + ": coverage <= 0.95", row["coverage"], 0.95))
-    result.add_claim(Claim.at_most(
-        f"Monte Carlo (common random numbers, {mc['draws']} profiles) agrees with enumeration "
-        f"({mc['profiles']} profiles) within 3 MC SE on Q, every AMCE and marginal mean (largest |z| of "
-        f"{mc['n_compared']})", mc["max_z"], 3.0))
     result.add_claim(Claim.less(
         f"game with primaries on a design of {big['profiles']} profiles (above MAX_PROFILES; Monte Carlo over "
         f"{big['draws']} profiles): best-response gap", big["gap"], 1e-3))
