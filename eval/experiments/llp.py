@@ -262,6 +262,8 @@ def nn_job(job: tuple) -> list[dict[str, Any]]:
         best = math.nan if arm != "lowvar" else _best_epoch(est, X_test, y_test, "auc" if c == 2 else "accuracy")
         out.append({"dataset": name, "k": k, "rep": rep, "method": arm, **_score(est, X_test, y_test),
                     "objective": objective, "best_epoch": best})
+    if c != 2:  # one label per bag can miss a class; the reference serves the binary claim
+        return out
     # The information reference: the same MLP on ONE labelled instance drawn from each bag, 16 per step (the
     # bag arms' step count). LowVar's unbiased bag loss carries about one label's worth of information per bag.
     pick = np.random.default_rng(inner_seed(seed, 43, k, rep))
@@ -506,7 +508,8 @@ def _nn_section(result: Result, s: LLPSettings, nn_rows: list[dict[str, Any]]) -
         for k in s.nn_bag_sizes:
             row = {"dataset": name, "k": k, "metric": f"test {metric}"}
             for arm in arms:
-                row[arm] = round(_median(nn_rows, metric, dataset=name, k=k, method=arm), 4)
+                value = _median(nn_rows, metric, dataset=name, k=k, method=arm)
+                row[arm] = None if math.isnan(value) else round(value, 4)
             row["lowvar: best epoch (test labels)"] = round(_median(nn_rows, "best_epoch", dataset=name, k=k,
                                                                     method="lowvar"), 4)
             for arm in ("lowvar", "lowvar, unguarded", "easyllp", "dllp"):
