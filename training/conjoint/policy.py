@@ -240,10 +240,10 @@ class AverageCasePolicy(BaseEstimator):
     reference's ``se_method="full"``) or ``"implicit"`` (the implicit function theorem at the optimum, on the
     simplex face it lies on: levels at probability 0 stay there, see :func:`_active_face`).
 
-    ``interval``: how :meth:`conf_int` bounds the value. ``"delta"``: value_ +- z value_se_; at an optimum on the
+    ``interval``: how :meth:`conf_int` bounds the value. ``"delta"``: ``value_ +- z value_se_``; at an optimum on the
     simplex's boundary (a level of pi* below ``ACTIVE_TOL``, the small-lam regime) it under-covers, so fit
     then warns with :class:`BoundaryWarning` and sets ``at_boundary_``. ``"bootstrap"`` (L2 penalty): the bias-corrected
-    normal interval of a parametric bootstrap of the solve, ``n_boot`` draws theta* ~ N(coef_, vcov_) each re-solved
+    normal interval of a parametric bootstrap of the solve, ``n_boot`` draws ``theta* ~ N(coef_, vcov_)`` each re-solved
     exactly (:mod:`icml26.training.conjoint.bootstrap`; measured: it narrows but does not close the
     boundary under-coverage) and sets ``value_boot_``
     (the draws' values) and ``value_bias_`` (their mean minus ``value_``, the plug-in's estimated bias).
