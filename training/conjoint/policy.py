@@ -244,8 +244,8 @@ class AverageCasePolicy(BaseEstimator):
     simplex's boundary (a level of pi* below ``ACTIVE_TOL``, the small-lam regime) it under-covers, so fit
     then warns with :class:`BoundaryWarning` and sets ``at_boundary_``. ``"bootstrap"`` (L2 penalty): the bias-corrected
     normal interval of a parametric bootstrap of the solve, ``n_boot`` draws ``theta* ~ N(coef_, vcov_)`` each re-solved
-    exactly (:mod:`icml26.training.conjoint.bootstrap`; measured: it narrows but does not close the
-    boundary under-coverage) and sets ``value_boot_``
+    exactly (:mod:`icml26.training.conjoint.bootstrap`; measured: it does not close the boundary
+    under-coverage, and covers no better there than the face-aware delta method) and sets ``value_boot_``
     (the draws' values) and ``value_bias_`` (their mean minus ``value_``, the plug-in's estimated bias).
 
     After ``fit(model, design)``: ``pi_`` (one array per factor), ``objective_`` (penalised), ``value_``
