@@ -208,7 +208,6 @@ def run_experiment(config, settings: RKMESettings | None = None) -> Result:
 
 
 def _run_seed(config, s: RKMESettings, seed: int) -> Result:
-    import numpy as np
     import torch
 
     from icml26.eval.parallel import map_jobs
@@ -297,9 +296,7 @@ def _run_seed(config, s: RKMESettings, seed: int) -> Result:
     # 5. the risk claim against the per-target LiRA
     lira = {name: lira_result(worlds["lira"], name) for name in _factories(s, "lira")}
     targets = 2 * s.n
-    # lira_worlds stores log(distance + 1e-9)
-    closest = {name: max(float(np.exp(worlds["lira"]["spec"][name][worlds["lira"]["member"]].min())) - 1e-9, 0.0)
-               for name in lira}
+    closest = {name: float(worlds["lira"]["spec"][name][worlds["lira"]["member"]].min()) for name in lira}
     result.tables[f"membership, per-target LiRA ({targets} targets, {2 * s.lira_pairs} worlds, "
                   f"{s.lira_pairs - 1} shadow worlds a side)"] = [
         {**row, "spec only": round(lira[row["specification"]].per_adversary["nearest reduced point"], 3),

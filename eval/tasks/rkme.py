@@ -422,7 +422,7 @@ class LiraGame:
 def lira_worlds(game: LiraGame, factories: Mapping[str, Callable], seed: int, data: DigitsSplit | None = None,
                 worlds: range | None = None) -> dict[str, Any]:
     """The worlds ``worlds`` (a sub-range of ``range(2 pairs)``, for parallel batches): per world its
-    membership row, the model's ``phi`` of every pool record and, per factory, the log distance of every
+    membership row, the model's ``phi`` of every pool record and, per factory, the distance of every
     pool record to the nearest reduced point."""
     from icml26.training.rkme.lira import balanced_halves, logit_confidence
 
@@ -433,15 +433,15 @@ def lira_worlds(game: LiraGame, factories: Mapping[str, Callable], seed: int, da
     member = balanced_halves(2 * game.n, game.pairs, seed=int(rng.integers(2**31)))
     seeds = np.random.SeedSequence((seed, 5)).spawn(2 * game.pairs)
     ks = list(worlds or range(2 * game.pairs))
-    phi, logd = np.zeros((len(ks), len(X))), {name: np.zeros((len(ks), len(X))) for name in factories}
+    phi, dist = np.zeros((len(ks), len(X))), {name: np.zeros((len(ks), len(X))) for name in factories}
     for w, k in enumerate(ks):
         wseed = int(seeds[k].generate_state(1)[0]) % (2**31)
         rows = member[k]
         phi[w] = logit_confidence(_label_proba(fit_model(X[rows], y[rows], data.scaler, seed=wseed), X, y)[0])
         for name, factory in factories.items():
             spec = factory(X[rows], data.scaler, data.gamma, wseed)
-            logd[name][w] = np.log(spec.nearest_distance(X) + 1e-9)
-    return {"member": member[ks], "model": phi, "spec": logd}
+            dist[name][w] = spec.nearest_distance(X)
+    return {"member": member[ks], "model": phi, "spec": dist}
 
 
 def lira_result(worlds: dict[str, Any], name: str, variance: str = "per_target") -> GameResult:
@@ -453,7 +453,7 @@ def lira_result(worlds: dict[str, Any], name: str, variance: str = "per_target")
 
     member = worlds["member"]
     L0 = lira_log_ratio(worlds["model"], member, variance)
-    Ls = lira_log_ratio(worlds["spec"][name], member, variance)
+    Ls = lira_log_ratio(np.log(worlds["spec"][name] + 1e-9), member, variance)
     adv = {k: per_target_advantage(L, member) for k, L in
            (("model only", L0), ("nearest reduced point", Ls), ("model + nearest reduced point", L0 + Ls))}
     a0, a1 = adv["model only"], adv["model + nearest reduced point"]

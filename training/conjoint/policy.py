@@ -317,7 +317,7 @@ class AverageCasePolicy(BaseEstimator):
         if self.at_boundary_ and self.se_method_used_ != "none":
             warnings.warn(f"AverageCasePolicy: a level of pi* is below {ACTIVE_TOL} (an optimum on the simplex's "
                           "boundary): the delta-method value_se_ under-covers there (the plug-in maximum is biased "
-                          "upward); use interval='bootstrap' for the value's interval", BoundaryWarning,
+                          "upward), and interval='bootstrap' has not been measured to cover there either", BoundaryWarning,
                           stacklevel=2)
         if self.interval == "bootstrap":
             from icml26.training.conjoint.bootstrap import bootstrap_values
