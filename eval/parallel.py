@@ -16,6 +16,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from icml26.validation import check_int
+
 #: Seconds between two relayed step counts of one phase (opening and closing always go through).
 RELAY_INTERVAL = 0.5
 
@@ -91,11 +93,14 @@ class _Relay:
         self.open.clear()
 
 
-def map_jobs(fn: Callable[[Any], Any], jobs: Sequence[Any], device, *, phase_name: str = "jobs") -> list[Any]:
+def map_jobs(fn: Callable[[Any], Any], jobs: Sequence[Any], device, *, phase_name: str = "jobs",
+             processes: int | None = None) -> list[Any]:
     """``[fn(job) for job in jobs]``: each job in its own forked process on CPU, in turn on a GPU.
 
     On CPU the pool has one worker more than the cores, so 3 jobs on 2 cores take 1.5 job-times
-    rather than 2. ``fn`` and the jobs must be picklable (module-level functions, plain tuples).
+    rather than 2; ``processes`` sets the pool's size instead (e.g. one per core for long jobs given
+    longest first, which then start in the order given). ``fn`` and the jobs must be picklable
+    (module-level functions, plain tuples).
     The phase ``phase_name`` counts the finished jobs; the jobs' own phases show beside it.
     """
     import multiprocessing
@@ -103,6 +108,8 @@ def map_jobs(fn: Callable[[Any], Any], jobs: Sequence[Any], device, *, phase_nam
 
     from icml26.progress import phase
 
+    if processes is not None:
+        check_int("map_jobs", "processes", processes, low=1)
     with phase(phase_name, total=len(jobs)) as done:
         if device.type != "cpu" or len(jobs) == 1:
             results = []
@@ -114,7 +121,7 @@ def map_jobs(fn: Callable[[Any], Any], jobs: Sequence[Any], device, *, phase_nam
         context = multiprocessing.get_context("fork")
         events = context.Queue()
         relay = _Relay()
-        pool = context.Pool(min(len(jobs), cores + 1), initializer=_worker_init,
+        pool = context.Pool(min(len(jobs), processes or cores + 1), initializer=_worker_init,
                             initargs=(events, os.getpid()))
         try:
             results: list[Any] = [None] * len(jobs)

@@ -204,18 +204,28 @@ def test_quick_experiment_reduced_makes_its_three_claims(tmp_path):
     assert result.metrics["R2G/steps_trained"] == 30
 
 
-def test_full_mode_resumes_and_measures_the_grokking_fraction(tmp_path):
-    from icml26.eval.experiments.r2g import SETTINGS, run_experiment
+def test_full_mode_runs_the_sitting_and_resumes_and_its_optional_studies_still_run(tmp_path):
+    from icml26.eval.experiments.r2g import CAP, SETTINGS, run_experiment
     from icml26.runner import RunConfig
 
-    assert SETTINGS["full"].steps >= 50_000 and SETTINGS["full"].fraction_seeds >= 5
-    settings = dataclasses.replace(SETTINGS["full"], p=7, steps=4, selection_steps=2, fraction_steps=2,
-                                   fraction_seeds=2, arms=("baseline", "R2G", "Grokfast-EMA"),
-                                   selection_grid=(("euclidean", (0.01, 1.0)),))
+    full = SETTINGS["full"]
+    assert (full.arms, full.side_arms, full.steps, full.processes, full.compile) == (
+        ("baseline", "R2G"), ("R2G-angular", "Grokfast-EMA"), 25_000, 2, True) and CAP == 25_000
+    assert not full.select and full.fraction_seeds == 0  # the optional studies do not fit the sitting
+    settings = dataclasses.replace(full, p=7, steps=4, compile=False, select=True, selection_steps=2,
+                                   fraction_steps=2, fraction_seeds=2, selection_grid=(("euclidean", (0.01, 1.0)),))
     config = RunConfig(mode="full", seeds=(0, 1), out_dir=tmp_path, device="cpu")
     first = run_experiment(config, settings)
     files = sorted((tmp_path / "runs").glob("*.json"))
-    assert len(files) == 2 + 3 * 2 + 2 * 2  # selection, arms x seeds, fraction runs
+    # selection 2, baseline and R2G at both seeds, the side arms at the first seed only, fraction runs 2 x 2
+    assert len(files) == 2 + 2 * 2 + 2 + 2 * 2
+    assert {(r["arm"], r["seed"]) for r in first.tables["arms"]} == {
+        ("baseline", 0), ("baseline", 1), ("R2G", 0), ("R2G", 1), ("R2G-angular", 0), ("Grokfast-EMA", 0)}
+    # Nothing groks in 4 steps: every run is censored and says so, and so are the medians.
+    assert {r["steps_to_95"] for r in first.tables["arms"]} == {"> 4"}
+    assert first.metrics["R2G/median_steps_to_95"] == first.metrics["baseline/median_steps_to_95"] == "> 4"
+    claim = next(c for c in first.claims if "R2G vs baseline, by a factor 0.5" in c.statement)
+    assert claim.measured == float("inf") and claim.reference == 4 and claim.factor == 0.5 and not claim.holds
     stamps = {f: f.stat().st_mtime_ns for f in files}
     second = run_experiment(config, settings)  # everything is loaded, nothing retrained
     assert {f: f.stat().st_mtime_ns for f in files} == stamps
@@ -228,6 +238,85 @@ def test_full_mode_resumes_and_measures_the_grokking_fraction(tmp_path):
     assert (tmp_path / "runs" / "select-euclidean-0.5.json").is_file()
     again = json.loads((tmp_path / "runs" / "baseline-seed0.json").read_text())
     assert again["settings"]["steps"] == 6 and again["history"]["step"][-1] >= 6
+
+
+_KILLABLE_RUN = """
+import dataclasses, sys
+from icml26.eval.experiments.r2g import SETTINGS, run_experiment
+from icml26.runner import RunConfig
+s = dataclasses.replace(SETTINGS["full"], p=7, steps=int(sys.argv[2]), side_arms=(), arms=("R2G",), compile=False)
+run_experiment(RunConfig(mode="full", seeds=(0,), out_dir=sys.argv[1], device="cpu"), s)
+"""
+
+
+def test_a_killed_full_mode_resumes_from_its_checkpoint_to_the_uninterrupted_result(tmp_path):
+    """A real kill (SIGKILL, mid-run) of the full mode, then a rerun with the same folder: it starts from the
+    checkpoint (not from step 0) and ends where an uninterrupted run ends."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    steps = 600  # p = 7: one step per epoch, a checkpoint every 100 epochs
+    killed, whole = tmp_path / "killed", tmp_path / "whole"
+    proc = subprocess.Popen([sys.executable, "-c", _KILLABLE_RUN, str(killed), str(steps)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    ckpt = killed / "runs" / "R2G-seed0.ckpt"
+    try:
+        deadline = time.monotonic() + 120
+        while not ckpt.is_file() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ckpt.is_file(), "no checkpoint before the run ended"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert not (killed / "runs" / "R2G-seed0.json").is_file()  # killed before the end
+    state = torch.load(ckpt, weights_only=False)
+    assert 100 <= state["counters"][0] < steps
+    # Mark the checkpoint: a rerun that resumes from it carries the mark into its wall time, a restart does not.
+    state["counters"] = (*state["counters"][:2], state["counters"][2] + 1e6)
+    torch.save(state, ckpt)
+    for folder in (killed, whole):
+        subprocess.run([sys.executable, "-c", _KILLABLE_RUN, str(folder), str(steps)], check=True,
+                       capture_output=True)
+    resumed, straight = (json.loads((f / "runs" / "R2G-seed0.json").read_text())["history"] for f in (killed, whole))
+    assert resumed["step"] == straight["step"] and resumed["test_acc"] == straight["test_acc"]
+    assert resumed["train_loss"] == straight["train_loss"]
+    assert resumed["seconds"] > 1e6 > straight["seconds"]  # it went on from the checkpoint, not from step 0
+    assert not ckpt.exists()  # the kept result replaces the checkpoint
+
+
+def test_censored_median_ranks_runs_at_the_cap_above_every_observed_one():
+    from icml26.eval.tasks.r2g import censored_median
+
+    assert censored_median([900, 1200, None], 25_000) == (1200, False)
+    assert censored_median([900, None, float("inf")], 25_000) == (25_000, True)
+    assert censored_median([10_950, 9_000, 25_000], 25_000) == (10_950, False)  # reached exactly at the cap
+    assert censored_median([1, 2, 3, None], 10) == (2.5, False)
+    assert censored_median([1, 2, None, None], 10) == (6.0, True)  # > (2 + 10) / 2
+    assert censored_median([None], 10) == (10, True)
+    with pytest.raises(InputError, match="censored_median: steps: expected observed values <= cap"):
+        censored_median([30_000, None], 25_000)
+    with pytest.raises(InputError, match="censored_median: steps: expected at least one value"):
+        censored_median([], 10)
+    with pytest.raises(InputError, match="censored_median: steps: expected non-negative numbers"):
+        censored_median(["900"], 10)
+    with pytest.raises(InputError, match="censored_median: cap"):
+        censored_median([1], 0)
+
+
+def test_compiled_training_follows_the_eager_trajectory_to_rounding():
+    data = anchor_dataset(7, "mul", seed=0)
+    arm = {"r2g": {"alpha": 1.0, "distance": "euclidean"}, "stop_at_target": False, "geometry_every": 5}
+    eager = train_anchor(anchor_decoder(7, "mul", seed=0), data, steps=20, **arm)
+    fused = train_anchor(anchor_decoder(7, "mul", seed=0), data, steps=20, compile=True, **arm)
+    assert fused.step == eager.step
+    assert fused.train_loss == pytest.approx(eager.train_loss, rel=1e-4, abs=1e-5)
+    assert fused.v_norm == pytest.approx(eager.v_norm, rel=1e-4)  # R2G's hooks ran inside the compiled graph
+    assert max(abs(a - b) for a, b in zip(fused.test_acc, eager.test_acc)) <= 1 / len(data.y_test)
+    with pytest.raises(InputError, match="train_anchor: compile: expected True or False"):
+        train_anchor(anchor_decoder(7, "mul", seed=0), data, steps=2, compile="yes")
 
 
 def test_bad_settings_are_named(tmp_path):

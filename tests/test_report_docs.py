@@ -16,7 +16,8 @@ from icml26.registry import Entry
 from icml26.runner import run_all, source_revision
 
 REPO = Path(__file__).resolve().parents[1]
-COMMITTED_PAGES = sorted((REPO / "docs" / "results").glob("*.json"))
+# docs/results/K.json (the reference quick runs) and docs/results/full/K.json (full-mode studies)
+COMMITTED_PAGES = sorted((REPO / "docs" / "results").rglob("*.json"))
 
 
 def _seeded(config):
@@ -227,7 +228,8 @@ def test_render_refuses_what_is_not_a_results_page():
         render_results_page({"schema": 1})
 
 
-@pytest.mark.parametrize("source", COMMITTED_PAGES, ids=[p.stem for p in COMMITTED_PAGES])
+@pytest.mark.parametrize("source", COMMITTED_PAGES,
+                         ids=[str(p.relative_to(REPO / "docs" / "results").with_suffix("")) for p in COMMITTED_PAGES])
 def test_committed_results_page_is_what_its_json_renders(source):
     """Every docs/results/K.md is exactly what K.json renders to (rerun `icml26 report --regenerate docs/results`)."""
     page = source.with_suffix(".md")

@@ -9,6 +9,7 @@ from icml26.eval.tasks.r2g.modular import (
     anchor_dataset,
     anchor_decoder,
     anchor_init,
+    censored_median,
     count_parameters,
     modular_dataset,
     small_decoder,
@@ -26,6 +27,6 @@ from icml26.eval.tasks.r2g.tense import (
 
 __all__ = [
     "ANCHOR_OPS", "AnchorData", "INTRANSITIVE", "NOUNS", "OPS", "TENSE_PROMPT_SUFFIX", "TRANSITIVE",
-    "anchor_dataset", "anchor_decoder", "anchor_init", "count_parameters", "modular_dataset", "small_decoder",
+    "anchor_dataset", "anchor_decoder", "anchor_init", "censored_median", "count_parameters", "modular_dataset", "small_decoder",
     "steps_to", "tense_accuracy", "tense_dataset", "tense_tokenize",
 ]

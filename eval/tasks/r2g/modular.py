@@ -7,7 +7,8 @@
   (2023, arXiv 2301.05217): no LayerNorm, ReLU MLP, embeddings and positions
   ``N(0, d^-1/2)`` (the initialisation scale decides how fast the model memorises), the linear
   layers at PyTorch's default ``U(+-1/sqrt(fan_in))``;
-- :func:`steps_to`: the first step a curve reaches a threshold;
+- :func:`steps_to`: the first step a curve reaches a threshold; :func:`censored_median`: their median
+  when runs stop at a cap;
 - Grokfast's task (ironjr/grokfast ``main.py``): :func:`anchor_dataset` (``a op b mod 97``, its
   seeded split) and :func:`anchor_decoder` (its 2-layer decoder as a GPT-2 with its initial weights);
 - the training loops and the geometry they measure are R2G's own: :mod:`icml26.training.r2g.loops`;
@@ -17,6 +18,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -27,7 +29,7 @@ from icml26.utils import IGNORE_INDEX
 from icml26.validation import check_finite, check_int
 
 __all__ = ["ANCHOR_OPS", "OPS", "AnchorData", "anchor_dataset", "anchor_decoder", "anchor_init", "count_parameters",
-           "modular_dataset", "small_decoder", "steps_to"]
+           "censored_median", "modular_dataset", "small_decoder", "steps_to"]
 
 OPS = {"add": lambda a, b, p: (a + b) % p, "mul": lambda a, b, p: (a * b) % p}
 
@@ -125,6 +127,36 @@ def steps_to(steps: Sequence[int], values: Sequence[float], threshold: float = 0
                           described(f"{len(values)} values"))
     check_finite("steps_to", "threshold", threshold)
     return next((s for s, v in zip(steps, values) if v >= threshold), None)
+
+
+def censored_median(steps: Sequence[float | int | None], cap: int) -> tuple[float, bool]:
+    """The median of steps-to-target values right-censored at ``cap``: ``(value, censored)``.
+
+    ``None`` or ``inf`` is a run that had not reached the target when it stopped at the cap: it ranks above
+    every observed value (all of which are ``<= cap``). When the middle value (both middle values, for an
+    even count) is observed the median is exact and ``censored`` is False; otherwise the median is only
+    known to exceed ``value`` (``cap`` when the middle value is censored; the mean of the observed middle
+    value and ``cap`` when one of two middle values is) and ``censored`` is True. Written by hand:
+    ``statistics.median`` would average an infinity into the result, and no kept library takes censoring
+    by a common cap.
+    """
+    check_int("censored_median", "cap", cap, low=1)
+    if not len(steps):
+        raise input_error("censored_median", "steps", "at least one value", described("none"))
+    values = []
+    for s in steps:
+        if s is not None and not (isinstance(s, (int, float)) and not isinstance(s, bool) and (s >= 0)):
+            raise input_error("censored_median", "steps", "non-negative numbers, None or inf (censored)", steps)
+        if s is not None and math.isfinite(s) and s > cap:
+            raise input_error("censored_median", "steps", f"observed values <= cap ({cap})", steps)
+        values.append(math.inf if s is None else float(s))
+    values.sort()
+    n = len(values)
+    middle = values[(n - 1) // 2: n // 2 + 1]
+    observed = [v for v in middle if math.isfinite(v)]
+    if len(observed) == len(middle):
+        return sum(middle) / len(middle), False
+    return (observed[0] + cap) / 2 if observed else float(cap), True
 
 
 # ---------------------------------------------------------------------------------------------
