@@ -1,9 +1,9 @@
 """PhysioNet/CinC Challenge 2012 as IMTS forecasting splits, under the field's protocols.
 
-The records are read from the challenge's ``set-a.tar.gz`` as distributed (members read with
-:mod:`tarfile`, nothing extracted) or from an extracted folder; the parsed rows are cached under the
-toolkit's cache folder (:func:`icml26.utils.cache_dir`), keyed by a hash of the source. Protocols
-(:data:`PHYSIONET_PROTOCOLS`):
+The records are read from the challenge's ``set-a.tar.gz``, ``set-b.tar.gz``, ``set-c.tar.gz`` as
+distributed (members read with :mod:`tarfile`, nothing extracted) or from extracted folders, one source or
+several concatenated; each source's parsed rows are cached under the toolkit's cache folder
+(:func:`icml26.utils.cache_dir`), keyed by a hash of the source. Protocols (:data:`PHYSIONET_PROTOCOLS`):
 
 - ``"tpatchgnn"``: t-PatchGNN's pipeline (Zhang et al., ICML 2024; ``usail-hkust/t-PatchGNN``, files
   ``lib/physionet.py``, ``lib/parse_datasets.py``, ``lib/utils.py``, ``lib/evaluation.py``,
@@ -16,10 +16,8 @@ toolkit's cache folder (:func:`icml26.utils.cache_dir`), keyed by a hash of the 
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
-import tarfile
 import zipfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -29,6 +27,15 @@ from typing import Any
 import numpy as np
 
 from icml26.errors import described, input_error
+from icml26.eval.tasks.tfmixer.physionet_files import (
+    _check_sources,
+    _concat_rows,
+    _parse_rows,
+    _parse_source,
+    _record_id,
+    _source_key,
+    _tpatchgnn_order,
+)
 from icml26.models.tfmixer.data import IMTSDataset, IMTSSplits, imts_sample
 from icml26.utils import atomic_write_bytes, cache_dir
 from icml26.validation import check_choice, check_finite, check_int
@@ -51,8 +58,6 @@ PHYSIONET_GROUPS = {
 }
 #: The 36 time series PyOmniTS forecasts on P12 (no descriptor, no Weight).
 APN_VARIABLES = tuple(v for v in PHYSIONET_VARIABLES if v not in PHYSIONET_STATIC)
-HEADER = "Time,Parameter,Value"
-_CACHE_VERSION = 1  # bump when the cached layout changes
 
 
 @dataclass(frozen=True)
@@ -74,41 +79,30 @@ PHYSIONET_PROTOCOLS = {
 }
 
 
-def default_physionet_path() -> Path | None:
+def default_physionet_path(all_sets: bool = False) -> Path | list[Path] | None:
     """Where the set-A archive is expected: ``$ICML26_PHYSIONET``, else
     ``<repository root>/../shared/data/physionet2012/set-a.tar.gz`` (this repository's CI); None if
-    neither exists (callers skip with a message; nothing is ever downloaded)."""
-    env = os.environ.get("ICML26_PHYSIONET")
-    candidates = [Path(env).expanduser()] if env else []
-    candidates.append(Path(__file__).resolve().parents[3].parent / "shared" / "data" / "physionet2012" / "set-a.tar.gz")
-    return next((p for p in candidates if p.exists()), None)
+    neither exists (callers skip with a message; nothing is ever downloaded).
+
+    With ``all_sets``: the list ``[set-a, set-b, set-c]`` (each ``set-X.tar.gz``, else a folder ``set-X``)
+    from the first folder holding all three: the folder ``$ICML26_PHYSIONET`` names (or the one holding the
+    file it names), else the CI folder; None if no folder holds all three."""
+    env = Path(os.environ["ICML26_PHYSIONET"]).expanduser() if os.environ.get("ICML26_PHYSIONET") else None
+    shared = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "physionet2012"
+    if not all_sets:
+        return next((p for p in ([env] if env else []) + [shared / "set-a.tar.gz"] if p.exists()), None)
+    folders = ([env] if env and env.is_dir() else []) + ([env.parent] if env else []) + [shared]
+    for folder in folders:
+        found = [next((p for p in (folder / f"set-{x}.tar.gz", folder / f"set-{x}") if p.exists()), None)
+                 for x in "abc"]
+        if all(found):
+            return found
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
-# Reading: rows of (hours, parameter, value) per record, from an archive or a folder, cached
+# Reading: rows of (hours, parameter, value) per record, from archives or folders (physionet_files.py), cached
 # ---------------------------------------------------------------------------------------------
-def _parse_rows(text: str, where: str) -> list[tuple[float, str, float]] | None:
-    """Every ``Time,Parameter,Value`` row of one record file (RecordID included); None if not a record."""
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    if not lines or lines[0].replace(" ", "") != HEADER:
-        return None
-    rows = []
-    for number, line in enumerate(lines[1:], start=2):
-        parts = line.split(",")
-        try:
-            stamp, name, value = parts[0], parts[1].strip(), float(parts[2])
-            hh, mm = stamp.split(":")
-            rows.append((int(hh) + int(mm) / 60.0, name, value))
-        except (ValueError, IndexError):
-            raise input_error("read_physionet_record", f"{where}:{number}", "'HH:MM,Parameter,Value'", line) from None
-    return rows
-
-
-def _record_id(rows, fallback: str) -> str:
-    ids = [v for h, n, v in rows if n == "RecordID" and h == 0]
-    return str(int(ids[0])) if ids else fallback
-
-
 def read_physionet_record(path: str | os.PathLike) -> dict[str, Any]:
     """Parse one record file: ``{"record_id", "static": {name: value}, "observations": [(hours, name, value)]}``.
 
@@ -139,70 +133,22 @@ def _record_dict(record_id: str, rows) -> dict[str, Any]:
     return {"record_id": record_id, "static": static, "observations": observations}
 
 
-def _source_texts(source: Path) -> Iterator[tuple[str, str]]:
-    """``(name, text)`` of every ``.txt`` file: archive members in archive order, folder files sorted."""
-    if source.is_dir():
-        for path in sorted(source.rglob("*.txt")):
-            yield str(path), path.read_text()
-        return
-    with tarfile.open(source, "r:*") as archive:
-        for member in archive:
-            if member.isfile() and member.name.endswith(".txt"):
-                yield f"{source}:{member.name}", archive.extractfile(member).read().decode("utf-8")
-
-
-def _source_key(source: Path) -> str:
-    digest = hashlib.sha256(f"physionet2012 v{_CACHE_VERSION}".encode())
-    if source.is_dir():
-        for path in sorted(source.rglob("*.txt")):
-            stat = path.stat()
-            digest.update(f"{path.relative_to(source)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
-    else:
-        with source.open("rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()[:24]
-
-
-def _parse_source(source: Path) -> dict[str, np.ndarray]:
-    ids, hours, names, values, offsets = [], [], [], [], [0]
-    for where, text in _source_texts(source):
-        rows = _parse_rows(text, where)
-        if rows is None:  # e.g. Outcomes-a.txt
-            continue
-        ids.append(_record_id(rows, Path(where.rsplit(":", 1)[-1]).stem))
-        for h, n, v in rows:
-            hours.append(h)
-            names.append(n)
-            values.append(v)
-        offsets.append(len(hours))
-    table, index = np.unique(np.array(names, dtype=str), return_inverse=True) if names else (np.zeros(0, str), [])
-    return {"record_ids": np.array(ids, dtype=str), "offsets": np.array(offsets, np.int64),
-            "hours": np.array(hours, np.float64), "param": np.asarray(index, np.int16).reshape(-1),
-            "value": np.array(values, np.float64), "names": table}
-
-
-def _check_source(source) -> Path:
-    if not isinstance(source, (str, os.PathLike)):
-        raise TypeError(str(input_error("load_physionet2012", "source", "a path (str or os.PathLike)",
-                                        described(type(source).__name__))))
-    source = Path(source)
-    if not source.exists():
-        raise input_error("load_physionet2012", "source", "set-a.tar.gz or a folder of record files", str(source))
-    if not source.is_dir() and not tarfile.is_tarfile(source):
-        raise input_error("load_physionet2012", "source", "a tar archive or a folder", str(source))
-    return source
-
-
-def physionet_rows(source: str | os.PathLike, *, cache: bool = True) -> dict[str, np.ndarray]:
-    """Every row of every record in ``source`` (``set-a.tar.gz`` or a folder), as flat arrays.
+def physionet_rows(source: str | os.PathLike | Sequence[str | os.PathLike], *,
+                   cache: bool = True) -> dict[str, np.ndarray]:
+    """Every row of every record in ``source`` as flat arrays: an archive (``set-a.tar.gz``) or a folder, or a
+    sequence of them (e.g. sets A, B and C) concatenated in the order given.
 
     Returns ``record_ids [N]``, ``offsets [N + 1]`` (record ``i`` is rows ``offsets[i]:offsets[i+1]``,
-    in file order), ``hours``, ``param`` (an index into ``names``) and ``value``. With ``cache``, the
-    arrays are kept under ``cache_dir("physionet2012")``, keyed by the archive's SHA-256 (a folder: its
-    files' names, sizes and modification times) and written atomically.
+    in file order), ``hours``, ``param`` (an index into ``names``) and ``value``. With ``cache``, each
+    source's arrays are kept under ``cache_dir("physionet2012")``, keyed by the archive's SHA-256 (a folder:
+    its files' names, sizes and modification times) and written atomically. The same source twice, or a
+    RecordID in two sources, is refused (:class:`~icml26.errors.InputError`).
     """
-    source = _check_source(source)
+    paths = _check_sources(source)
+    return _concat_rows([_source_rows(p, cache) for p in paths], paths)
+
+
+def _source_rows(source: Path, cache: bool) -> dict[str, np.ndarray]:
     target = cache_dir("physionet2012") / f"{_source_key(source)}.npz" if cache else None
     if target is not None and target.exists():
         try:
@@ -365,24 +311,36 @@ def _split_groups(n: int, protocol: str, split, seed) -> list[np.ndarray]:
     return [order[:n_train], order[n_train:n_train + n_val], order[n_train + n_val:]]
 
 
-def load_physionet2012(source: str | os.PathLike, protocol: str = "tpatchgnn", *,
+def load_physionet2012(source: str | os.PathLike | Sequence[str | os.PathLike], protocol: str = "tpatchgnn", *,
                        variables: Sequence[str] | None = None, include_static: bool | None = None,
                        normalization: str | None = None, split: tuple[float, float, float] | None = None,
                        seed: int | None = None, quantization: float = 0.0, cache: bool = True) -> IMTSSplits:
-    """PhysioNet 2012 records from ``source`` (``set-a.tar.gz`` as distributed, or a folder searched
-    recursively for ``*.txt``) as train/validation/test IMTS splits under ``protocol``.
+    """PhysioNet 2012 records from ``source`` as train/validation/test IMTS splits under ``protocol``.
+
+    ``source`` is one archive as distributed (``set-a.tar.gz``) or a folder searched recursively for
+    ``*.txt``, or a non-empty sequence of them (``["set-a.tar.gz", "set-b.tar.gz", "set-c.tar.gz"]``,
+    as :func:`default_physionet_path` ``(all_sets=True)`` finds them): each is parsed and cached on its
+    own, then their records are concatenated, in the order given except under ``"tpatchgnn"`` (below);
+    ``"apn"`` and the earlier pipeline then order the records their own way. The same source twice, or
+    a RecordID in two sources (a stay on both sides of the split), is refused. ``info["sources"]`` lists
+    the sources' names in the order used.
 
     ``"tpatchgnn"`` is t-PatchGNN's pipeline, step for step:
 
+    - sources: sets A, B and C concatenated in that order (``PhysioNet.__init__`` in ``lib/physionet.py``:
+      ``data_a + data_b + data_c``, 12,000 stays), whatever order they are given in, when every source's
+      name starts with ``set-a``, ``set-b`` or ``set-c``; other names keep the order given;
     - parsing (``lib/physionet.py``): the 41 variables of :data:`PHYSIONET_VARIABLES`; a row at
       t = 0 always; several values of one variable at one time averaged; the 00:00 descriptors are
       observations at t = 0, *including* the -1 that means unknown (its code keeps them);
       ``quantization`` hours rounds times first (``run_models.py`` default 0: none);
-    - split (``lib/parse_datasets.py``): records in source order (an archive's member order; a
-      folder's files sorted by path, which is not the order t-PatchGNN's ``os.listdir`` saw, so only
-      the archive reproduces the published split); ``train_test_split(train_size=0.8,
-      random_state=42, shuffle=True)`` into seen/test, then the seen records' first 75 % train and
-      the rest validation (2,400 / 800 / 800 of set A's 4,000);
+    - split (``lib/parse_datasets.py``): records in source order. Reconstruction: within a set,
+      t-PatchGNN takes ``os.listdir`` of the extracted folder, an order its filesystem chose; here an
+      archive's member order, a folder's files sorted by path (the two can differ; only the order
+      t-PatchGNN's filesystem gave reproduces its published split). Then
+      ``train_test_split(train_size=0.8, random_state=42, shuffle=True)`` into seen/test, and the seen
+      records' first 75 % train, the rest validation (2,400 / 800 / 800 of set A's 4,000; 7,200 /
+      2,400 / 2,400 of sets A + B + C);
     - min-max fit on the *seen* records (train + validation, ``get_data_min_max(seen_data)``),
       a zero range replaced by 1e-8, unobserved slots 0;
     - 24 h history (``--history 24``: times < 24) and every observation from 24 h on as targets
@@ -447,8 +405,9 @@ def load_physionet2012(source: str | os.PathLike, protocol: str = "tpatchgnn", *
         raise input_error(fn, "include_static", "True, False or None", include_static)
     if protocol == "tpatchgnn" and seed is None:
         seed = TPATCHGNN_SPLIT_SEED
-    _check_source(source)  # before any work, as physionet_rows does again
-    rows = physionet_rows(source, cache=cache)
+    paths = _check_sources(source)  # before any work, as physionet_rows does again
+    paths = _tpatchgnn_order(paths) if protocol == "tpatchgnn" else paths
+    rows = physionet_rows(paths, cache=cache)
     ids = [str(r) for r in rows["record_ids"]]
     if protocol == "tpatchgnn":
         variables, arrays = PHYSIONET_VARIABLES, _tpatchgnn_arrays(rows, float(quantization))
@@ -499,7 +458,8 @@ def load_physionet2012(source: str | os.PathLike, protocol: str = "tpatchgnn", *
             "normalization": "minmax" if protocol == "tpatchgnn" else normalization, "variables": tuple(variables),
             "center": center, "scale": scale, "train_mean": _observed_mean(arrays, groups[0], center, scale),
             "time_max": float(max((arrays[i][0].max() for i in seen if len(arrays[i][0])), default=0.0)),
-            "dropped": dropped, "records": len(ids), "quantization": float(quantization),
+            "dropped": dropped, "records": len(ids), "sources": [p.name for p in paths],
+            "quantization": float(quantization),
             "split_seed": None if protocol == "apn" else (0 if seed is None else seed)}
     return IMTSSplits(*parts, info=info)
 
@@ -522,7 +482,7 @@ __all__ = ["APN_VARIABLES", "PHYSIONET_GROUPS", "PHYSIONET_PROTOCOLS", "PHYSIONE
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m icml26.eval.tasks.tfmixer.physionet2012 [--data PATH] [--protocol NAME]``: the LOCF and
+    """``python -m icml26.eval.tasks.tfmixer.physionet2012 [--data PATH [PATH ...]] [--protocol NAME]``: the LOCF and
     history-mean baselines (empty channels filled with the training mean) on validation and test."""
     import argparse
 
@@ -530,10 +490,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from icml26.models.tfmixer import HistoryMeanForecaster, LOCFForecaster
 
     parser = argparse.ArgumentParser(prog="python -m icml26.eval.tasks.tfmixer.physionet2012", description=main.__doc__)
-    parser.add_argument("--data", help="set-a.tar.gz or a folder (default: $ICML26_PHYSIONET, then the CI path)")
+    parser.add_argument("--data", nargs="+", help="set-a.tar.gz or a folder, or several (set-a.tar.gz set-b.tar.gz "
+                        "set-c.tar.gz) (default: $ICML26_PHYSIONET, then the CI path)")
     parser.add_argument("--protocol", default="tpatchgnn", choices=tuple(PHYSIONET_PROTOCOLS))
     args = parser.parse_args(argv)
-    path = args.data or default_physionet_path()
+    path = (args.data[0] if len(args.data) == 1 else args.data) if args.data else default_physionet_path()
     if path is None:
         parser.error("no data: pass --data or set ICML26_PHYSIONET")
     try:
@@ -541,7 +502,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         parser.error(f"--data: {exc}" if getattr(exc, "argument", None) == "source" else str(exc))
     fill = splits.info["train_mean"]
-    print(f"protocol {args.protocol} ({splits.info['metric']} metric): train/validation/test "
+    print(f"protocol {args.protocol} ({splits.info['metric']} metric), sources {', '.join(splits.info['sources'])}: "
+          f"train/validation/test "
           f"{len(splits.train)}/{len(splits.validation)}/{len(splits.test)} samples")
     for name, model in (("LOCF", LOCFForecaster(fill_value=fill)), ("history mean", HistoryMeanForecaster(fill))):
         for part in ("validation", "test"):
