@@ -6,11 +6,29 @@ from pathlib import Path
 
 import pytest
 
-from icml26.agents.optminer.bench import (ENV_FOLDER, bench_folder, discover, evaluate, load_benchmark,
-                                          solve_problem)
+from icml26.agents.optminer.bench import (
+    ENV_FOLDER,
+    bench_folder,
+    discover,
+    evaluate,
+    load_benchmark,
+    solve_problem,
+    tolerance_branches,
+)
 from icml26.agents.optminer.retrieval import BM25Corpus, Document, make_search_tool
-from icml26.agents.optminer.scorer import (DEFAULT_RULE, Scorer, Tolerance, extract_code, parse_answer,
-                                           parse_objective, printed_decimals, read_answer)
+from icml26.agents.optminer.scorer import (
+    BENCHMARK_ROUNDING,
+    DEFAULT_RULE,
+    Scorer,
+    Tolerance,
+    benchmark_rounding,
+    extract_code,
+    parse_answer,
+    parse_objective,
+    printed_decimals,
+    read_answer,
+    read_free_text,
+)
 
 LP_CODE = """
 import pulp
@@ -118,18 +136,98 @@ def test_tolerance_follows_the_printed_reference():
     assert rule.name == DEFAULT_RULE and Scorer().tolerance == rule
     assert [printed_decimals(r) for r in ("3.140", "57.0", "12", "1.5e3", "1,234.57", 2.25, 12.0, 7)] == \
         [3, 1, 0, 0, 2, 2, 0, 0]
-    # a reference rounded to 2 decimals: the exact optimum 1234.5678 is right by the rule, wrong by rtol alone
-    assert rule.accepts(1234.5678, 1234.57, "1234.57")
-    assert not Tolerance(1e-6, printed_decimals=False).accepts(1234.5678, 1234.57, "1234.57")
-    assert rule.accepts(3.1449, 3.14, "3.14") and not rule.accepts(3.1451, 3.14, "3.14")
-    # an integer reference is never widened to +-0.5
-    assert not rule.accepts(12.4, 12.0, "12") and not rule.accepts(12.0001, 12.0, "12")
-    assert rule.accepts(12.000001, 12.0, "12")  # 1e-6 / 13 < 1e-6
+    # a reference rounded to 2 decimals in a benchmark that rounds: the exact optimum is right
+    assert rule.accepts(1234.5678, 1234.57, "1234.57", rounds=True)
+    assert not rule.accepts(1234.5678, 1234.57, "1234.57")  # a benchmark not known to round
+    assert rule.accepts(3.1449, 3.14, "3.14", rounds=True) and not rule.accepts(3.1451, 3.14, "3.14", rounds=True)
+    # an integer-valued reference is never widened, whatever its JSON type
+    for raw in (12, 12.0, "12", "12.0", "12.00"):
+        assert rule.branch(12.0, raw, rounds=True) == "integer_exact"
+        assert not rule.accepts(12.04, 12.0, raw, rounds=True) and rule.accepts(12.000001, 12.0, raw, rounds=True)
+    assert not rule.accepts(10349920.04, 10349920.0, "10349920.0")  # rel 4e-9, but 0.04 off an integer
     strict = Scorer()
-    assert not strict.judge("OBJECTIVE: 12.0001", 12.0)[0]  # a float reference 12.0 counts as an integer
-    assert strict.judge("OBJECTIVE: 12.0001", 12.0, "12.0")[0]  # printed "12.0": one decimal, +-0.05
-    assert strict.score_code("print('OBJECTIVE: 1234.5678')", "1234.57").correct
-    assert not Scorer(rtol=1e-6).score_code("print('OBJECTIVE: 1234.5678')", "1234.57").correct
+    assert not strict.judge("OBJECTIVE: 12.0001", 12.0, "12.0", benchmark="IndustryOR_fixedV2")[0]
+    assert strict.score_code("print('OBJECTIVE: 1234.5678')", "1234.57", benchmark="MAMO_EasyLP_fixed").correct
+    assert not strict.score_code("print('OBJECTIVE: 1234.5678')", "1234.57").correct
+    assert not Scorer(rtol=1e-6).score_code("print('OBJECTIVE: 1234.5678')", "1234.57", benchmark="industryor").correct
+
+
+def test_tolerance_branches_zero_single_digit_and_bad_input():
+    rule = Tolerance()
+    for raw in (0, 0.0, "0", "0.0", "-0.00"):
+        assert rule.branch(0.0, raw, rounds=True) == "zero_absolute"
+        assert rule.accepts(0.0, 0.0, raw) and rule.accepts(-1e-7, 0.0, raw, rounds=True)
+        assert not any(rule.accepts(p, 0.0, raw, rounds=True) for p in (1e-6, -1e-6, 0.03, 1.5))
+    assert rule.branch(0.1, "0.1", rounds=True) == "relative"  # one significant digit pins nothing
+    assert not rule.accepts(0.15, 0.1, "0.1", rounds=True) and not rule.accepts(0.104, 0.1, "0.1", rounds=True)
+    assert rule.branch(0.66, "0.66", rounds=True) == "rounded_half_ulp" and rule.accepts(0.664, 0.66, "0.66", rounds=True)
+    assert rule.branch(0.66, "0.66") == "relative" and not rule.accepts(0.664, 0.66, "0.66")
+    assert rule.branch(42142.86, "42142.86", rounds=True) == "relative"  # the relative slack is larger
+    assert rule.branch(2.25, 2.25, rounds=True) == "rounded_half_ulp"  # a JSON float counts as its repr
+    assert Tolerance(printed_decimals=False).branch(12.0, "12") == "relative"
+    assert [benchmark_rounding(n).rounds for n in ("IndustryOR_fixedV2", "mamo-easylp", "MAMO_ComplexLP_fixed",
+                                                   "NL4OPT", "OptMATH_Bench_166", "OptiBench", "mine", None)] == \
+        [True, True, True, False, False, False, False, False]
+    assert all(r.reason for r in BENCHMARK_ROUNDING.values())
+    with pytest.raises(TypeError, match="benchmark_rounding: benchmark: expected a benchmark name"):
+        benchmark_rounding(3)
+    with pytest.raises(TypeError, match="Tolerance.branch: rounds: expected a bool"):
+        rule.branch(1.5, rounds="yes")
+    with pytest.raises(ValueError, match="Tolerance.branch: reference: expected a finite number"):
+        rule.branch("No Best Solution")
+    with pytest.raises(TypeError, match="benchmark_rounding: benchmark"):
+        Scorer().score_code("print(1)", 1, benchmark=["NL4OPT"])
+
+
+LABELS = Path(__file__).resolve().parent / "data" / "optminer_fallback_labels.jsonl"
+
+
+def test_free_text_fallback_agrees_with_the_human_labels():
+    lines = [json.loads(line) for line in LABELS.read_text(encoding="utf-8").splitlines() if line.strip()]
+    assert len(lines) >= 150 and all(x["grade"] in ("accept", "reject") and x["why"] for x in lines)
+    scorer, disagree, wrong_accepted = Scorer(), [], []
+    for x in lines:
+        ref = x["reference"]
+        ok = scorer.judge(x["text"], None if ref is None else parse_answer(ref), ref)[0]
+        if ("accept" if ok else "reject") != x["grade"]:
+            disagree.append(x)
+            if ok:
+                wrong_accepted.append(x)
+    assert not wrong_accepted, wrong_accepted
+    assert 1 - len(disagree) / len(lines) >= 0.98, disagree
+    assert read_free_text("\\boxed{25}").source == "boxed" and read_free_text("25").source == "sole_amount"
+
+
+def _bench_items():
+    folder = shared_bench()
+    return {name: load_benchmark(path) for name, path in discover(folder).items()}
+
+
+def test_shared_benchmarks_tolerance_oracle_wrong_and_rounded_answers():
+    scorer = Scorer()
+    for name, items in _bench_items().items():
+        rounds = benchmark_rounding(name).rounds
+        numeric = [i for i in items if i.answer is not None]
+
+        def accepted(answer_of, chosen):
+            return sum(scorer.judge(f"OBJECTIVE: {answer_of(i)!r}", i.answer, i.raw_answer, benchmark=name)[0]
+                       for i in chosen)
+
+        oracle = sum(scorer.judge(f"OBJECTIVE: {i.raw_answer}" if i.answer is not None else "OBJECTIVE: INFEASIBLE",
+                                  i.answer, i.raw_answer, benchmark=name)[0] for i in items)
+        assert oracle == len(items), name
+        assert accepted(lambda i: i.answer * 1.5, [i for i in numeric if i.answer != 0]) == 0, name
+        integral = [i for i in numeric if i.answer.is_integer()]
+        assert integral and accepted(lambda i: i.answer + 0.04, integral) == 0, name
+        # reference +- 0.4 units in its last printed place, where that exceeds the relative slack
+        moved = [(i, s) for i in numeric for s in (-1, 1) if printed_decimals(i.raw_answer) and not i.answer.is_integer()
+                 and 0.4 * 10.0 ** -printed_decimals(i.raw_answer) > 1e-6 * (abs(i.answer) + 1)
+                 and scorer.tolerance.half_unit(i.raw_answer) > 0]
+        got = sum(scorer.judge(f"OBJECTIVE: {i.answer + s * 0.4 * 10.0 ** -printed_decimals(i.raw_answer)!r}",
+                               i.answer, i.raw_answer, benchmark=name)[0] for i, s in moved)
+        assert got == (len(moved) if rounds else 0), (name, got, len(moved))
+        branches = tolerance_branches(items)
+        assert sum(branches.values()) == len(items) and (branches["rounded_half_ulp"] > 0) == rounds, (name, branches)
 
 
 def test_explicit_tolerances_and_format_reward():
@@ -305,6 +403,8 @@ def test_agent_searches_then_answers_and_eval_resumes(tmp_path, scorer):
     summary = evaluate(backend, items, tmp_path / "out" / "toy.jsonl", scorer=scorer, progress=False)
     assert summary["n"] == 2 and summary["correct"] == 1 and summary["accuracy"] == 0.5
     assert summary["tolerance"]["rule"] == DEFAULT_RULE and summary["infra_errors"] == 0
+    assert summary["tolerance_branches"] == {"integer_exact": 2, "zero_absolute": 0, "rounded_half_ulp": 0,
+                                             "relative": 0, "no_optimum": 0}
     lines = (tmp_path / "out" / "toy.jsonl").read_text().splitlines()
     assert len(lines) == 2 and json.loads(lines[0])["completion"]
     again = ScriptedBackend([])  # would raise if asked anything
@@ -552,6 +652,7 @@ def test_cli_eval_on_the_shared_benchmarks_oracle_scores_100_and_a_dump_scores_b
                 server.close()
             assert code == 0, capsys.readouterr().err
             s = json.loads((out / "summary.json").read_text())[name]
+            assert s["tolerance_branches"] == tolerance_branches(items) and "rounding" in s
             assert s["correct"] == expected and s["scored"] == 3 and s["infra_errors"] == 0, (name, s)
             if expected == 0:
                 assert s["statuses"] == {"unparsed": 3}

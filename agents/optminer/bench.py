@@ -22,7 +22,7 @@ from pathlib import Path
 from icml26.errors import described, input_error
 
 from .retrieval import MissingPathError
-from .scorer import Scorer, parse_answer
+from .scorer import BRANCHES, Scorer, Tolerance, benchmark_rounding, parse_answer
 
 ENV_FOLDER = "ICML26_OPTBENCH"
 SUFFIXES = (".jsonl", ".json")
@@ -184,7 +184,9 @@ def evaluate(backend, items: Sequence[BenchItem], out_path: str | os.PathLike, *
     and with ``stop_on_infra_error`` it ends the run (``"stopped"`` holds the reason). With
     ``resume`` the items already in ``out_path`` are not asked again (infrastructure failures are).
     Returns ``{"n", "scored", "correct", "accuracy" (None when nothing was scored), "infra_errors",
-    "tolerance", "widened_references", "statuses"}`` (plus ``"stopped"``).
+    "tolerance", "rounding" (the benchmark's :data:`~.scorer.BENCHMARK_ROUNDING` entry), "tolerance_branches"
+    (:func:`tolerance_branches`), "widened_references" (its ``rounded_half_ulp`` count), "statuses"}`` (plus
+    ``"stopped"``).
     """
     from tqdm.auto import tqdm
 
@@ -211,7 +213,7 @@ def evaluate(backend, items: Sequence[BenchItem], out_path: str | os.PathLike, *
             else:
                 record.update(completion=text, messages=messages, usage=usage)
                 try:
-                    score = scorer.score(text, item.raw_answer)
+                    score = scorer.score(text, item.raw_answer, benchmark=item.benchmark)
                 except (SandboxError, OSError) as exc:
                     record.update(status=INFRA_ERROR, correct=False, reward=0.0, error=f"sandbox: {exc}")
                 else:
@@ -234,12 +236,25 @@ def evaluate(backend, items: Sequence[BenchItem], out_path: str | os.PathLike, *
     summary = {"n": len(items), "scored": scored, "correct": correct,
                "accuracy": correct / scored if scored else None, "infra_errors": infra,
                "tolerance": scorer.tolerance.to_dict(),
-               "widened_references": sum(i.answer is not None and scorer.tolerance.half_unit(i.raw_answer) > 0
-                                         for i in items),
-               "statuses": statuses}
+               "rounding": dict(vars(benchmark_rounding(items[0].benchmark))) if items else None,
+               "tolerance_branches": (branches := tolerance_branches(items, scorer.tolerance)),
+               "widened_references": branches["rounded_half_ulp"], "statuses": statuses}
     if stopped:
         summary["stopped"] = stopped
     return summary
+
+
+def tolerance_branches(items: Sequence[BenchItem], tolerance: Tolerance | None = None) -> dict[str, int]:
+    """How many references of ``items`` each tolerance branch decides (:data:`~.scorer.BRANCHES`, plus
+    ``no_optimum`` for "No Best Solution"), under ``tolerance`` (default: the default rule) and each item's
+    benchmark rounding rule."""
+    tolerance = tolerance or Tolerance()
+    counts = dict.fromkeys(BRANCHES + ("no_optimum",), 0)
+    for item in items:
+        key = "no_optimum" if item.answer is None else tolerance.branch(
+            item.answer, item.raw_answer, rounds=benchmark_rounding(item.benchmark).rounds)
+        counts[key] += 1
+    return counts
 
 
 def evaluate_folder(backend, folder: str | os.PathLike, out_dir: str | os.PathLike, *,
@@ -285,10 +300,18 @@ def infra_failure(summary: dict) -> str | None:
 
 
 def format_summary(summary: dict) -> str:
-    lines = ["| benchmark | n | scored | correct | accuracy | infra errors | unparsed | tolerance |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| benchmark | n | scored | correct | accuracy | infra errors | unparsed | tolerance | references by "
+             "branch (integer exact / zero / rounded half-ulp / relative) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for name, s in summary.items():
         accuracy = "n/a" if not s["scored"] else f"{100 * s['accuracy']:.1f}%"
         lines.append(f"| {name} | {s['n']} | {s['scored']} | {s['correct']} | {accuracy} | {s['infra_errors']} "
-                     f"| {s['statuses'].get('unparsed', 0)} | {s['tolerance']['rule']} |")
+                     f"| {s['statuses'].get('unparsed', 0)} | {s['tolerance']['rule']} | {_branches(s)} |")
     return "\n".join(lines)
+
+
+def _branches(summary: dict) -> str:
+    counts = summary.get("tolerance_branches") or {}
+    text = " / ".join(str(counts.get(b, 0)) for b in BRANCHES)
+    rounding = summary.get("rounding")
+    return text + ("" if rounding is None else " (rounds)" if rounding["rounds"] else " (exact)")

@@ -68,8 +68,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="output folder: <benchmark>.jsonl generations and summary.json")
     p.add_argument("--limit", type=positive_int, default=None, help="first N problems of each benchmark")
     p.add_argument("--rtol", type=positive_float, default=None,
-                   help="replace the default tolerance rule (relative 1e-6, or within half a unit of the "
-                        "reference's last printed decimal) by: relative error |pred-ref|/(|ref|+1) < RTOL")
+                   help="replace the default tolerance rule (integer-valued references: |pred-ref| < "
+                        "min(1e-6*(|ref|+1), 1e-3); zero: |pred| < 1e-6; decimals widened by half a unit in the "
+                        "last place only for benchmarks that round; else relative error < 1e-6) by: relative "
+                        "error |pred-ref|/(|ref|+1) < RTOL; summary.json counts the references of each branch")
     p.add_argument("--atol", type=non_negative_float, default=None,
                    help="replace the default tolerance rule by: relative error < RTOL (1e-6 unless given) "
                         "or |pred-ref| <= ATOL")
