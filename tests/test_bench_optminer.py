@@ -9,19 +9,38 @@ from icml26.agents.optminer.solve import MILP
 from icml26.runner import RunConfig
 
 
-def test_bench_optminer_reports_rates_and_phase_shares(tmp_path):
-    from icml26.eval.benchmarks.optminer import run
+def test_bench_optminer_claims_cpu_ms_per_instance_and_reports_wall_time(tmp_path):
+    from icml26.eval.benchmarks.optminer import TARGET_CPU_MS, run
 
     result = run(RunConfig(out_dir=tmp_path), sizes={"quick": {"instances": 12}})
     m = result.metrics
     for workers in (1, 2):
-        assert m[f"synthesis_instances_per_s_{workers}_workers"] > 0
-        assert m[f"synthesis_cpu_ms_per_instance_{workers}_workers"] > 1.0  # CBC runs and workers counted
+        cpu = m[f"synthesis_cpu_ms_per_instance_{workers}_workers"]
+        process, cbc = (m[f"synthesis_{k}_cpu_ms_per_instance_{workers}_workers"] for k in ("process", "cbc"))
+        assert process > 1.0 and cbc > 0.1  # the drawing process (or workers) and their CBC runs both counted
+        assert cpu == pytest.approx(process + cbc, abs=0.02)
+        assert m[f"synthesis_instances_per_s_{workers}_workers"] > 0 and m[f"synthesis_wall_seconds_{workers}_workers"] > 0
         shares = m[f"synthesis_phase_share_{workers}_workers"]
         assert set(shares) == {"draw", "highs", "bound_check", "render", "cbc_start", "cbc_wait"}
         assert sum(shares.values()) == pytest.approx(1.0, abs=0.01)
+    assert [row["workers"] for row in result.tables["synthesis"]] == [1, 2]
     assert m["validator_differ"] == 0 and m["validator_instances_per_s"] > 0
-    assert result.claims[0].reference == 50.0
+    (claim,) = result.claims
+    assert claim.relation == "at_most" and claim.reference == TARGET_CPU_MS == 20.0 and claim.unit == "ms"
+    assert claim.measured == m["synthesis_cpu_ms_per_instance_2_workers"]
+    assert "instances/s" in claim.statement and "not claimed" in claim.statement
+
+
+def test_synthesis_cpu_seconds_are_summed_over_workers():
+    from icml26.agents.optminer.synth import synthesize
+
+    _, serial = synthesize(6, seed=2, progress=False)
+    _, parallel = synthesize(6, seed=2, workers=2, progress=False)
+    for stats in (serial, parallel):
+        assert set(stats["cpu_seconds"]) == {"process", "cbc"} and min(stats["cpu_seconds"].values()) > 0
+    # the same work: CPU time does not halve with two workers as wall time may
+    ratio = sum(parallel["cpu_seconds"].values()) / sum(serial["cpu_seconds"].values())
+    assert 0.5 < ratio < 2.0
 
 
 def _lp(sense="max", hi=(4.0, 6.0)):

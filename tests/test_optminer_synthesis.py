@@ -8,10 +8,21 @@ import pytest
 from icml26.agents.optminer.operators import fog, key_fact, transfer, union, union_differs
 from icml26.agents.optminer.retrieval import BM25Corpus
 from icml26.agents.optminer.solve import agree, relative_error, verify
-from icml26.agents.optminer.synth import build_corpus, save, scripted_modeller, synthesize, to_dataset
+from icml26.agents.optminer.synth import build_corpus, draw_tree, save, scripted_modeller, synthesize, to_dataset
 from icml26.agents.optminer.templates import SCENARIOS, TECHNIQUES, apply_technique, new_scenario
-from icml26.agents.optminer.tree import (Constraint, ModelSubtree, Objective, Param, ProblemTree, Rhs, Scenario,
-                                         Term, Variable, fmt, read_param)
+from icml26.agents.optminer.tree import (
+    Constraint,
+    ModelSubtree,
+    Objective,
+    Param,
+    ProblemTree,
+    Rhs,
+    Scenario,
+    Term,
+    Variable,
+    fmt,
+    read_param,
+)
 
 
 def hand_built_lp() -> ProblemTree:
@@ -195,6 +206,28 @@ def test_synthesis_validity_and_determinism(tmp_path):
     assert len(corpus) > len(instances)
     with pytest.raises(FileExistsError, match="already exist"):
         save(instances, [], out)
+
+
+def test_no_two_sentences_of_an_instance_differ_only_by_a_number():
+    """A stated quantity is found by its sentence, never by its place: masking every number (but the index that
+    names a period of the staffing cycle) leaves each instance's sentences distinct, technique sentences
+    included (two absolute-value techniques at one site once gave two penalty sentences equal up to the number)."""
+    value = re.compile(r"(?<!period )(?<![\d.])\d+(?:\.\d+)?")
+    drawn = 0
+    for i in range(400):  # synthesis before its solver checks: the text is what this reads
+        try:
+            text = draw_tree(np.random.default_rng([0, i, 0])).render_text()
+        except ValueError:
+            continue
+        drawn += 1
+        sentences = [value.sub("#", s) for line in text.split("\n") for s in re.split(r"(?<=\.)\s+", line)]
+        repeated = {s for s in sentences if sentences.count(s) > 1}
+        assert not repeated, (i, repeated)
+    assert drawn >= 350
+    tree = new_scenario("production", np.random.default_rng(0))
+    apply_technique(tree, "absolute_value", np.random.default_rng(1))
+    with pytest.raises(ValueError, match="with a free target for technique 'absolute_value'"):
+        apply_technique(tree, "absolute_value", np.random.default_rng(2))
 
 
 def test_synthesize_rejects_bad_arguments():

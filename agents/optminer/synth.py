@@ -38,6 +38,7 @@ from .templates import SCENARIOS, TECHNIQUES, apply_technique, distractor_docume
 from .tree import ProblemTree, read_param
 
 STAT_KEYS = ("attempts", "rejected_operator", "rejected_solver", "rejected_unstated_bound")
+CPU_KEYS = ("process", "cbc")
 
 
 @dataclass
@@ -148,11 +149,28 @@ def make_instance(tree: ProblemTree, instance_id: str, rtol: float = 1e-6, stats
     return inst
 
 
+def _cpu_now() -> dict:
+    """CPU seconds of this process (``time.process_time``) and of its reaped child processes (the CBC runs)."""
+    import os
+
+    t = os.times()
+    return {"process": time.process_time(), "cbc": t.children_user + t.children_system}
+
+
 def _draw_valid(job: tuple) -> tuple[Instance, dict]:
     """Instance ``i``: the first valid draw among generators ``default_rng([seed, i, attempt])``."""
     seed, i, probs, rtol, max_attempts = job
     stats: dict = dict.fromkeys(STAT_KEYS, 0)
-    stats["seconds"] = seconds = {}
+    stats["seconds"] = {}
+    start = _cpu_now()
+    try:
+        return _draw_attempts(seed, i, probs, rtol, max_attempts, stats), stats
+    finally:  # every CBC run of the job has been waited for, so its CPU time is in children's
+        stats["cpu_seconds"] = {k: v - start[k] for k, v in _cpu_now().items()}
+
+
+def _draw_attempts(seed: int, i: int, probs: dict, rtol: float, max_attempts: int, stats: dict) -> Instance:
+    seconds = stats["seconds"]
     clock = _Clock(seconds)
     for attempt in range(max_attempts):
         rng = np.random.default_rng([seed, i, attempt])
@@ -165,15 +183,16 @@ def _draw_valid(job: tuple) -> tuple[Instance, dict]:
             continue
         inst = make_instance(tree, f"om-{seed}-{i}", rtol, stats, seconds)
         if inst is not None:
-            return inst, stats
+            return inst
     raise RuntimeError(f"instance {i}: no valid draw in {max_attempts} attempts")
 
 
 def synthesize(n: int, seed: int = 0, *, union_prob: float = 0.3, transfer_prob: float = 0.3, fog_prob: float = 0.6,
                rtol: float = 1e-6, max_attempts: int = 20, workers: int = 1,
                progress: bool = True) -> tuple[list[Instance], dict]:
-    """``n`` verified instances and statistics (attempts, rejections by cause, ``seconds`` per phase summed
-    over workers).
+    """``n`` verified instances and statistics (attempts, rejections by cause, ``seconds`` per phase and
+    ``cpu_seconds`` summed over workers: ``process``, the ``time.process_time`` of the process that drew
+    each instance, and ``cbc``, its CBC subprocesses'; neither counts starting the worker processes).
 
     Instance ``i`` depends only on ``(seed, i)``, so the output is the same for any ``workers``
     (processes; 1 runs in this process).
@@ -215,12 +234,16 @@ def synthesize(n: int, seed: int = 0, *, union_prob: float = 0.3, transfer_prob:
     bar.close()
     stats = dict.fromkeys(STAT_KEYS, 0)
     seconds: dict[str, float] = {}
+    cpu = dict.fromkeys(CPU_KEYS, 0.0)
     for _, s in results:
         for key in STAT_KEYS:
             stats[key] += s[key]
         for phase, value in s["seconds"].items():
             seconds[phase] = seconds.get(phase, 0.0) + value
+        for key in CPU_KEYS:
+            cpu[key] += s["cpu_seconds"][key]
     stats["seconds"] = {k: round(v, 4) for k, v in sorted(seconds.items())}
+    stats["cpu_seconds"] = {k: round(v, 4) for k, v in cpu.items()}
     return [inst for inst, _ in results], stats
 
 
