@@ -73,7 +73,8 @@ def test_cli_decontaminate_reports_and_drops(tmp_path, capsys):
     assert main(["optminer", "decontaminate", str(train), str(tmp_path / "bench"), "--drop",
                  str(tmp_path / "kept.jsonl"), "--json", str(tmp_path / "r.json")]) == 0
     out = capsys.readouterr().out
-    assert "1 of 2 training items overlap" in out and "A: 1 of 1 questions also in B, 0 with a different answer" in out
+    assert "1 of 2 training items copy a benchmark question" in out and "(by pass: ngram 1)" in out
+    assert "A: 1 of 1 questions also in B, 0 with a different answer" in out
     kept = [json.loads(line) for line in (tmp_path / "kept.jsonl").read_text().splitlines()]
     assert [k["en_question"] for k in kept] == [OTHER]
     assert json.loads((tmp_path / "r.json").read_text())["contaminated"] == 1

@@ -45,15 +45,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=positive_int, default=None, help="first N instances only")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the full report as JSON to FILE")
 
-    p = sub.add_parser("decontaminate", help="report (and optionally drop) training items whose 13-gram overlap "
-                                             "with a benchmark question exceeds a threshold; also the overlap "
-                                             "between the benchmark files")
+    p = sub.add_parser("decontaminate", help="report (and optionally drop) training items that copy a benchmark "
+                                             "question: 13-gram overlap, number-masked MinHash, or the same "
+                                             "sentences in any order; also the 13-gram overlap between the "
+                                             "benchmark files")
     p.add_argument("train", metavar="TRAIN", help="a `synthesize --out` folder, a datasets folder (column text) or "
                                                   "a .jsonl/.json file of en_question records")
     p.add_argument("bench", metavar="BENCH", nargs="+", help="benchmark files or folders of them")
     p.add_argument("--threshold", type=_fraction, default=0.5,
-                   help="overlap (share of the shorter text's 13-grams found in the other) above which an item "
-                        "counts as contaminated (0.5)")
+                   help="13-gram pass: overlap (share of the shorter text's 13-grams found in the other) above "
+                        "which an item counts as contaminated (0.5); the masked and sentence passes use "
+                        "MASKED_THRESHOLD and SENTENCE_THRESHOLD")
     p.add_argument("--drop", default=None, metavar="OUT",
                    help="write the training items that stay to OUT (a datasets folder, or a .jsonl for a .jsonl TRAIN)")
     p.add_argument("--json", default=None, metavar="FILE", help="write the full report as JSON to FILE")
@@ -290,12 +292,14 @@ def _decontaminate(args) -> int:
     hits = contaminated(texts, benchmarks, args.threshold)
     cross = benchmark_overlap(benchmarks, args.threshold)
     per_bench = {name: sum(h.benchmark == name for h in hits) for name in benchmarks}
-    print(f"{len(hits)} of {len(texts)} training items overlap a benchmark question above {args.threshold:g} "
-          f"(13-grams): " + ", ".join(f"{n} {c}" for n, c in per_bench.items()))
+    per_pass = {m: sum(h.method == m for h in hits) for m in sorted({h.method for h in hits})}
+    print(f"{len(hits)} of {len(texts)} training items copy a benchmark question (13-grams above {args.threshold:g}, "
+          f"number-masked MinHash, or reordered sentences): " + ", ".join(f"{n} {c}" for n, c in per_bench.items())
+          + (" (by pass: " + ", ".join(f"{m} {c}" for m, c in per_pass.items()) + ")" if per_pass else ""))
     for row in cross:
         print(_overlap_line(row))
     report = {"threshold": args.threshold, "ngram": 13, "training_items": len(texts), "contaminated": len(hits),
-              "by_benchmark": per_bench, "items": [h.__dict__ for h in hits], "benchmark_overlap": cross}
+              "by_benchmark": per_bench, "by_pass": per_pass, "items": [h.__dict__ for h in hits], "benchmark_overlap": cross}
     if args.drop:
         dropped = {h.index for h in hits}
         save_kept(source, [k for k in range(len(texts)) if k not in dropped], args.drop)
