@@ -21,8 +21,8 @@ Arms (all from the same initial weights and split at a given seed; ``seed`` is G
 Reconstruction: R2G's alpha is chosen on a selection split carved from the training pairs (the test
 pairs are never looked at): :func:`select_alpha` trains the R2G arm on 90% of the training pairs for
 :data:`SELECTION_STEPS` steps at seed 0 for each alpha of :data:`ALPHA_GRID` and keeps the one that
-reaches 95% selection accuracy first (else the highest selection accuracy). Quick mode uses the
-result committed in :data:`SELECTED_ALPHA`; full mode reruns the selection and records it.
+reaches 95% selection accuracy first (else the highest selection accuracy). Both modes use the
+result committed in :data:`SELECTED_ALPHA`; ``R2GSettings(select=True)`` reruns the selection and records it.
 
 Quick mode (about 2 minutes per seed on 2 cores, one process per arm): Grokfast-EMA, baseline and R2G at
 one seed for :data:`BUDGET` steps, an arm stopping once it reaches 95% test accuracy; its R2G claim is a
