@@ -23,6 +23,7 @@ from icml26.agents.optminer.tree import (
     fmt,
     read_param,
 )
+from icml26.agents.optminer.validate import TextError, build_and_solve
 
 
 def hand_built_lp() -> ProblemTree:
@@ -211,7 +212,8 @@ def test_synthesis_validity_and_determinism(tmp_path):
 def test_no_two_sentences_of_an_instance_differ_only_by_a_number():
     """A stated quantity is found by its sentence, never by its place: masking every number (but the index that
     names a period of the staffing cycle) leaves each instance's sentences distinct, technique sentences
-    included (two absolute-value techniques at one site once gave two penalty sentences equal up to the number)."""
+    included (two absolute-value techniques at one site once gave two penalty sentences equal up to the number:
+    each penalty now names its total, and the validator reads it by that name)."""
     value = re.compile(r"(?<!period )(?<![\d.])\d+(?:\.\d+)?")
     drawn = 0
     for i in range(400):  # synthesis before its solver checks: the text is what this reads
@@ -224,10 +226,26 @@ def test_no_two_sentences_of_an_instance_differ_only_by_a_number():
         repeated = {s for s in sentences if sentences.count(s) > 1}
         assert not repeated, (i, repeated)
     assert drawn >= 350
-    tree = new_scenario("production", np.random.default_rng(0))
-    apply_technique(tree, "absolute_value", np.random.default_rng(1))
-    with pytest.raises(ValueError, match="with a free target for technique 'absolute_value'"):
-        apply_technique(tree, "absolute_value", np.random.default_rng(2))
+    tree, grafted, rng = new_scenario("facility", np.random.default_rng(0)), 0, np.random.default_rng(1)
+    while True:  # as many absolute-value techniques at one site as its free targets allow
+        try:
+            apply_technique(tree, "absolute_value", rng)
+        except ValueError as error:
+            assert "with a free target for technique 'absolute_value'" in str(error)
+            break
+        grafted += 1
+    text = tree.render_text()
+    penalties = [s for s in text.splitlines() if "costs a penalty" in s]
+    assert grafted >= 2 and len(penalties) == grafted and len({value.sub("#", s) for s in penalties}) == grafted
+    moved = text  # every penalty moved to the end, in reverse order: each is read by the total it names
+    for sentence in penalties:
+        moved = moved.replace(sentence, "")
+    moved = "\n".join([*(s for s in moved.splitlines() if s), *reversed(penalties)])
+    documents = [d.to_dict() for d in tree.documents()]
+    status, objective = build_and_solve(moved, documents)
+    assert status == "optimal" and objective == pytest.approx(tree.to_model().solve_highs().objective, rel=1e-6)
+    with pytest.raises(TextError, match="no reference level"):  # a penalty twice is not read as a second total's
+        build_and_solve(text + "\n" + penalties[0], documents)
 
 
 def test_synthesize_rejects_bad_arguments():

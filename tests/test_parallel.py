@@ -83,3 +83,51 @@ def test_a_process_orphaned_before_it_asked_exits_at_once():
     own = subprocess.run([sys.executable, "-c", code.format(call="assert die_with_parent(os.getppid())")],
                          capture_output=True, text=True, timeout=60)
     assert own.returncode == 0 and own.stdout == "alive\n", own.stderr
+
+
+_STARTER = r"""
+import sys
+import icml26.processes as p
+if sys.argv[2] == "fork":  # the preexec_fn path a machine without setpriv takes
+    p._setpriv = lambda: None
+proc = p.popen_dying_with_parent(["sleep", "60"])
+open(sys.argv[1], "w").write(str(proc.pid))
+proc.wait()
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="Linux only")
+@pytest.mark.parametrize("path", ["setpriv", "fork"])
+def test_a_started_program_dies_with_the_run(tmp_path, path):
+    """A program started with popen_dying_with_parent (CBC per synthesised instance) goes when its run is SIGKILLed."""
+    import subprocess
+    import sys
+
+    from orphans import survivors_of_sigkill
+
+    from icml26.processes import _setpriv
+
+    if path == "setpriv" and _setpriv() is None:
+        pytest.skip("no setpriv with --pdeathsig here")
+    pid_file = tmp_path / "pid"
+    run = subprocess.Popen([sys.executable, "-c", _STARTER, str(pid_file), path], stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def started() -> list[int]:  # the pid of sleep itself (setpriv execs it: same pid)
+        if not pid_file.exists() or not pid_file.read_text():
+            return []
+        pid = int(pid_file.read_text())
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                return [pid] if handle.read().startswith(b"sleep") else []
+        except OSError:
+            return []
+
+    assert survivors_of_sigkill(run, started) == []
+
+
+def test_popen_dying_with_parent_keeps_its_own_hook():
+    from icml26.processes import popen_dying_with_parent
+
+    with pytest.raises(TypeError, match="no preexec_fn"):
+        popen_dying_with_parent(["true"], preexec_fn=lambda: None)

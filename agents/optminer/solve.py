@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from icml26.errors import described, input_error
-from icml26.processes import die_with_parent
+from icml26.processes import popen_dying_with_parent
 
 from .tree import ProblemTree, _coef
 
@@ -183,10 +183,9 @@ class MILP:
         args = [solver.path, mps] + (["-max"] if self.sense == "max" else []) + [
             "-sec", str(time_limit), "-ratio", "0", "-solve", "-printingOptions", "all",
             "-solution", sol]
-        parent = os.getpid()
         # CBC stops at its -sec limit, but a SIGKILLed run must not leave it computing until then
-        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-                                preexec_fn=lambda: die_with_parent(parent))
+        proc = popen_dying_with_parent(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                       stdin=subprocess.DEVNULL)
         return _CbcRun(proc, folder, sol, self.names)
 
     def solve_cbc(self, *, time_limit: float = 30.0) -> Solution:

@@ -7,9 +7,9 @@ Six technique templates (:data:`TECHNIQUES`: integrality as lot sizing, fixed ch
 either-or, absolute value, min-max, piecewise-linear cost) graft a technique subtree onto a
 scenario of a tree: new variables and constraints in the model subtree, new parameters, and a
 knowledge document naming the technique's standard (a code like ``QX-4821``) that states the key
-parameter. Every parameter sentence names its site, so sentences are unique within a tree: a technique
-sentence names the quantities it is about, and absolute value, whose penalty sentence refers to the total
-stated before it, is grafted at most once per scenario.
+parameter. Every parameter sentence names its site and the quantities it is about (absolute value's
+penalty names the total it prices, as its reference-level sentence does), and one tag's grafts at a site
+take disjoint targets, so no two sentences of a tree are equal up to their numbers.
 """
 
 from __future__ import annotations
@@ -314,10 +314,6 @@ def apply_technique(tree: ProblemTree, tag: str, rng, scenario: str | None = Non
     code, site = _code(rng), sc.site
     need = {"either_or": 2, "absolute_value": 2, "min_max": 2}.get(tag, 1)
     candidates = _free_targets(tree, sid, tag, min_ub=4.0 if tag in ("integrality", "piecewise", "either_or") else 1.0)
-    if tag == "absolute_value" and any(t.tag == tag and t.scenario == sid for t in tree.techniques):
-        # its penalty sentence speaks of "that total" (the reference level stated just before it, as the
-        # validator reads it), so a second one at the same site would repeat it up to the number
-        candidates = []
     if len(candidates) < need:
         raise input_error("apply_technique", "scenario", f"a scenario with a free target for technique {tag!r}", sid)
     idx = sorted(rng.choice(candidates, size=min(len(candidates), need if need == 1 else int(rng.integers(need, need + 2))),
@@ -371,8 +367,8 @@ def apply_technique(tree: ProblemTree, tag: str, rng, scenario: str | None = Non
         level = max(1, round(float(rng.uniform(0.2, 0.8)) * total))
         key = p("level", level, f"At {site}, the reference level for the total number of {group} is {{v}}.")
         rate = p("penalty", max(1, round(float(rng.uniform(0.3, 1.0)) * scale)),
-                 f"At {site}, each unit by which that total deviates from its reference level, above or below, "
-                 f"costs a penalty of ${{v}}.")
+                 f"At {site}, each unit by which the total number of {group} deviates from its reference level, "
+                 f"above or below, costs a penalty of ${{v}}.")
         dp, dm = var("above", "continuous", total + level), var("below", "continuous", total + level)
         con("deviation", [Term(t) for t in targets] + [Term(dp, -1.0), Term(dm, 1.0)], "==", Rhs(1.0, key))
         tree.model.objective.terms += [Term(dp, cost, rate), Term(dm, cost, rate)]

@@ -61,8 +61,8 @@ class _Reader:
         self.extra_value: dict[str, dict[str, float]] = defaultdict(dict)  # scenario -> var -> coefficient
         self.pending: list = []                 # technique constraints needing a big-M, built after reading
         self.objective: tuple[str, list[tuple[str, float]]] | None = None
-        self._total: tuple[str, list[str]] | None = None  # the last "total number of ..." (its site, its vars)
-        self._deviation: tuple[str, str] | None = None  # that total's deviation variables, until their penalty
+        # (site, the total's variables) -> its deviation variables, from its reference level until its penalty
+        self._deviations: dict[tuple[str, tuple[str, ...]], tuple[str, str]] = {}
         self._breakpoint: tuple[str, float] | None = None  # the last breakpoint stated, until its rate beyond
         self._fresh = 0
 
@@ -277,19 +277,20 @@ def _either(r: _Reader, m) -> None:
 
 def _level(r: _Reader, m) -> None:
     xs = [r.label(g) for g in _group(m["g"])]
-    r._total = (m["site"], xs)
     above, below = r.new("above", "continuous"), r.new("below", "continuous")
     r.row({**dict.fromkeys(xs, 1.0), above: -1.0, below: 1.0}, "==", float(m["v"]), plain=False)
-    r._deviation = (above, below)
+    r._deviations[(m["site"], tuple(xs))] = (above, below)
 
 
 def _penalty(r: _Reader, m) -> None:
-    if r._total is None or r._total[0] != m["site"] or r._deviation is None:
-        raise TextError(f"a deviation penalty at {m['site']} with no reference level stated before it")
-    above, below = r._deviation
+    """The penalty names its total (site and group), so two at one site are read by name, not by order."""
+    key = (m["site"], tuple(r.label(g) for g in _group(m["g"])))
+    if key not in r._deviations:
+        raise TextError(f"a deviation penalty on the total number of {m['g']} at {m['site']} with no reference "
+                        "level (or a second penalty) stated for that total before it")
+    above, below = r._deviations.pop(key)
     r.costs[above] += float(m["v"])
     r.costs[below] += float(m["v"])
-    r._deviation = None
 
 
 def _peak(r: _Reader, m) -> None:
@@ -358,8 +359,8 @@ TECHNIQUE_SENTENCES = [  # (pattern, handler, fogged pattern whose document stat
     (rf"At {S}, the reference level for the total number of (?P<g>.+) is {V}\.", _level,
      rf"At {S}, the total number of (?P<g>.+) is tracked against the reference level of planning standard "
      r"(?P<code>\S+)\."),
-    (rf"At {S}, each unit by which that total deviates from its reference level, above or below, costs a penalty "
-     rf"of \${V}\.", _penalty, None),
+    (rf"At {S}, each unit by which the total number of (?P<g>.+) deviates from its reference level, above or below, "
+     rf"costs a penalty of \${V}\.", _penalty, None),
     (rf"At {S}, the largest of the numbers of (?P<g>.+) is charged a peak fee of \${V} per unit\.", _peak,
      rf"At {S}, the largest of the numbers of (?P<g>.+) is charged the peak fee of tariff (?P<code>\S+)\."),
     (rf"At {S}, the normal per-unit rate applies to the first {V} of the (?P<l>.+)\.", _breakpoint, None),
