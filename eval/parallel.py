@@ -20,6 +20,8 @@ from icml26.validation import check_int
 
 #: Seconds between two relayed step counts of one phase (opening and closing always go through).
 RELAY_INTERVAL = 0.5
+#: A job of :func:`map_saved_jobs` checkpoints to its result file with this suffix.
+CHECKPOINT_SUFFIX = ".ckpt"
 
 
 def _worker_init(events, parent_pid: int) -> None:
@@ -147,3 +149,55 @@ def map_jobs(fn: Callable[[Any], Any], jobs: Sequence[Any], device, *, phase_nam
             pool.terminate()
             pool.join()
             events.close()
+
+
+def _saved_call(item: tuple) -> Any:
+    """Run ``fn(job)`` in a worker and keep its result in ``job["path"]`` at once (atomically), so a run
+    killed later keeps every job that finished."""
+    import json
+    from pathlib import Path
+
+    from icml26.utils import atomic_write_text
+
+    fn, job, settings = item
+    result = fn(job)
+    if job.get("path"):
+        path = Path(job["path"])
+        atomic_write_text(path, json.dumps({"name": job["name"], "settings": settings, "result": result}))
+        path.with_suffix(CHECKPOINT_SUFFIX).unlink(missing_ok=True)  # kept: the job's checkpoint is spent
+    return result
+
+
+def map_saved_jobs(fn: Callable[[dict], Any], jobs: Sequence[dict], device, folder=None, *,
+                   settings_of: Callable[[dict], Any], phase_name: str = "jobs",
+                   processes: int | None = None) -> dict[str, Any]:
+    """Each job's result by its ``"name"``: read from ``folder/<name>.json`` when an earlier run wrote it with
+    the same settings, else ``fn(job)`` through :func:`map_jobs` (in the order given) and written there as
+    soon as it returns, so a killed run resumes where it stopped.
+
+    ``settings_of(job)`` is what decides a job's result (JSON-serialisable; not its device or file): a
+    saved result of other settings is recomputed. Each job reaches ``fn`` with ``"path"`` set to its file
+    (``None`` without ``folder``); ``fn`` may keep a checkpoint at that path with the suffix
+    :data:`CHECKPOINT_SUFFIX`, removed once the result is written. ``fn``'s result must be
+    JSON-serialisable: a loaded result is what ``json`` returns.
+    """
+    import json
+    from pathlib import Path
+
+    done, todo = {}, []
+    for job in jobs:
+        slug = "".join(c if c.isalnum() or c in "-." else "_" for c in job["name"])
+        path = Path(folder) / f"{slug}.json" if folder is not None else None
+        job = {**job, "path": str(path) if path is not None else None}
+        settings = json.loads(json.dumps(settings_of(job)))
+        if path is not None and path.is_file():
+            saved = json.loads(path.read_text())
+            if saved.get("settings") == settings:
+                done[job["name"]] = saved["result"]
+                continue
+        todo.append((fn, job, settings))
+    if folder is not None and todo:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+    results = map_jobs(_saved_call, todo, device, phase_name=phase_name, processes=processes) if todo else []
+    done.update({job["name"]: result for (_, job, _), result in zip(todo, results)})
+    return {job["name"]: done[job["name"]] for job in jobs}

@@ -131,3 +131,29 @@ def test_popen_dying_with_parent_keeps_its_own_hook():
 
     with pytest.raises(TypeError, match="no preexec_fn"):
         popen_dying_with_parent(["true"], preexec_fn=lambda: None)
+
+
+def _square_job(job: dict) -> dict:
+    from pathlib import Path
+
+    Path(job["path"]).with_suffix(".ckpt").write_text("partial")  # a job's own checkpoint beside its result
+    return {"square": job["n"] ** 2, "pid": os.getpid()}
+
+
+def test_saved_jobs_are_written_as_they_finish_and_loaded_by_a_rerun(tmp_path):
+    import json
+
+    from icml26.eval.parallel import map_saved_jobs
+
+    jobs = [{"name": f"job/{n}", "n": n} for n in (3, 1, 2)]
+    settings = lambda job: {"n": job["n"]}  # noqa: E731
+    first = map_saved_jobs(_square_job, jobs, torch.device("cpu"), tmp_path, settings_of=settings)
+    assert list(first) == ["job/3", "job/1", "job/2"] and [r["square"] for r in first.values()] == [9, 1, 4]
+    saved = json.loads((tmp_path / "job_3.json").read_text())
+    assert saved == {"name": "job/3", "settings": {"n": 3}, "result": first["job/3"]}
+    assert not list(tmp_path.glob("*.ckpt"))  # each checkpoint went once its result was kept
+    again = map_saved_jobs(_square_job, jobs, torch.device("cpu"), tmp_path, settings_of=settings)
+    assert again == first  # loaded: the same pids, nothing ran again
+    other = map_saved_jobs(_square_job, jobs, torch.device("cpu"), tmp_path, settings_of=lambda j: {**j, "v": 2})
+    assert {r["pid"] for r in other.values()}.isdisjoint({r["pid"] for r in first.values()})
+    assert json.loads((tmp_path / "job_1.json").read_text())["settings"]["v"] == 2

@@ -237,7 +237,7 @@ def test_full_mode_runs_the_sitting_and_resumes_and_its_optional_studies_still_r
     run_experiment(config, changed)
     assert (tmp_path / "runs" / "select-euclidean-0.5.json").is_file()
     again = json.loads((tmp_path / "runs" / "baseline-seed0.json").read_text())
-    assert again["settings"]["steps"] == 6 and again["history"]["step"][-1] >= 6
+    assert again["settings"]["steps"] == 6 and again["result"]["history"]["step"][-1] >= 6
 
 
 _KILLABLE_RUN = """
@@ -280,7 +280,8 @@ def test_a_killed_full_mode_resumes_from_its_checkpoint_to_the_uninterrupted_res
     for folder in (killed, whole):
         subprocess.run([sys.executable, "-c", _KILLABLE_RUN, str(folder), str(steps)], check=True,
                        capture_output=True)
-    resumed, straight = (json.loads((f / "runs" / "R2G-seed0.json").read_text())["history"] for f in (killed, whole))
+    resumed, straight = (json.loads((f / "runs" / "R2G-seed0.json").read_text())["result"]["history"]
+                         for f in (killed, whole))
     assert resumed["step"] == straight["step"] and resumed["test_acc"] == straight["test_acc"]
     assert resumed["train_loss"] == straight["train_loss"]
     assert resumed["seconds"] > 1e6 > straight["seconds"]  # it went on from the checkpoint, not from step 0

@@ -482,3 +482,57 @@ def test_train_forecaster_runs_short_budgets(steps):
     assert [s for s, _ in out.val_history] == [0, steps]
     if out.val_history[-1][1] < out.val_history[0][1]:  # the trained weights were kept: they moved
         assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
+def test_train_forecaster_resumes_from_its_checkpoint(tmp_path):
+    """A run stopped after its checkpoint (a killed run) and called again returns what an uninterrupted run
+    returns: the same curve, best step and weights; a checkpoint of other settings is refused."""
+    from icml26.errors import InputError
+    from icml26.training.tfmixer import train_forecaster
+
+    cfg = SyntheticIMTSConfig(num_channels=2, num_queries=(2, 4), rate_range=(5.0, 10.0))
+    splits = make_synthetic_imts((16, 6, 2), cfg, seed=0)
+
+    def model():
+        torch.manual_seed(0)
+        return TFMixerForForecasting(TFMixerConfig(num_channels=2, d_model=8, num_frequencies=4, num_patches=4,
+                                                    num_query_patches=2, num_heads=2, time_embedding_dim=4,
+                                                    nudft_backend="torch"))
+
+    kw = dict(steps=12, batch_size=4, lr=1e-2, eval_every=3, patience=10, seed=1, device="cpu", validate_initial=True)
+    whole_model = model()
+    whole = train_forecaster(whole_model, splits, **kw)
+    ckpt = tmp_path / "run.ckpt"
+    first = model()
+    train_forecaster(first, splits, **{**kw, "steps": 12}, checkpoint=ckpt, checkpoint_every=6)
+    state = torch.load(ckpt, weights_only=False)
+    assert state["counters"][0] == 12
+    # a run killed after step 6: its checkpoint holds step 6; a fresh process resumes from it
+    cut = model()
+    import icml26.training.tfmixer as tt
+
+    calls = []
+
+    def stop_after_six(*args, **kwargs):
+        out = real(*args, **kwargs)
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt  # the kill, right after the step-6 checkpoint was written
+        return out
+
+    real, ckpt2 = tt.atomic_write_bytes, tmp_path / "cut.ckpt"
+    tt.atomic_write_bytes = stop_after_six
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            train_forecaster(cut, splits, **kw, checkpoint=ckpt2, checkpoint_every=6)
+    finally:
+        tt.atomic_write_bytes = real
+    assert torch.load(ckpt2, weights_only=False)["counters"][0] == 6
+    resumed_model = model()
+    resumed = train_forecaster(resumed_model, splits, **kw, checkpoint=ckpt2, checkpoint_every=6)
+    assert resumed.val_history == whole.val_history and resumed.best_step == whole.best_step
+    assert resumed.steps == whole.steps == 12 and resumed.schedule_steps == 12
+    for a, b in zip(whole_model.state_dict().values(), resumed_model.state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    with pytest.raises(InputError, match="checkpoint: expected a checkpoint of a run with these settings"):
+        train_forecaster(model(), splits, **{**kw, "lr": 2e-2}, checkpoint=ckpt2)

@@ -7,12 +7,16 @@ gradient clipping, early stopping on validation MSE and the best-validation weig
 from __future__ import annotations
 
 import dataclasses
+import io
 import math
+import os
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from icml26.errors import described, input_error
+from icml26.utils import atomic_write_bytes
 from icml26.validation import check_finite, check_int
 
 __all__ = ["PAD_TO", "ForecasterTraining", "train_forecaster"]
@@ -29,6 +33,10 @@ class ForecasterTraining:
     series_per_second: float
     #: (step, validation MSE) at every evaluation
     val_history: list = dataclasses.field(default_factory=list)
+    #: the step whose weights were kept (0: the initial weights, with ``validate_initial``)
+    best_step: int = 0
+    #: the schedule's length (``steps`` asked for; ``steps`` above stops early with ``patience``)
+    schedule_steps: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -36,9 +44,15 @@ class ForecasterTraining:
 
 def train_forecaster(model, splits, *, steps: int, batch_size: int, lr: float, eval_every: int, patience: int,
                      seed: int, device, phase_name: str = "train_forecaster",
-                     validate_initial: bool = False) -> ForecasterTraining:
+                     validate_initial: bool = False, checkpoint: str | os.PathLike | None = None,
+                     checkpoint_every: int = 500) -> ForecasterTraining:
     """AdamW with a one-cycle schedule for ``steps`` steps; keeps the best-validation weights
     (``validate_initial``: the initial weights are a candidate too, evaluated at step 0).
+
+    ``checkpoint``: a file that receives the whole training state (weights, optimiser, schedule, batch
+    generator, best weights so far, validation curve) every ``checkpoint_every`` steps, written
+    atomically. A call that finds it resumes from it and returns what an uninterrupted run returns
+    (a checkpoint of other settings is refused); the caller removes it once the result is kept.
 
     Batches are drawn with a local generator seeded by ``seed``; ``phase_name`` is the
     :func:`icml26.progress.phase` that reports the steps.
@@ -76,6 +90,7 @@ def train_forecaster(model, splits, *, steps: int, batch_size: int, lr: float, e
     eval_every = check_int(fn, "eval_every", eval_every, low=1)
     patience = check_int(fn, "patience", patience, low=1)
     seed = check_int(fn, "seed", seed, low=0)
+    checkpoint_every = check_int(fn, "checkpoint_every", checkpoint_every, low=1)
     try:
         device = torch.device(device)
     except (RuntimeError, TypeError, ValueError):
@@ -95,12 +110,40 @@ def train_forecaster(model, splits, *, steps: int, batch_size: int, lr: float, e
                                                        pct_start=0.1 if steps > 10 else 2 / steps)
     else:
         schedule = torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0)
-    best, best_state, stale, train_seconds, step, curve = math.inf, None, 0, 0.0, 0, []
-    if validate_initial:
+    best, best_state, best_step, stale, train_seconds, step, curve = math.inf, None, 0, 0, 0.0, 0, []
+    # What decides the trajectory: a checkpoint of other settings (or another model) is refused.
+    fingerprint = {"steps": steps, "batch_size": batch_size, "lr": lr, "eval_every": eval_every, "patience": patience,
+                   "seed": seed, "validate_initial": validate_initial, "model": type(model).__name__,
+                   "parameters": {k: list(v.shape) for k, v in model.state_dict().items()},
+                   "data": (len(splits.train), len(splits.validation))}
+
+    def save_state() -> None:
+        state = {"fingerprint": fingerprint, "model": model.state_dict(), "optimizer": opt.state_dict(),
+                 "schedule": schedule.state_dict(), "generator": gen.get_state(), "best_state": best_state,
+                 "counters": (step, best, best_step, stale, train_seconds), "curve": curve}
+        buffer = io.BytesIO()
+        torch.save(state, buffer)
+        atomic_write_bytes(checkpoint, buffer.getvalue())  # a run killed while saving keeps its previous one
+
+    start_step = 1
+    if checkpoint is not None and Path(checkpoint).is_file():
+        state = torch.load(checkpoint, map_location=device, weights_only=False)
+        if state["fingerprint"] != fingerprint:
+            raise input_error(fn, "checkpoint", "a checkpoint of a run with these settings",
+                              described(f"{checkpoint} holds {state['fingerprint']}"))
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        schedule.load_state_dict(state["schedule"])
+        gen.set_state(state["generator"])
+        best_state, curve = state["best_state"], state["curve"]
+        step, best, best_step, stale, train_seconds = state["counters"]
+        start_step = step + 1
+    elif validate_initial:
         best = evaluate_forecaster(model, splits.validation, device=device)["mse"]
         best_state, curve = copy.deepcopy(model.state_dict()), [(0, best)]
     with phase(phase_name, total=steps) as bar:
-        for step in range(1, steps + 1):
+        bar.update(start_step - 1)
+        for step in range(start_step, steps + 1) if stale < patience else ():
             start = time.perf_counter()
             idx = torch.randint(len(splits.train), (batch_size,), generator=gen).tolist()
             batch = {k: v.to(device) for k, v in collate([splits.train[i] for i in idx]).items()}
@@ -116,15 +159,18 @@ def train_forecaster(model, splits, *, steps: int, batch_size: int, lr: float, e
                 val = evaluate_forecaster(model, splits.validation, device=device)["mse"]
                 curve.append((step, val))
                 if val < best:
-                    best, best_state, stale = val, copy.deepcopy(model.state_dict()), 0
+                    best, best_state, best_step, stale = val, copy.deepcopy(model.state_dict()), step, 0
                 else:
                     stale += 1
-                    if stale >= patience:
-                        break
+            if checkpoint is not None and (step % checkpoint_every == 0 or step == steps or stale >= patience):
+                save_state()
+            if stale >= patience:
+                break
     if best_state is not None:
         model.load_state_dict(best_state)
     return ForecasterTraining(val_mse=best, steps=step,
-                              series_per_second=step * batch_size / max(train_seconds, 1e-9), val_history=curve)
+                              series_per_second=step * batch_size / max(train_seconds, 1e-9), val_history=curve,
+                              best_step=best_step, schedule_steps=steps)
 
 
 #: Training batches pad history and horizon lengths up to a multiple of this (IMTSCollator).

@@ -48,9 +48,8 @@ from pathlib import Path
 from typing import Any
 
 from icml26.errors import input_error
-from icml26.eval.parallel import map_jobs
+from icml26.eval.parallel import CHECKPOINT_SUFFIX, map_jobs, map_saved_jobs
 from icml26.registry import experiment
-from icml26.utils import atomic_write_text
 
 TARGET = 0.95
 #: Grokfast's README: steps to 95% validation accuracy (EMA filter; unfiltered baseline).
@@ -182,17 +181,13 @@ def _train(job: dict) -> dict:
     model = anchor_decoder(job["p"], job["op"], seed=job["seed"])
     path = Path(job["path"]) if job.get("path") else None
     # A long run checkpoints as it goes, so a killed full-mode run resumes inside its runs too.
-    checkpoint = path.with_suffix(".ckpt") if path is not None else None
+    checkpoint = path.with_suffix(CHECKPOINT_SUFFIX) if path is not None else None
     history = train_anchor(model, data, steps=job["steps"], target=TARGET, stop_at_target=job["stop"],
                            geometry_every=job["geometry_every"], seed=job["seed"], device=job["device"],
                            phase_name=job["name"], checkpoint=checkpoint, checkpoint_every=100,
                            compile=job.get("compile", False), **job["train"])
-    out = {"name": job["name"], "arm": job["arm"], "seed": job["seed"], "train": job["train"],
-           "settings": _job_key(job), "history": history.to_dict()}
-    if path is not None:
-        atomic_write_text(path, json.dumps(out))  # a killed run never leaves half a file that a rerun would trust
-        checkpoint.unlink(missing_ok=True)
-    return out
+    return {"name": job["name"], "arm": job["arm"], "seed": job["seed"], "train": job["train"],
+            "history": history.to_dict()}
 
 
 def _job_key(job: dict) -> Any:
@@ -207,23 +202,9 @@ def run_jobs(jobs: list[dict], device, folder: Path | None = None, phase_name: s
     order given) and written there."""
     from icml26.training.r2g.loops import AnchorHistory
 
-    done, todo = {}, []
-    for job in jobs:
-        slug = "".join(c if c.isalnum() or c in "-." else "_" for c in job["name"])
-        job = {**job, "path": str(folder / f"{slug}.json") if folder is not None else None}
-        path = Path(job["path"]) if job["path"] else None
-        if path is not None and path.is_file():
-            saved = json.loads(path.read_text())
-            if saved.get("settings") == _job_key(job) and saved["history"]["step"]:
-                done[job["name"]] = saved
-                continue
-        todo.append(job)
-    for out in map_jobs(_train, todo, device, phase_name=phase_name, processes=processes) if todo else []:
-        done[out["name"]] = out
-    for out in done.values():
-        if isinstance(out["history"], dict):
-            out["history"] = AnchorHistory.from_dict(out["history"])
-    return done
+    done = map_saved_jobs(_train, jobs, device, folder, settings_of=_job_key, phase_name=phase_name,
+                          processes=processes)
+    return {name: {**out, "history": AnchorHistory.from_dict(out["history"])} for name, out in done.items()}
 
 
 def _job(name: str, arm: str, seed: int, train: dict, s: R2GSettings, device, *, steps: int | None = None,
