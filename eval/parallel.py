@@ -191,8 +191,11 @@ def map_saved_jobs(fn: Callable[[dict], Any], jobs: Sequence[dict], device, fold
         job = {**job, "path": str(path) if path is not None else None}
         settings = json.loads(json.dumps(settings_of(job)))
         if path is not None and path.is_file():
-            saved = json.loads(path.read_text())
-            if saved.get("settings") == settings:
+            try:
+                saved = json.loads(path.read_text())
+            except ValueError:  # not a result file of ours: computed again, and replaced
+                saved = {}
+            if isinstance(saved, dict) and saved.get("settings") == settings and "result" in saved:
                 done[job["name"]] = saved["result"]
                 continue
         todo.append((fn, job, settings))

@@ -157,3 +157,9 @@ def test_saved_jobs_are_written_as_they_finish_and_loaded_by_a_rerun(tmp_path):
     other = map_saved_jobs(_square_job, jobs, torch.device("cpu"), tmp_path, settings_of=lambda j: {**j, "v": 2})
     assert {r["pid"] for r in other.values()}.isdisjoint({r["pid"] for r in first.values()})
     assert json.loads((tmp_path / "job_1.json").read_text())["settings"]["v"] == 2
+    # a file of another format (an earlier version's, or not JSON) is computed again, never trusted
+    (tmp_path / "job_3.json").write_text(json.dumps({"settings": {"n": 3}, "square": 0}))
+    (tmp_path / "job_2.json").write_text("{half a fi")
+    fresh = map_saved_jobs(_square_job, jobs, torch.device("cpu"), tmp_path, settings_of=settings)
+    assert [r["square"] for r in fresh.values()] == [9, 1, 4]
+    assert all(json.loads((tmp_path / f"job_{n}.json").read_text())["result"] == fresh[f"job/{n}"] for n in (3, 2))

@@ -519,7 +519,7 @@ def run_experiment(config, settings: TFMixerSettings | None = None) -> Result:
         notes += f" {physionet['skipped']}."
         metrics["physionet"] = physionet["skipped"]
     elif physionet is not None:
-        stays = sum(physionet["sizes"])
+        stays = physionet["splits"].info["records"]
         tables[f"PhysioNet 2012 (tpatchgnn, {stays:,} stays)"] = physionet["table"]
         if physionet["resplits"]:
             tables["PhysioNet 2012, other split seeds (seed 0 of training)"] = physionet["resplits"]
