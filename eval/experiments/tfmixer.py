@@ -502,9 +502,8 @@ def run_experiment(config, settings: TFMixerSettings | None = None) -> Result:
         f"{settings.synthetic_sizes}; CO2 = weekly Mauna Loa record from statsmodels, 156-week history "
         f"(50% thinned) -> 52-week forecast, chronological 60/20/20 split, per-window normalisation. "
         f"All trained models: {steps} steps (CO2 {settings.co2_steps}), batch {settings.batch_size}, AdamW "
-        f"lr {settings.lr} one-cycle, best-validation checkpoint. The paper's numbers (PhysioNet, MIMIC, "
-        "HumanActivity, USHCN; 14 baselines) need data that cannot be downloaded here; "
-        "`icml26.eval.tasks.tfmixer.imts.load_physionet2012` reads the PhysioNet 2012 files when a user has them. "
+        f"lr {settings.lr} one-cycle, best-validation checkpoint. The paper's other data sets (MIMIC, "
+        "HumanActivity, USHCN) and its 14 baselines are not run here. "
         f"Throughput is optimiser steps only, {settings.threads} torch thread(s) on {device}. "
         f"Synthetic test MSE of the time-only models: no-GFM {no_gfm_mse:.3g}"
         + (f", mTAN {med(per_seed, 'mtan', 'test_mse'):.3g}" if "mtan" in per_seed[0] else "")
