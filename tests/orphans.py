@@ -67,3 +67,20 @@ def survivors_of_sigkill(run: subprocess.Popen, watched: Callable[[], list[int]]
         if run.poll() is None:
             run.kill()
         run.stderr.close()
+
+
+def kill_once_written(argv: list[str], path, *, timeout: float = 120.0) -> None:
+    """Start ``argv`` in its own session, wait until it has written ``path`` (a checkpoint), then SIGKILL its whole
+    process group (a kill mid-run: no cleanup runs). Fails if the run ends or times out before writing ``path``."""
+    import pathlib
+
+    path = pathlib.Path(path)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + timeout
+        while not path.is_file() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert path.is_file(), f"{path.name} was not written before the run ended"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()

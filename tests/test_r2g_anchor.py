@@ -252,25 +252,15 @@ run_experiment(RunConfig(mode="full", seeds=(0,), out_dir=sys.argv[1], device="c
 def test_a_killed_full_mode_resumes_from_its_checkpoint_to_the_uninterrupted_result(tmp_path):
     """A real kill (SIGKILL, mid-run) of the full mode, then a rerun with the same folder: it starts from the
     checkpoint (not from step 0) and ends where an uninterrupted run ends."""
-    import os
-    import signal
     import subprocess
     import sys
-    import time
+
+    from orphans import kill_once_written
 
     steps = 600  # p = 7: one step per epoch, a checkpoint every 100 epochs
     killed, whole = tmp_path / "killed", tmp_path / "whole"
-    proc = subprocess.Popen([sys.executable, "-c", _KILLABLE_RUN, str(killed), str(steps)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     ckpt = killed / "runs" / "R2G-seed0.ckpt"
-    try:
-        deadline = time.monotonic() + 120
-        while not ckpt.is_file() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert ckpt.is_file(), "no checkpoint before the run ended"
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    kill_once_written([sys.executable, "-c", _KILLABLE_RUN, str(killed), str(steps)], ckpt)
     assert not (killed / "runs" / "R2G-seed0.json").is_file()  # killed before the end
     state = torch.load(ckpt, weights_only=False)
     assert 100 <= state["counters"][0] < steps

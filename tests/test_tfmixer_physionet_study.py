@@ -69,24 +69,14 @@ print(out["median"]["tfmixer"])
 def test_a_killed_full_mode_resumes_from_its_checkpoint(physionet_folder, tmp_path):
     """SIGKILL mid-run, then the same command: it resumes from the run's checkpoint (not step 0) and ends where an
     uninterrupted run ends."""
-    import os
-    import signal
     import subprocess
     import sys
-    import time
+
+    from orphans import kill_once_written
 
     steps, killed, whole = 400, tmp_path / "killed", tmp_path / "whole"
-    proc = subprocess.Popen([sys.executable, "-c", _KILLABLE, str(killed), str(physionet_folder), str(steps)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     ckpt = killed / "runs" / "physionet-tfmixer-seed0-split42.ckpt"
-    try:
-        deadline = time.monotonic() + 120
-        while not ckpt.is_file() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert ckpt.is_file(), "no checkpoint before the run ended"
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    kill_once_written([sys.executable, "-c", _KILLABLE, str(killed), str(physionet_folder), str(steps)], ckpt)
     assert not ckpt.with_suffix(".json").is_file()
     state = torch.load(ckpt, weights_only=False)
     assert 20 <= state["counters"][0] < steps
