@@ -148,6 +148,7 @@ def test_forecast_loss_is_the_masked_mse_and_ablation_flags():
     ("mlp_ratio", float("nan"), "a positive finite number"),
     ("dropout", 1.0, r"a number in \[0, 1\)"),
     ("max_cycles", float("inf"), "a positive finite number"),
+    ("reconstruction_scale", float("nan"), "a finite number"),
 ])
 def test_config_refuses_values_it_would_silently_drop_or_clamp(field, value, expected):
     """NaN passes every comparison (a NaN reconstruction weight used to drop the loss), and a ratio <= 0
@@ -155,6 +156,30 @@ def test_config_refuses_values_it_would_silently_drop_or_clamp(field, value, exp
     with pytest.raises(InputError, match=rf"TFMixerConfig: {field}: expected {expected}, got"):
         TFMixerConfig(**{field: value})
     assert TFMixerConfig(reconstruction_weight=0, mlp_ratio=0.5).reconstruction_weight == 0.0
+
+
+def test_decoder_zero_init_starts_at_the_level_and_reconstruction_scale_is_its_own():
+    """decoder_zero_init: the untrained model forecasts its level plus its seasonal part, nothing more;
+    reconstruction_scale: the history is rebuilt at that fixed scale while the forecast keeps seasonal_coef,
+    densely and sparsely alike (the same losses)."""
+    batch = _batch(seed=5)
+    plain = _model(forecast_level="last", seasonal_coef=0.0, decoder_zero_init=True)
+    out = plain(**{k: v for k, v in batch.items() if k not in ("targets", "target_mask")}, output_components=True)
+    level = _model(forecast_level="last", seasonal_coef=0.0, use_gfm=False, decoder_zero_init=True)
+    same = level(**{k: v for k, v in batch.items() if k not in ("targets", "target_mask")})
+    torch.testing.assert_close(out.forecasts, same.forecasts)  # the level (LOCF) alone: the decoder adds 0
+    other = _model(forecast_level="last", seasonal_coef=0.0, initializer_range=0.2)(**batch).forecasts
+    assert (other - out.forecasts).abs().max() > 1e-3  # the negative control: a decoder drawn at random adds to it
+    with pytest.raises(InputError, match="decoder_zero_init: expected True or False"):
+        TFMixerConfig(decoder_zero_init=1)
+    shared, own = _model(seed=1), _model(seed=1, reconstruction_scale=1.0)
+    a, b = shared(**batch, output_components=True), own(**batch, output_components=True)
+    torch.testing.assert_close(a.forecasts, b.forecasts)  # the forecast's synthesis is untouched
+    torch.testing.assert_close(b.reconstruction, a.reconstruction / 2)  # c_k 1 against the default 2
+    sparse = _model(seed=1, reconstruction_scale=1.0, sparse_decoding=True)(**batch)
+    torch.testing.assert_close(sparse.reconstruction_loss, b.reconstruction_loss)
+    torch.testing.assert_close(sparse.loss, b.loss)
+    assert _model(reconstruction_scale=None).reconstruction_synthesis is None
 
 
 def test_frequencies_receive_gradients_from_both_losses():

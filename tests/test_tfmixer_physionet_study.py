@@ -13,15 +13,32 @@ from icml26.runner import RunConfig  # noqa: E402
 
 def _small(**changes):
     return dataclasses.replace(exp.SETTINGS["full"], physionet_steps=6, physionet_eval_every=3,
-                               physionet_models=("tfmixer", "tfmixer_mean", "no_gfm", "no_ltm", "mtan"),
+                               physionet_models=("tfmixer", "head_trained", "tfmixer_mean", "no_gfm", "no_ltm",
+                                                 "mtan"),
                                physionet_split_seeds=(0,), physionet_checkpoint_every=3, **changes)
 
 
 def test_full_settings_are_the_issue_protocol():
     full = exp.SETTINGS["full"]
     assert full.physionet_all_sets and full.physionet_split_seeds == (0, 1) and full.physionet_processes == 2
-    assert set(full.physionet_models) == {"tfmixer", "tfmixer_mean", "no_gfm", "no_ltm", "mtan"}
+    assert set(full.physionet_models) == {"tfmixer", "head_trained", "tfmixer_mean", "no_gfm", "no_ltm", "mtan"}
     assert exp.PHYSIONET_VARIANTS["tfmixer_mean"] == {"forecast_level": "mean"}
+    config = exp.PHYSIONET_CONFIG
+    assert (config["initializer_range"], config["decoder_zero_init"], config["reconstruction_scale"]) == (0.2, True, 2.0)
+
+
+def test_head_trained_is_the_head_alone_and_the_untrained_model_equals_the_head(physionet_folder):
+    """The zero-started decoder makes the untrained TFMixer forecast exactly its least-squares head; the
+    head_trained arm trains only the head's numbers."""
+    from icml26.eval.tasks.tfmixer import evaluate_forecaster, load_physionet2012
+
+    splits = load_physionet2012(physionet_folder / "set-a", "tpatchgnn")
+    head = evaluate_forecaster(exp.build_physionet_model("blend", splits), splits.validation)["mse"]
+    for name in ("tfmixer", "head_trained"):
+        model = exp.build_physionet_model(name, splits)
+        assert evaluate_forecaster(model, splits.validation)["mse"] == pytest.approx(head, rel=1e-5)
+    trainable = {k for k, p in exp.build_physionet_model("head_trained", splits).named_parameters() if p.requires_grad}
+    assert trainable == {"level_mix", "channel_fallback"}
     assert not exp.SETTINGS["quick"].physionet_all_sets
 
 
@@ -33,10 +50,10 @@ def test_full_mode_part_runs_resumes_and_names_the_head(physionet_folder, tmp_pa
     assert exp.PHYSIONET_LABELS["blend"] in rows and exp.PHYSIONET_LABELS["tfmixer"] in rows
     assert rows[exp.PHYSIONET_LABELS["locf"]]["best step / steps run"] == ["-", "-"]
     files = sorted((out_dir / "runs").glob("*.json"))
-    assert len(files) == 5 * 2 + 1  # five trained arms at two seeds, TFMixer on the other split
+    assert len(files) == 6 * 2 + 1  # six trained arms at two seeds, TFMixer on the other split
     assert not list((out_dir / "runs").glob("*.ckpt"))  # every checkpoint went with its kept result
     statements = [c.statement for c in first["claims"]]
-    assert len(statements) == 9 and any("0.98 x its blend head alone" in s for s in statements)
+    assert len(statements) == 9 and any("0.98 x the better of the head alone" in s for s in statements)
     assert {r["model"] for r in first["resplits"]} == {exp.PHYSIONET_LABELS[n] for n in ("tfmixer", "locf", "blend")}
     assert {r["breakdown"] for r in first["breakdown"]} >= {"overall", "group", "horizon", "history"}
     stamps = {f: f.stat().st_mtime_ns for f in files}

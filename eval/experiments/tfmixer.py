@@ -21,7 +21,8 @@ per-channel history mean need no training. Claims:
 4. full mode only: the reconstruction loss costs at most 2% of synthetic test MSE;
 5. PhysioNet 2012 (full mode: sets A, B and C, 12,000 stays; t-PatchGNN's protocol; median over seeds): the
    trained TFMixer forecasts a residual over its least-squares blend head, so the head alone is its
-   baseline: TFMixer <= t-PatchGNN's published 4.98e-3; <= 0.98 x the head alone, with the head outside
+   baseline: TFMixer <= t-PatchGNN's published 4.98e-3; <= 0.98 x the head alone (the better of its
+   least-squares fit and the head trained as TFMixer is, ``head_trained``), with that head outside
    TFMixer's seed range; its kept checkpoint past the warm-up; TFMixer without the head (mean level)
    < LOCF; no GFM and no LTM each worse than TFMixer by more than its seed range; TFMixer beats LOCF and
    mTAN at every seed. Each PhysioNet run is a resumable job (``runs/`` of the run folder, checkpoints
@@ -88,7 +89,8 @@ SETTINGS = {
                             patience=10, co2_steps=600, co2_stride=2, threads=1,
                             models=("tfmixer", "no_gfm", "no_ltm", "no_rec", "mtan"),
                             co2_models=("tfmixer", "no_gfm", "mtan"), physionet_steps=3000, physionet_lr=3e-4,
-                            physionet_models=("tfmixer", "tfmixer_mean", "no_gfm", "no_ltm", "mtan"),
+                            physionet_models=("tfmixer", "head_trained", "tfmixer_mean", "no_gfm", "no_ltm",
+                                              "mtan"),
                             physionet_all_sets=True, physionet_split_seeds=(0, 1), physionet_processes=2),
 }
 #: TFMixer variants by name (config overrides); the tiny default config is the full model.
@@ -126,17 +128,24 @@ def build_model(name: str, num_channels: int):
 #: per-channel blend of LOCF, the stay's mean and the population's, with the training mean as each
 #: channel's starting fallback, the seasonal synthesis starting at 0 (learnt
 #: scale: raw NUDFT coefficients of a few lab values extrapolate into spikes), the per-variable loss
-#: and sparse decoding.
+#: and sparse decoding. On the 12,000 stays (validation, seeds 0-2) three choices made the network carry
+#: weight: ``initializer_range=0.2`` (at 0.02 three stacked d = 16 layers shrink any per-stay signal about a
+#: thousandfold and the decoder learns only a bias), the decoder's last layer from zero (the model starts as
+#: its head) and the history reconstruction at its own fixed scale 2 (with the forecast's scale shared it
+#: drove the forecast to replay the history): from +0.1% to +3.0% over the least-squares head.
 PHYSIONET_CONFIG = dict(d_model=16, num_frequencies=8, num_patches=8, num_query_patches=4, num_mixing_blocks=1,
                         time_embedding_dim=8, forecast_level="blend", seasonal_coef=0.0,
-                        learnable_seasonal_scale=True, loss_reduction="per_variable", sparse_decoding=True)
+                        learnable_seasonal_scale=True, loss_reduction="per_variable", sparse_decoding=True,
+                        initializer_range=0.2, decoder_zero_init=True, reconstruction_scale=2.0)
 PHYSIONET_VARIANTS = {"tfmixer": {}, "tfmixer_mean": {"forecast_level": "mean"}, "no_gfm": {"use_gfm": False},
-                      "no_ltm": {"use_ltm": False}}
+                      "no_ltm": {"use_ltm": False}, "head_trained": {}}
 
 
 def build_physionet_model(name: str, splits):
-    """A fresh model for PhysioNet 2012 splits by name (``tfmixer``, ``no_gfm``, ``no_ltm``, ``mtan``,
-    ``locf``, ``mean``, ``blend``: :class:`~icml26.models.tfmixer.MeanReversionForecaster`): every
+    """A fresh model for PhysioNet 2012 splits by name (``tfmixer``, ``tfmixer_mean``, ``no_gfm``, ``no_ltm``,
+    ``head_trained`` (TFMixer's head alone, trained by gradient like TFMixer: only ``level_mix`` and
+    ``channel_fallback`` train, the network's output stays 0), ``mtan``, ``locf``, ``mean``, ``blend``
+    (the head fitted by least squares, :class:`~icml26.models.tfmixer.MeanReversionForecaster`)): every
     model fills an empty channel from the training mean (the protocol's rule for the baselines; a
     learnt start for TFMixer) and trains on the per-variable loss."""
     from icml26.models.tfmixer import (
@@ -157,6 +166,12 @@ def build_physionet_model(name: str, splits):
         if model.level_mix is not None:  # the blend head starts at its least-squares fit on the training stays
             with torch.no_grad():
                 model.level_mix.copy_(build_physionet_model("blend", splits).coef)
+        if name == "head_trained":  # the head alone, trained as TFMixer is: the network's output held at 0
+            with torch.no_grad():
+                model.decoder.mlp[-1].weight.zero_()
+                model.decoder.mlp[-1].bias.zero_()
+            for key, param in model.named_parameters():
+                param.requires_grad_(key in ("level_mix", "channel_fallback"))
         return model
     if name == "mtan":
         return MTANForecaster(c, fill_value=fallback, loss_reduction="per_variable")
@@ -231,6 +246,7 @@ TPATCHGNN_PUBLISHED_MSE, TPATCHGNN_LOG_BEST_MSE = 4.98e-3, 4.91e-3
 #: blend head, so its tables name the head, and the head alone is a baseline of its own.
 PHYSIONET_LABELS = {"tfmixer": "TFMixer residual over the blend head", "tfmixer_mean": "TFMixer, no head (mean level)",
                     "no_gfm": "no GFM (LTM only), over the head", "no_ltm": "no LTM (GFM only), over the head",
+                    "head_trained": "blend head alone, trained as TFMixer (gradient, same steps)",
                     "mtan": "mTAN", "locf": "LOCF", "mean": "history mean", "blend": "blend head alone (least squares)"}
 #: Splits already loaded in this process by (sources, split seed): forked workers inherit them.
 _SPLITS: dict[tuple, Any] = {}
@@ -351,10 +367,12 @@ def _physionet(config, settings: TFMixerSettings, device) -> dict[str, Any]:
         claims.append(Claim.at_most(f"{what}: TFMixer <= t-PatchGNN's published {TPATCHGNN_PUBLISHED_MSE:.3g} "
                                     f"(its log's best: {TPATCHGNN_LOG_BEST_MSE:.3g})", med["tfmixer"],
                                     TPATCHGNN_PUBLISHED_MSE))
-        claims.append(Claim.at_most(f"{what}: TFMixer <= 0.98 x its blend head alone", med["tfmixer"], med["blend"],
-                                    factor=0.98))
-        claims.append(Claim.greater(f"{what}: the head alone is outside TFMixer's seed range (head > TFMixer's worst "
-                                    "seed)", med["blend"], max(tf)))
+        # the head alone at its best: fitted by least squares, or trained by gradient as TFMixer is
+        head = min(med["blend"], med.get("head_trained", math.inf))
+        which = "the better of the head alone fitted by least squares and trained as TFMixer"
+        claims.append(Claim.at_most(f"{what}: TFMixer <= 0.98 x {which}", med["tfmixer"], head, factor=0.98))
+        claims.append(Claim.greater(f"{what}: {which} is outside TFMixer's seed range (head > TFMixer's worst seed)",
+                                    head, max(tf)))
         best = min(r["tfmixer"]["best_step"] / r["tfmixer"]["schedule_steps"] for r in rows)
         claims.append(Claim.greater("PhysioNet: TFMixer's kept checkpoint is past the warm-up (best step / schedule, "
                                     "smallest over seeds)", best, 0.1))
