@@ -561,3 +561,6 @@ def test_train_forecaster_resumes_from_its_checkpoint(tmp_path):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
     with pytest.raises(InputError, match="checkpoint: expected a checkpoint of a run with these settings"):
         train_forecaster(model(), splits, **{**kw, "lr": 2e-2}, checkpoint=ckpt2)
+    other = TFMixerForForecasting(TFMixerConfig(**{**model().config.to_dict(), "initializer_range": 0.2}))
+    with pytest.raises(InputError, match="checkpoint: expected a checkpoint of a run with these settings"):
+        train_forecaster(other, splits, **kw, checkpoint=ckpt2)  # the same shapes, another model

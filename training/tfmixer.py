@@ -114,7 +114,9 @@ def train_forecaster(model, splits, *, steps: int, batch_size: int, lr: float, e
     # What decides the trajectory: a checkpoint of other settings (or another model) is refused.
     fingerprint = {"steps": steps, "batch_size": batch_size, "lr": lr, "eval_every": eval_every, "patience": patience,
                    "seed": seed, "validate_initial": validate_initial, "model": type(model).__name__,
+                   "config": model.config.to_dict() if hasattr(model, "config") else None,
                    "parameters": {k: list(v.shape) for k, v in model.state_dict().items()},
+                   "trainable": sorted(k for k, v in model.named_parameters() if v.requires_grad),
                    "data": (len(splits.train), len(splits.validation))}
 
     def save_state() -> None:
