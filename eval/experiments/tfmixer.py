@@ -278,7 +278,7 @@ def _physionet_job(job: dict) -> dict:
         torch.manual_seed(job["seed"])
         model = build_physionet_model(job["model"], splits)
         trained = train_forecaster(model, splits, seed=job["seed"], device=device, validate_initial=True,
-                                   phase_name=job["name"], checkpoint=f"{path[:-5]}{CHECKPOINT_SUFFIX}" if path else None,
+                                   phase_name=job["name"], checkpoint=Path(path).with_suffix(CHECKPOINT_SUFFIX) if path else None,
                                    checkpoint_every=job["checkpoint_every"], **job["train"])
     test = evaluate_forecaster(model.to(device), splits.test, device=device, per_channel=True)
     row = {**trained.to_dict(), "test_mse": test["mse"], "test_mae": test["mae"],
@@ -335,10 +335,11 @@ def _physionet_rows(config, settings: TFMixerSettings, device, sources, split_se
 def _physionet(config, settings: TFMixerSettings, device) -> dict[str, Any]:
     """PhysioNet 2012 under ``tpatchgnn``: per-seed rows, the per-group table, claims (full mode), re-splits."""
     from icml26.eval.tasks.tfmixer import PHYSIONET_GROUPS, default_physionet_path
+    from icml26.eval.tasks.tfmixer.physionet2012 import physionet_sets_in
 
     path = default_physionet_path(all_sets=settings.physionet_all_sets) if config.data is None else config.data
     if config.data is not None and settings.physionet_all_sets and Path(config.data).is_dir():
-        found = _archives_in(Path(config.data))  # a folder holding sets A, B and C; else the folder itself
+        found = physionet_sets_in(Path(config.data))  # a folder holding sets A, B and C; else the folder itself
         path = found if all(found) else config.data
     if path is None:
         which = "sets A, B and C (set-a/b/c.tar.gz in one folder)" if settings.physionet_all_sets else "set-a.tar.gz"
@@ -401,23 +402,19 @@ def _physionet(config, settings: TFMixerSettings, device) -> dict[str, Any]:
     return out
 
 
-def _archives_in(folder: Path) -> list[Path | None]:
-    """``set-a``, ``set-b``, ``set-c`` in ``folder`` (each ``.tar.gz`` or a folder), None where missing."""
-    return [next((p for p in (folder / f"set-{x}.tar.gz", folder / f"set-{x}") if p.exists()), None) for x in "abc"]
-
-
 def check_data(path: str) -> None:
     """The runner's look at ``--data`` before any experiment runs (cheap: no record is parsed): PhysioNet 2012's
     ``set-a.tar.gz`` (a tar archive) or a folder holding its record files (``*.txt``); else
     :class:`~icml26.errors.InputError`."""
     import tarfile
-    from pathlib import Path
+
+    from icml26.eval.tasks.tfmixer.physionet2012 import physionet_sets_in
 
     source = Path(path)
     expected = ("PhysioNet 2012's set-a.tar.gz (a tar archive), a folder of its record files (*.txt) or a folder "
                 "holding set-a/b/c.tar.gz")
     if source.is_dir():
-        if not any(_archives_in(source)) and next(source.rglob("*.txt"), None) is None:
+        if not any(physionet_sets_in(source)) and next(source.rglob("*.txt"), None) is None:
             raise input_error("check_data", "path", expected, f"{path} (a folder without *.txt files)")
         return
     try:

@@ -93,11 +93,15 @@ def default_physionet_path(all_sets: bool = False) -> Path | list[Path] | None:
         return next((p for p in ([env] if env else []) + [shared / "set-a.tar.gz"] if p.exists()), None)
     folders = ([env] if env and env.is_dir() else []) + ([env.parent] if env else []) + [shared]
     for folder in folders:
-        found = [next((p for p in (folder / f"set-{x}.tar.gz", folder / f"set-{x}") if p.exists()), None)
-                 for x in "abc"]
+        found = physionet_sets_in(folder)
         if all(found):
             return found
     return None
+
+
+def physionet_sets_in(folder: Path) -> list[Path | None]:
+    """``set-a``, ``set-b``, ``set-c`` in ``folder`` (each ``set-X.tar.gz``, else a folder ``set-X``), None where missing."""
+    return [next((p for p in (folder / f"set-{x}.tar.gz", folder / f"set-{x}") if p.exists()), None) for x in "abc"]
 
 
 # ---------------------------------------------------------------------------------------------
