@@ -509,9 +509,11 @@ def test_train_forecaster_runs_short_budgets(steps):
         assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
 
 
-def test_train_forecaster_resumes_from_its_checkpoint(tmp_path):
+@pytest.mark.parametrize("ema_decay", [None, 0.8])
+def test_train_forecaster_resumes_from_its_checkpoint(tmp_path, ema_decay):
     """A run stopped after its checkpoint (a killed run) and called again returns what an uninterrupted run
-    returns: the same curve, best step and weights; a checkpoint of other settings is refused."""
+    returns: the same curve, best step and weights (with a moving average of the weights too); a checkpoint
+    of other settings is refused."""
     from icml26.errors import InputError
     from icml26.training.tfmixer import train_forecaster
 
@@ -524,7 +526,8 @@ def test_train_forecaster_resumes_from_its_checkpoint(tmp_path):
                                                     num_query_patches=2, num_heads=2, time_embedding_dim=4,
                                                     nudft_backend="torch"))
 
-    kw = dict(steps=12, batch_size=4, lr=1e-2, eval_every=3, patience=10, seed=1, device="cpu", validate_initial=True)
+    kw = dict(steps=12, batch_size=4, lr=1e-2, eval_every=3, patience=10, seed=1, device="cpu", validate_initial=True,
+              ema_decay=ema_decay)
     whole_model = model()
     whole = train_forecaster(whole_model, splits, **kw)
     ckpt = tmp_path / "run.ckpt"
@@ -561,6 +564,66 @@ def test_train_forecaster_resumes_from_its_checkpoint(tmp_path):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
     with pytest.raises(InputError, match="checkpoint: expected a checkpoint of a run with these settings"):
         train_forecaster(model(), splits, **{**kw, "lr": 2e-2}, checkpoint=ckpt2)
+    with pytest.raises(InputError, match="checkpoint: expected a checkpoint of a run with these settings"):
+        train_forecaster(model(), splits, **{**kw, "ema_decay": 0.5}, checkpoint=ckpt2)
     other = TFMixerForForecasting(TFMixerConfig(**{**model().config.to_dict(), "initializer_range": 0.2}))
     with pytest.raises(InputError, match="checkpoint: expected a checkpoint of a run with these settings"):
         train_forecaster(other, splits, **kw, checkpoint=ckpt2)  # the same shapes, another model
+
+
+def _ema_setup():
+    cfg = SyntheticIMTSConfig(num_channels=2, num_queries=(2, 4), rate_range=(5.0, 10.0))
+    splits = make_synthetic_imts((16, 6, 2), cfg, seed=0)
+
+    def model():
+        torch.manual_seed(0)
+        return TFMixerForForecasting(TFMixerConfig(num_channels=2, d_model=8, num_frequencies=4, num_patches=4,
+                                                    num_query_patches=2, num_heads=2, time_embedding_dim=4,
+                                                    nudft_backend="torch"))
+
+    return splits, model
+
+
+def test_train_forecaster_keeps_the_moving_average_of_the_weights():
+    """``ema_decay=d`` returns e_N with e_1 = p_1 and e_k = d e_(k-1) + (1 - d) p_k over the raw weights p_k
+    after each optimiser step (recorded by a step hook); ``ema_decay=0`` gives the raw run back exactly."""
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    from icml26.training.tfmixer import train_forecaster
+
+    splits, model = _ema_setup()
+    kw = dict(steps=5, batch_size=4, lr=1e-2, eval_every=5, patience=10, seed=1, device="cpu")
+    raw_model, snapshots = model(), []
+    handle = register_optimizer_step_post_hook(
+        lambda opt, args, kwargs: snapshots.append({k: p.detach().clone() for k, p in raw_model.named_parameters()}))
+    try:
+        raw = train_forecaster(raw_model, splits, **kw)
+    finally:
+        handle.remove()
+    assert len(snapshots) == 5
+    averaged_model = model()
+    averaged = train_forecaster(averaged_model, splits, **kw, ema_decay=0.7)
+    for key, param in averaged_model.named_parameters():
+        expected = snapshots[0][key]
+        for snap in snapshots[1:]:
+            expected = 0.7 * expected + 0.3 * snap[key]
+        torch.testing.assert_close(param.detach(), expected, rtol=1e-5, atol=1e-6)
+    assert averaged.val_mse != raw.val_mse  # the average is validated, not the raw weights
+    moved = [k for k, p in averaged_model.named_parameters() if not torch.equal(p, dict(raw_model.named_parameters())[k])]
+    assert moved  # negative control: the kept weights are not the raw ones
+    zero_model = model()
+    zero = train_forecaster(zero_model, splits, **kw, ema_decay=0.0)
+    assert zero.val_history == raw.val_history
+    for a, b in zip(raw_model.state_dict().values(), zero_model.state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("bad", [1.0, -0.1, float("nan"), 1.5])
+def test_train_forecaster_refuses_a_bad_ema_decay(bad):
+    from icml26.errors import InputError
+    from icml26.training.tfmixer import train_forecaster
+
+    splits, model = _ema_setup()
+    with pytest.raises(InputError, match="ema_decay"):
+        train_forecaster(model(), splits, steps=2, batch_size=4, lr=1e-2, eval_every=2, patience=1, seed=0,
+                         device="cpu", ema_decay=bad)

@@ -45,9 +45,15 @@ class ForecasterTraining:
 def train_forecaster(model, splits, *, steps: int, batch_size: int, lr: float, eval_every: int, patience: int,
                      seed: int, device, phase_name: str = "train_forecaster",
                      validate_initial: bool = False, checkpoint: str | os.PathLike | None = None,
-                     checkpoint_every: int = 500) -> ForecasterTraining:
+                     checkpoint_every: int = 500, ema_decay: float | None = None) -> ForecasterTraining:
     """AdamW with a one-cycle schedule for ``steps`` steps; keeps the best-validation weights
     (``validate_initial``: the initial weights are a candidate too, evaluated at step 0).
+
+    ``ema_decay`` (in [0, 1), default None: off): validate, keep and return an exponential moving
+    average of the weights (``torch.optim.swa_utils.AveragedModel`` with ``get_ema_multi_avg_fn``,
+    buffers averaged too) instead of the raw weights; 0 gives the raw weights back. On PhysioNet 2012
+    the raw weights' validation MSE moves by about 2% between evaluations 100 steps apart, so the
+    kept checkpoint is partly a pick of noise; the average moves smoothly.
 
     ``checkpoint``: a file that receives the whole training state (weights, optimiser, schedule, batch
     generator, best weights so far, validation curve) every ``checkpoint_every`` steps, written
@@ -91,6 +97,10 @@ def train_forecaster(model, splits, *, steps: int, batch_size: int, lr: float, e
     patience = check_int(fn, "patience", patience, low=1)
     seed = check_int(fn, "seed", seed, low=0)
     checkpoint_every = check_int(fn, "checkpoint_every", checkpoint_every, low=1)
+    if ema_decay is not None:
+        ema_decay = check_finite(fn, "ema_decay", ema_decay)
+        if not 0 <= ema_decay < 1:
+            raise input_error(fn, "ema_decay", "None or a decay in [0, 1)", ema_decay)
     try:
         device = torch.device(device)
     except (RuntimeError, TypeError, ValueError):
@@ -111,18 +121,26 @@ def train_forecaster(model, splits, *, steps: int, batch_size: int, lr: float, e
     else:
         schedule = torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0)
     best, best_state, best_step, stale, train_seconds, step, curve = math.inf, None, 0, 0, 0.0, 0, []
+    ema = None
+    if ema_decay is not None:
+        from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+        ema = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(ema_decay), use_buffers=True)
+    scored = model if ema is None else ema.module  # the weights validated, kept and returned
     # What decides the trajectory: a checkpoint of other settings (or another model) is refused.
     fingerprint = {"steps": steps, "batch_size": batch_size, "lr": lr, "eval_every": eval_every, "patience": patience,
                    "seed": seed, "validate_initial": validate_initial, "model": type(model).__name__,
                    "config": model.config.to_dict() if hasattr(model, "config") else None,
                    "parameters": {k: list(v.shape) for k, v in model.state_dict().items()},
                    "trainable": sorted(k for k, v in model.named_parameters() if v.requires_grad),
-                   "data": (len(splits.train), len(splits.validation))}
+                   "data": (len(splits.train), len(splits.validation)),
+                   **({"ema_decay": ema_decay} if ema_decay is not None else {})}  # earlier checkpoints stay valid
 
     def save_state() -> None:
         state = {"fingerprint": fingerprint, "model": model.state_dict(), "optimizer": opt.state_dict(),
                  "schedule": schedule.state_dict(), "generator": gen.get_state(), "best_state": best_state,
-                 "counters": (step, best, best_step, stale, train_seconds), "curve": curve}
+                 "counters": (step, best, best_step, stale, train_seconds), "curve": curve,
+                 "ema": ema.state_dict() if ema is not None else None}
         buffer = io.BytesIO()
         torch.save(state, buffer)
         atomic_write_bytes(checkpoint, buffer.getvalue())  # a run killed while saving keeps its previous one
@@ -137,12 +155,14 @@ def train_forecaster(model, splits, *, steps: int, batch_size: int, lr: float, e
         opt.load_state_dict(state["optimizer"])
         schedule.load_state_dict(state["schedule"])
         gen.set_state(state["generator"])
+        if ema is not None:
+            ema.load_state_dict(state["ema"])
         best_state, curve = state["best_state"], state["curve"]
         step, best, best_step, stale, train_seconds = state["counters"]
         start_step = step + 1
     elif validate_initial:
-        best = evaluate_forecaster(model, splits.validation, device=device)["mse"]
-        best_state, curve = copy.deepcopy(model.state_dict()), [(0, best)]
+        best = evaluate_forecaster(scored, splits.validation, device=device)["mse"]
+        best_state, curve = copy.deepcopy(scored.state_dict()), [(0, best)]
     with phase(phase_name, total=steps) as bar:
         bar.update(start_step - 1)
         for step in range(start_step, steps + 1) if stale < patience else ():
@@ -155,13 +175,15 @@ def train_forecaster(model, splits, *, steps: int, batch_size: int, lr: float, e
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
             opt.step()
             schedule.step()
+            if ema is not None:
+                ema.update_parameters(model)
             train_seconds += time.perf_counter() - start
             bar.update()
             if step % eval_every == 0 or step == steps:
-                val = evaluate_forecaster(model, splits.validation, device=device)["mse"]
+                val = evaluate_forecaster(scored, splits.validation, device=device)["mse"]
                 curve.append((step, val))
                 if val < best:
-                    best, best_state, best_step, stale = val, copy.deepcopy(model.state_dict()), step, 0
+                    best, best_state, best_step, stale = val, copy.deepcopy(scored.state_dict()), step, 0
                 else:
                     stale += 1
             if checkpoint is not None and (step % checkpoint_every == 0 or step == steps or stale >= patience):
