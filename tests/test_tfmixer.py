@@ -509,14 +509,8 @@ def test_train_forecaster_runs_short_budgets(steps):
         assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
 
 
-@pytest.mark.parametrize("ema_decay", [None, 0.8])
-def test_train_forecaster_resumes_from_its_checkpoint(tmp_path, ema_decay):
-    """A run stopped after its checkpoint (a killed run) and called again returns what an uninterrupted run
-    returns: the same curve, best step and weights (with a moving average of the weights too); a checkpoint
-    of other settings is refused."""
-    from icml26.errors import InputError
-    from icml26.training.tfmixer import train_forecaster
-
+def _small_training_setup():
+    """Small synthetic splits and a factory of one seeded tiny TFMixer (the training-loop tests)."""
     cfg = SyntheticIMTSConfig(num_channels=2, num_queries=(2, 4), rate_range=(5.0, 10.0))
     splits = make_synthetic_imts((16, 6, 2), cfg, seed=0)
 
@@ -526,6 +520,18 @@ def test_train_forecaster_resumes_from_its_checkpoint(tmp_path, ema_decay):
                                                     num_query_patches=2, num_heads=2, time_embedding_dim=4,
                                                     nudft_backend="torch"))
 
+    return splits, model
+
+
+@pytest.mark.parametrize("ema_decay", [None, 0.8])
+def test_train_forecaster_resumes_from_its_checkpoint(tmp_path, ema_decay):
+    """A run stopped after its checkpoint (a killed run) and called again returns what an uninterrupted run
+    returns: the same curve, best step and weights (with a moving average of the weights too); a checkpoint
+    of other settings is refused."""
+    from icml26.errors import InputError
+    from icml26.training.tfmixer import train_forecaster
+
+    splits, model = _small_training_setup()
     kw = dict(steps=12, batch_size=4, lr=1e-2, eval_every=3, patience=10, seed=1, device="cpu", validate_initial=True,
               ema_decay=ema_decay)
     whole_model = model()
@@ -571,19 +577,6 @@ def test_train_forecaster_resumes_from_its_checkpoint(tmp_path, ema_decay):
         train_forecaster(other, splits, **kw, checkpoint=ckpt2)  # the same shapes, another model
 
 
-def _ema_setup():
-    cfg = SyntheticIMTSConfig(num_channels=2, num_queries=(2, 4), rate_range=(5.0, 10.0))
-    splits = make_synthetic_imts((16, 6, 2), cfg, seed=0)
-
-    def model():
-        torch.manual_seed(0)
-        return TFMixerForForecasting(TFMixerConfig(num_channels=2, d_model=8, num_frequencies=4, num_patches=4,
-                                                    num_query_patches=2, num_heads=2, time_embedding_dim=4,
-                                                    nudft_backend="torch"))
-
-    return splits, model
-
-
 def test_train_forecaster_keeps_the_moving_average_of_the_weights():
     """``ema_decay=d`` returns e_N with e_1 = p_1 and e_k = d e_(k-1) + (1 - d) p_k over the raw weights p_k
     after each optimiser step (recorded by a step hook); ``ema_decay=0`` gives the raw run back exactly."""
@@ -591,7 +584,7 @@ def test_train_forecaster_keeps_the_moving_average_of_the_weights():
 
     from icml26.training.tfmixer import train_forecaster
 
-    splits, model = _ema_setup()
+    splits, model = _small_training_setup()
     kw = dict(steps=5, batch_size=4, lr=1e-2, eval_every=5, patience=10, seed=1, device="cpu")
     raw_model, snapshots = model(), []
     handle = register_optimizer_step_post_hook(
@@ -623,7 +616,7 @@ def test_train_forecaster_refuses_a_bad_ema_decay(bad):
     from icml26.errors import InputError
     from icml26.training.tfmixer import train_forecaster
 
-    splits, model = _ema_setup()
+    splits, model = _small_training_setup()
     with pytest.raises(InputError, match="ema_decay"):
         train_forecaster(model(), splits, steps=2, batch_size=4, lr=1e-2, eval_every=2, patience=1, seed=0,
                          device="cpu", ema_decay=bad)
