@@ -578,8 +578,9 @@ def test_train_forecaster_resumes_from_its_checkpoint(tmp_path, ema_decay):
 
 
 def test_train_forecaster_keeps_the_moving_average_of_the_weights():
-    """``ema_decay=d`` returns e_N with e_1 = p_1 and e_k = d e_(k-1) + (1 - d) p_k over the raw weights p_k
-    after each optimiser step (recorded by a step hook); ``ema_decay=0`` gives the raw run back exactly."""
+    """``ema_decay=d`` returns e_N with e_1 = p_1 and e_k = d_k e_(k-1) + (1 - d_k) p_k over the raw weights p_k
+    after each optimiser step (recorded by a step hook), d_k = min(d, 1 - k^(-2/3)) (ema-pytorch's warm-up);
+    ``ema_decay=0`` gives the raw run back exactly."""
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
     from icml26.training.tfmixer import train_forecaster
@@ -598,8 +599,9 @@ def test_train_forecaster_keeps_the_moving_average_of_the_weights():
     averaged = train_forecaster(averaged_model, splits, **kw, ema_decay=0.7)
     for key, param in averaged_model.named_parameters():
         expected = snapshots[0][key]
-        for snap in snapshots[1:]:
-            expected = 0.7 * expected + 0.3 * snap[key]
+        for k, snap in enumerate(snapshots[1:], start=2):
+            decay = min(0.7, 1 - k ** (-2 / 3))
+            expected = decay * expected + (1 - decay) * snap[key]
         torch.testing.assert_close(param.detach(), expected, rtol=1e-5, atol=1e-6)
     assert averaged.val_mse != raw.val_mse  # the average is validated, not the raw weights
     moved = [k for k, p in averaged_model.named_parameters() if not torch.equal(p, dict(raw_model.named_parameters())[k])]
