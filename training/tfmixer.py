@@ -50,10 +50,9 @@ def train_forecaster(model, splits, *, steps: int, batch_size: int, lr: float, e
     (``validate_initial``: the initial weights are a candidate too, evaluated at step 0).
 
     ``ema_decay`` (in [0, 1), default None: off): validate, keep and return an exponential moving
-    average of the weights instead of the raw weights, through ema-pytorch's ``EMA`` as the other
-    trainers of this package keep one (updated after every optimiser step; its decay warms up as
-    ``min(ema_decay, 1 - k ** (-2/3))`` at the k-th update, the first update copying the weights); 0
-    gives the raw weights back. On PhysioNet 2012 the raw weights' validation MSE moves by about 2%
+    average of the weights instead of the raw weights (``icml26.training.ema.weight_ema``, the
+    toolkit's one average: its decay warms up as ``min(ema_decay, 1 - k ** (-2/3))`` at the k-th
+    update, the first update copying the weights); 0 gives the raw weights back. On PhysioNet 2012 the raw weights' validation MSE moves by about 2%
     between evaluations 100 steps apart, so the kept checkpoint is partly a pick of noise; the
     average moves smoothly.
 
@@ -123,9 +122,9 @@ def train_forecaster(model, splits, *, steps: int, batch_size: int, lr: float, e
     best, best_state, best_step, stale, train_seconds, step, curve = math.inf, None, 0, 0, 0.0, 0, []
     ema = None
     if ema_decay is not None:
-        from ema_pytorch import EMA
+        from icml26.training.ema import weight_ema
 
-        ema = EMA(model, beta=ema_decay, update_after_step=0, update_every=1, include_online_model=False)
+        ema = weight_ema(model, ema_decay)
     scored = model if ema is None else ema.ema_model  # the weights validated, kept and returned
     # What decides the trajectory: a checkpoint of other settings (or another model) is refused.
     fingerprint = {"steps": steps, "batch_size": batch_size, "lr": lr, "eval_every": eval_every, "patience": patience,

@@ -27,6 +27,7 @@ from transformers import Trainer, TrainerCallback, TrainingArguments
 
 from icml26.errors import describe, input_error
 from icml26.training.distributed import use_cpu_when_launched_without_gpu
+from icml26.training.ema import weight_ema
 from icml26.validation import check_choice, check_finite, check_int
 
 SCALARIZATIONS = ("linear", "chebyshev")
@@ -214,9 +215,7 @@ def fit_dsm(model: nn.Module, scheduler: DDPMScheduler, data: Mapping[str, torch
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     ema = None
     if ema_decay is not None:
-        from ema_pytorch import EMA
-
-        ema = EMA(model, beta=ema_decay, update_after_step=0, update_every=1, include_online_model=False)
+        ema = weight_ema(model, ema_decay)
     weights = None if task_weights is None else check_weights(fn, "task_weights", task_weights, len(task_weights))
     if val is not None:
         val_gen = torch.Generator().manual_seed(seed + 1)
@@ -319,9 +318,7 @@ class _EMACallback(TrainerCallback):
     """Updates an ema-pytorch EMA after each optimiser step and loads it into the model when training ends."""
 
     def __init__(self, model: nn.Module, decay: float) -> None:
-        from ema_pytorch import EMA
-
-        self.ema = EMA(model, beta=decay, update_after_step=0, update_every=1, include_online_model=False)
+        self.ema = weight_ema(model, decay)
         self.model = model
 
     def on_step_end(self, args, state, control, **kwargs):
