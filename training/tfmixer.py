@@ -52,9 +52,9 @@ def train_forecaster(model, splits, *, steps: int, batch_size: int, lr: float, e
     ``ema_decay`` (in [0, 1), default None: off): validate, keep and return an exponential moving
     average of the weights instead of the raw weights (``icml26.training.ema.weight_ema``, the
     toolkit's one average: its decay warms up as ``min(ema_decay, 1 - k ** (-2/3))`` at the k-th
-    update, the first update copying the weights); 0 gives the raw weights back. On PhysioNet 2012 the raw weights' validation MSE moves by about 2%
-    between evaluations 100 steps apart, so the kept checkpoint is partly a pick of noise; the
-    average moves smoothly.
+    update, the first update copying the weights); 0 gives the raw weights back. On PhysioNet 2012
+    the raw weights' validation MSE moves by about 2% between evaluations 100 steps apart, so the
+    kept checkpoint is partly a pick of noise; the average moves smoothly.
 
     ``checkpoint``: a file that receives the whole training state (weights, optimiser, schedule, batch
     generator, best weights so far, validation curve) every ``checkpoint_every`` steps, written
